@@ -1,0 +1,59 @@
+"""Decide whether a notebook cell marked `%%gpu` (or `%%gpu N`) can run on this machine."""
+
+from __future__ import annotations
+
+import re
+
+from .device import how_to_get_gpu
+from .i18n import tr
+
+MARKER = "%%gpu"
+_MARKER_LINE = re.compile(r"^%%gpu(?:\s+(\d+))?\s*(?:#.*)?$")
+
+
+def required_gpus(source: str) -> int | None:
+    """Return how many CUDA GPUs a cell needs (1 for `%%gpu`, N for `%%gpu N`), or None if unmarked."""
+    if not isinstance(source, str):
+        raise TypeError(f"source must be the cell's source text (str), got {type(source).__name__}")
+    first = source.lstrip("\n").split("\n", 1)[0].strip()
+    if not first.startswith(MARKER):
+        return None
+    match = _MARKER_LINE.match(first)
+    if match is None:
+        raise ValueError(f"GPU marker must be '%%gpu' or '%%gpu N' (N = minimum number of GPUs), got {first!r}")
+    count = int(match.group(1) or 1)
+    if count < 1:
+        raise ValueError(f"'%%gpu N' needs N >= 1, got {count}")
+    return count
+
+
+def cuda_gpu_count() -> int:
+    """Return how many CUDA GPUs PyTorch can use here (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def missing_hardware(needed: int, available: int) -> str | None:
+    """Return the one-line Vietnamese notice for a cell that cannot run, or None when it can."""
+    for name, value in (("needed", needed), ("available", available)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int (a number of GPUs), got {type(value).__name__}")
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+    if available >= needed:
+        return None
+    if needed == 1:
+        what = tr("cần GPU CUDA", "needs a CUDA GPU")
+    else:
+        what = tr(f"cần ít nhất {needed} GPU", f"needs at least {needed} GPUs")
+    have = tr(f"máy này có {available}", f"this machine has {available}")
+    return tr("⏭️ Bỏ qua ô này: ", "⏭️ Skipped this cell: ") + f"{what} ({have}). {how_to_get_gpu(needed)}"
+
+
+def skip_reason(source: str, available: int | None = None) -> str | None:
+    """Return why a cell must be skipped here (None when it is unmarked or the hardware is enough)."""
+    needed = required_gpus(source)
+    if needed is None:
+        return None
+    return missing_hardware(needed, cuda_gpu_count() if available is None else available)

@@ -1,0 +1,250 @@
+"""Build the course notebooks, their badge and setup cells, and colab_badges.md from one source.
+
+Sources live in ``course_src/*.md``: Markdown text, with code cells as fenced ```python blocks,
+``+++`` on its own line to split Markdown cells, and an empty fenced ```setup block where the
+setup cell goes. Exercise sources may hold ``### BEGIN SOLUTION`` / ``### BEGIN LEARNER`` /
+``### END`` regions: the learner notebook keeps the LEARNER part, the solutions notebook the
+SOLUTION part. The course repository and ref come from ``[tool.course]`` in pyproject.toml.
+
+Usage:
+    python tools/build_course.py          # write notebooks/ and colab_badges.md
+    python tools/build_course.py --check  # exit 1 if anything on disk differs from the sources
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "course_src"
+NOTEBOOKS = ROOT / "notebooks"
+BADGES_MD = ROOT / "colab_badges.md"
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_REGION = re.compile(r"^[ \t]*### (BEGIN SOLUTION|BEGIN LEARNER|END)[ \t]*\n", re.M)
+
+
+@dataclass(frozen=True)
+class CourseConfig:
+    """Where learners install the course from."""
+
+    repo: str
+    branch: str
+    ref: str
+
+
+def load_config(pyproject: Path = ROOT / "pyproject.toml") -> CourseConfig:
+    """Read [tool.course] from pyproject.toml."""
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["course"]
+    return CourseConfig(repo=data["repo"], branch=data["branch"], ref=data["ref"])
+
+
+# --------------------------------------------------------------------------- generated cells
+
+SETUP_TEMPLATE = '''\
+# Ô cài đặt: giống hệt nhau ở mọi bài, sinh bởi tools/build_course.py (đừng sửa tay).
+REPO, REF = "{repo}", "{ref}"
+import glob, importlib, importlib.util, os, subprocess, sys
+if importlib.util.find_spec("lessons_lib") is None:
+    wheels = sorted(glob.glob(os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input") + "/**/lessons_lib-*.whl", recursive=True))
+    for source in [f"git+https://github.com/{{REPO}}@{{REF}}", *wheels[-1:]]:
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "10", source]
+        if subprocess.run(pip, capture_output=True, text=True).returncode == 0:
+            break
+    else:
+        print("❌ Không cài được lessons_lib (máy không có Internet?). Hai cách khắc phục:\\n"
+              "  1) Kaggle: Settings → Internet → On (cần xác minh số điện thoại), rồi chạy lại ô này.\\n"
+              "  2) Gắn file lessons_lib-*.whl làm dataset (Add Input), rồi chạy lại ô này.")
+        raise SystemExit("Dừng lại: thiếu lessons_lib.")
+    importlib.invalidate_caches()
+%load_ext lessons_lib.notebook'''
+
+
+def setup_cell_source(config: CourseConfig) -> str:
+    """Return the setup cell's code for this course configuration."""
+    return SETUP_TEMPLATE.format(repo=config.repo, ref=config.ref)
+
+
+def colab_url(config: CourseConfig, path: str) -> str:
+    """Return the Colab URL that opens the notebook at `path` (relative to the repo root)."""
+    return f"https://colab.research.google.com/github/{config.repo}/blob/{quote(config.branch, safe='')}/{quote(path)}"
+
+
+def kaggle_url(config: CourseConfig, path: str) -> str:
+    """Return the Kaggle URL that imports the notebook at `path` from GitHub."""
+    github = f"https://github.com/{config.repo}/blob/{config.branch}/{path}"
+    return "https://kaggle.com/kernels/welcome?src=" + quote(github, safe="")
+
+
+def badge_cell_source(config: CourseConfig, path: str) -> str:
+    """Return the Markdown of the Colab + Kaggle badges for one notebook."""
+    return (
+        f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(config, path)}) "
+        f"[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]({kaggle_url(config, path)})"
+    )
+
+
+# --------------------------------------------------------------------------- parsing sources
+
+
+@dataclass(frozen=True)
+class Cell:
+    kind: str  # "markdown" | "code" | "setup"
+    source: str
+
+
+def parse_source(text: str) -> list[Cell]:
+    """Split a course source into cells."""
+    cells: list[Cell] = []
+
+    def add_markdown(chunk: str) -> None:
+        for part in re.split(r"^\+\+\+[ \t]*$", chunk, flags=re.M):
+            if part.strip():
+                cells.append(Cell("markdown", part.strip("\n")))
+
+    pos = 0
+    for fence in _FENCE.finditer(text):
+        add_markdown(text[pos:fence.start()])
+        lang, body = fence.group(1), fence.group(2).rstrip("\n")
+        if lang == "setup":
+            cells.append(Cell("setup", ""))
+        elif lang == "python":
+            cells.append(Cell("code", body))
+        else:
+            add_markdown(fence.group(0))  # a quoted block of another language stays in the Markdown
+        pos = fence.end()
+    add_markdown(text[pos:])
+    return cells
+
+
+def select_variant(source: str, variant: str) -> str:
+    """Keep the SOLUTION or LEARNER regions of `source` ("solution" or "learner")."""
+    if variant not in ("solution", "learner"):
+        raise ValueError(f"variant must be 'solution' or 'learner', got {variant!r}")
+    out, keep = [], True
+    pos = 0
+    for marker in _REGION.finditer(source):
+        if keep:
+            out.append(source[pos:marker.start()])
+        tag = marker.group(1)
+        keep = tag == "END" or (tag == "BEGIN SOLUTION") == (variant == "solution")
+        pos = marker.end()
+    if keep:
+        out.append(source[pos:])
+    return "".join(out).rstrip("\n")
+
+
+def has_variants(text: str) -> bool:
+    """Return True when a source holds SOLUTION/LEARNER regions."""
+    return _REGION.search(text) is not None
+
+
+# --------------------------------------------------------------------------- building notebooks
+
+
+def _cell_id(name: str, index: int) -> str:
+    return hashlib.sha1(f"{name}:{index}".encode()).hexdigest()[:12]
+
+
+NOTEBOOK_METADATA = {
+    "accelerator": "GPU",
+    "colab": {"gpuType": "T4", "provenance": []},
+    "kaggle": {"accelerator": "nvidiaTeslaT4", "isGpuEnabled": True, "isInternetEnabled": True,
+               "language": "python", "sourceType": "notebook"},
+    "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+    "language_info": {"name": "python"},
+}
+
+
+def build_notebook(cells: list[Cell], name: str, repo_path: str, config: CourseConfig) -> dict:
+    """Return the nbformat-4 JSON of one notebook (badge cell first, outputs empty)."""
+    out = []
+    all_cells = [Cell("markdown", badge_cell_source(config, repo_path)), *cells]
+    for i, cell in enumerate(all_cells):
+        base = {"id": _cell_id(name, i), "metadata": {}}
+        if cell.kind == "markdown":
+            out.append({"cell_type": "markdown", **base, "source": cell.source})
+        else:
+            source = setup_cell_source(config) if cell.kind == "setup" else cell.source
+            out.append({"cell_type": "code", **base, "execution_count": None, "outputs": [], "source": source})
+    return {"cells": out, "metadata": NOTEBOOK_METADATA, "nbformat": 4, "nbformat_minor": 5}
+
+
+def _dump(nb: dict) -> str:
+    nb = json.loads(json.dumps(nb))
+    for cell in nb["cells"]:  # store sources as lists of lines, as Jupyter does
+        cell["source"] = cell["source"].splitlines(keepends=True)
+    return json.dumps(nb, ensure_ascii=False, indent=1) + "\n"
+
+
+def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
+    """Return every generated file (notebooks and colab_badges.md) with its expected text."""
+    config = config or load_config()
+    files: dict[Path, str] = {}
+    for src in sorted(SRC.glob("[0-9][0-9]_*.md")):
+        text = src.read_text(encoding="utf-8")
+        name = src.stem
+        variants = [("learner", NOTEBOOKS / f"{name}.ipynb")]
+        if has_variants(text):
+            variants.append(("solution", NOTEBOOKS / "solutions" / f"{name}_solutions.ipynb"))
+        for variant, target in variants:
+            body = select_variant(text, variant) if has_variants(text) else text
+            repo_path = target.relative_to(ROOT).as_posix()
+            files[target] = _dump(build_notebook(parse_source(body), target.stem, repo_path, config))
+    files[BADGES_MD] = badges_markdown(config, sorted(p for p in files if p.suffix == ".ipynb"))
+    return files
+
+
+def badges_markdown(config: CourseConfig, notebooks: list[Path]) -> str:
+    """Return colab_badges.md: every notebook's Colab and Kaggle links."""
+    lines = [
+        "# Liên kết mở từng notebook (Colab / Kaggle)",
+        "",
+        f"Sinh bởi `python tools/build_course.py` từ `[tool.course]` trong pyproject.toml "
+        f"(repo `{config.repo}`, nhánh `{config.branch}`). Đừng sửa tay.",
+        "",
+        "| notebook | Colab | Kaggle |",
+        "| --- | --- | --- |",
+    ]
+    for path in notebooks:
+        rel = path.relative_to(ROOT).as_posix()
+        lines.append(
+            f"| `{rel}` | [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(config, rel)}) "
+            f"| [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]({kaggle_url(config, rel)}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only check that the files on disk are up to date")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in planned_outputs().items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            stale.append(path.relative_to(ROOT).as_posix())
+            if not args.check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+    if args.check and stale:
+        print("Out of date (run python tools/build_course.py):", *stale, sep="\n  ")
+        return 1
+    print(("stale: " if args.check else "written: ") + (", ".join(stale) or "nothing, all up to date"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
