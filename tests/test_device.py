@@ -1,0 +1,177 @@
+import pytest
+import torch
+
+from lessons_lib import device as dev
+from lessons_lib.device import CudaFacts, GpuInfo
+
+T4 = GpuInfo(0, "Tesla T4", (7, 5), 15 * 2**30, 40)
+P100 = GpuInfo(0, "Tesla P100-PCIE-16GB", (6, 0), 16 * 2**30, 56)
+A100 = GpuInfo(0, "NVIDIA A100-SXM4-40GB", (8, 0), 40 * 2**30, 108)
+ARCHS_128 = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120")
+
+
+def test_pick_device_defaults_to_cpu_without_accelerators(monkeypatch):
+    monkeypatch.delenv("LESSONS_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(dev, "_mps_available", lambda: False)
+    assert dev.pick_device() == torch.device("cpu")
+
+
+def test_pick_device_prefers_cuda_then_mps(monkeypatch):
+    monkeypatch.delenv("LESSONS_DEVICE", raising=False)
+    monkeypatch.setattr(dev, "_mps_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert dev.pick_device() == torch.device("mps")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert dev.pick_device() == torch.device("cuda")
+
+
+def test_pick_device_accepts_explicit_cpu_and_env_override(monkeypatch):
+    assert dev.pick_device("cpu") == torch.device("cpu")
+    assert dev.pick_device(torch.device("cpu")) == torch.device("cpu")
+    monkeypatch.setenv("LESSONS_DEVICE", "cpu")
+    assert dev.pick_device() == torch.device("cpu")
+
+
+def test_pick_device_rejects_missing_gpu_listing_what_exists(monkeypatch):
+    monkeypatch.setattr(dev, "available_devices", lambda: ["cpu", "cuda:0"])
+    with pytest.raises(ValueError, match=r"cuda:3.*cpu, cuda:0"):
+        dev.pick_device("cuda:3")
+    assert dev.pick_device("cuda:0") == torch.device("cuda:0")
+    assert dev.pick_device("cuda") == torch.device("cuda")
+
+
+@pytest.mark.parametrize("name", ["cdua", "gpu", "cuda:x", "meta"])
+def test_pick_device_rejects_misspelt_or_unsupported_names(name):
+    with pytest.raises(ValueError, match="cpu"):
+        dev.pick_device(name)
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, ["cpu"]])
+def test_pick_device_rejects_wrong_types(bad):
+    with pytest.raises(TypeError, match="str"):
+        dev.pick_device(bad)
+
+
+def test_available_devices_always_has_cpu_first():
+    assert dev.available_devices()[0] == "cpu"
+
+
+@pytest.mark.parametrize(
+    "capability, archs, expected",
+    [
+        ((7, 5), ARCHS_128, True),
+        ((6, 0), ARCHS_128, False),
+        ((8, 9), ("sm_80", "sm_86"), True),  # binary compatible within major 8
+        ((9, 0), ("sm_80", "compute_80"), True),  # PTX JIT
+        ((9, 0), ("sm_80",), False),
+        ((8, 0), ("garbage",), False),
+    ],
+)
+def test_arch_supported(capability, archs, expected):
+    assert dev.arch_supported(capability, archs) is expected
+
+
+def test_explain_cuda_cpu_only_build():
+    (reason,) = dev.explain_cuda(CudaFacts(cuda_build=None))
+    assert "chỉ có CPU" in reason and "torch.version.cuda" in reason
+
+
+def test_explain_cuda_rocm_build_without_gpu():
+    (reason,) = dev.explain_cuda(CudaFacts(cuda_build=None, hip_build="6.2"))
+    assert "ROCm" in reason
+
+
+def test_explain_cuda_hidden_by_cuda_visible_devices():
+    reasons = dev.explain_cuda(CudaFacts(cuda_build="12.8", visible_devices="", driver_found=True))
+    assert len(reasons) == 1 and "CUDA_VISIBLE_DEVICES" in reasons[0]
+
+
+def test_explain_cuda_no_driver_says_how_to_get_a_gpu():
+    (reason,) = dev.explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False))
+    assert "driver" in reason and "Colab" in reason and "T4" in reason
+
+
+def test_explain_cuda_driver_present_but_init_failed():
+    facts = CudaFacts(cuda_build="12.8", driver_found=True, init_warning="CUDA initialization: error 804")
+    (reason,) = dev.explain_cuda(facts)
+    assert "error 804" in reason
+
+
+def test_explain_cuda_gpu_too_old_for_build():
+    facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(P100,), arch_list=ARCHS_128)
+    (reason,) = dev.explain_cuda(facts)
+    assert "sm_60" in reason and "no kernel image" in reason and "T4" in reason
+
+
+def test_explain_cuda_usable_gpu_has_no_reasons():
+    facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(T4,), arch_list=ARCHS_128)
+    assert dev.explain_cuda(facts) == []
+
+
+def test_explain_cuda_rejects_wrong_type():
+    with pytest.raises(TypeError, match="CudaFacts"):
+        dev.explain_cuda({"cuda_build": None})
+
+
+def test_gpu_info_native_bf16_and_sm():
+    assert not T4.native_bf16 and T4.sm == "sm_75"
+    assert A100.native_bf16
+
+
+def test_environment_report_on_this_machine_has_verdict():
+    report = dev.environment_report()
+    text = str(report)
+    assert report.device in ("cpu", "cuda", "mps")
+    assert "Kết luận" in text and report.verdict in text
+    if not torch.cuda.is_available():
+        assert report.reasons, "without CUDA the report must say why"
+
+
+def test_environment_report_english(monkeypatch):
+    from lessons_lib import i18n
+
+    i18n.set_language("en")
+    assert "Verdict" in str(dev.environment_report())
+
+
+def test_environment_report_shows_fake_gpu_rows(monkeypatch):
+    facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(T4,), arch_list=ARCHS_128)
+    monkeypatch.setattr(dev, "gather_cuda_facts", lambda: facts)
+    report = dev.environment_report()
+    text = str(report)
+    assert report.device == "cuda"
+    assert "Tesla T4" in text and "sm_75" in text and "40 SM" in text and "chỉ giả lập" in text
+
+
+def test_banner_is_one_line():
+    line = dev.banner()
+    assert "\n" not in line and torch.__version__ in line
+
+
+def test_has_native_bf16_on_cpu_and_fake_gpus(monkeypatch):
+    assert dev.has_native_bf16("cpu") is True
+    monkeypatch.setattr(dev, "available_devices", lambda: ["cpu", "cuda:0"])
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (7, 5))
+    assert dev.has_native_bf16("cuda") is False
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (8, 0))
+    assert dev.has_native_bf16("cuda:0") is True
+
+
+def test_detect_platform(monkeypatch):
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    assert dev.detect_platform() == "kaggle"
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab")
+    assert dev.detect_platform() == "colab"
+
+
+@pytest.mark.parametrize("bad, error", [("2", TypeError), (0, ValueError), (True, TypeError)])
+def test_how_to_get_gpu_rejects_bad_counts(bad, error):
+    with pytest.raises(error, match="min_gpus"):
+        dev.how_to_get_gpu(bad)
+
+
+def test_how_to_get_gpu_mentions_kaggle_for_two():
+    assert "T4 ×2" in dev.how_to_get_gpu(2)

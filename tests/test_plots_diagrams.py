@@ -1,0 +1,28 @@
+import pytest
+
+from lessons_lib.plots import cuda_stack
+
+
+def test_cuda_stack_draws_every_layer():
+    ax = cuda_stack()
+    texts = [t.get_text() for t in ax.texts]
+    assert "Python: c = a @ b" in texts and "NVIDIA driver" in texts
+    assert len(ax.patches) == 6
+
+
+def test_cuda_stack_uses_given_axes():
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots()
+    assert cuda_stack(ax=ax, layers=(("a", "b"),)) is ax
+
+
+@pytest.mark.parametrize("layers", [(), [("a",)], "ab", [(1, 2)]])
+def test_cuda_stack_rejects_bad_layers(layers):
+    with pytest.raises(TypeError, match="layers"):
+        cuda_stack(layers=layers)
+
+
+def test_cuda_stack_rejects_bad_ax():
+    with pytest.raises(TypeError, match="Axes"):
+        cuda_stack(ax="left")

@@ -1,0 +1,84 @@
+import pytest
+
+from lessons_lib import quiz
+
+
+def make_choice():
+    return quiz.choice("Q?", ["red", "green", "blue"], answer=1, explanation="because",
+                       why_wrong={0: "red is wrong"})
+
+
+def test_choice_feedback_right_and_wrong(capsys):
+    q = make_choice()
+    assert q.answer("B") is True
+    assert "✅" in capsys.readouterr().out
+    assert q.answer("a") is False
+    assert "red is wrong" in capsys.readouterr().out
+    assert q.answer("blue") is False
+    assert "Thử lại" in capsys.readouterr().out
+    assert q.answer(1) is True
+    assert q.attempts == [1, 0, 2, 1]
+
+
+def test_yes_no_accepts_bool_and_text():
+    q = quiz.yes_no("Cần GPU?", answer=False, explanation="không", why_wrong="sai")
+    assert q.options == ["Có", "Không"]
+    assert q.feedback(False).startswith("✅")
+    assert q.feedback("Có").startswith("❌") and "sai" in q.feedback("Có")
+    assert q.feedback("B").startswith("✅")
+
+
+def test_as_text_lists_lettered_options():
+    text = make_choice().as_text()
+    assert "A. red" in text and "C. blue" in text and "answer" in text
+
+
+def test_widget_click_updates_feedback():
+    q = make_choice()
+    box = q.widget()
+    assert quiz.QUIZ_CLASS in box._dom_classes
+    title, row, feedback = box.children
+    assert quiz.FEEDBACK_CLASS in feedback._dom_classes
+    buttons = row.children
+    buttons[0].click()
+    assert "red is wrong" in feedback.value and buttons[0].button_style == "danger"
+    buttons[1].click()
+    assert "✅" in feedback.value and buttons[1].button_style == "success"
+    assert q.attempts == [0, 1]
+
+
+def test_display_outside_kernel_prints_text(capsys):
+    make_choice()._ipython_display_()
+    assert "A. red" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"prompt": "", "options": ["a", "b"], "answer": 0}, ValueError),
+        ({"prompt": "q", "options": "ab", "answer": 0}, TypeError),
+        ({"prompt": "q", "options": ["a"], "answer": 0}, ValueError),
+        ({"prompt": "q", "options": ["a", "b"], "answer": 2}, ValueError),
+        ({"prompt": "q", "options": ["a", "b"], "answer": "A"}, TypeError),
+        ({"prompt": "q", "options": ["a", ""], "answer": 0}, ValueError),
+    ],
+)
+def test_choice_rejects_bad_input(kwargs, error):
+    with pytest.raises(error):
+        quiz.choice(explanation="e", **kwargs)
+
+
+def test_choice_rejects_bad_why_wrong():
+    with pytest.raises(TypeError, match="why_wrong"):
+        quiz.choice("q", ["a", "b"], 0, "e", why_wrong=["x"])
+
+
+def test_yes_no_rejects_non_bool():
+    with pytest.raises(TypeError, match="True"):
+        quiz.yes_no("q", answer="Có", explanation="e")
+
+
+@pytest.mark.parametrize("bad, error", [("Z", ValueError), (5, ValueError), (1.0, TypeError), ("purple", ValueError)])
+def test_answer_rejects_unknown_choice(bad, error):
+    with pytest.raises(error, match="choice"):
+        make_choice().answer(bad)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The course's two commands. Both do all set-up on a fresh machine (a virtualenv in .venv).
+#   bash tools/course.sh lab    set up, then open the course in JupyterLab
+#   bash tools/course.sh test   set up, then run every test (unit tests + every notebook under nbval)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+
+setup() {
+  local stamp="$VENV/.requirements.sha"
+  local want; want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+  fi
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -r requirements.txt
+    "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e . 2>/dev/null \
+      || "$VENV/bin/python" -m pip install -q --no-deps -e .
+    echo "$want" > "$stamp"
+  fi
+}
+
+case "${1:-}" in
+  lab)
+    setup
+    exec "$VENV/bin/jupyter" lab notebooks/
+    ;;
+  test)
+    setup
+    shift
+    exec "$VENV/bin/python" -m pytest "$@"
+    ;;
+  *)
+    echo "usage: bash tools/course.sh lab|test [pytest args]" >&2
+    exit 2
+    ;;
+esac
