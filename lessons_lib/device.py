@@ -1,4 +1,7 @@
-"""Choose a device and explain the machine: which GPUs exist, and why CUDA may be unavailable."""
+"""Choose a device and explain the machine: which GPUs exist, and why CUDA may be unavailable.
+
+`to_device` and `describe` (moving and inspecting batches) live in `placement` and are re-exported here.
+"""
 
 from __future__ import annotations
 
@@ -408,3 +411,6 @@ def banner() -> str:
     if report.device == "cuda":
         where = f"cuda ({report.cuda.gpus[0].name}, {len(report.cuda.gpus)} GPU)"
     return f"torch {report.torch_version} · {report.platform} · " + tr("thiết bị: ", "device: ") + f"{where} — {report.verdict}"
+
+
+from .placement import DeviceReport, TensorPlace, describe, to_device  # noqa: E402,F401  (public API)

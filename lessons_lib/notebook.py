@@ -34,7 +34,10 @@ def set_explain(enabled: bool) -> None:
 
 def _explain_handler(shell, etype, value, tb, tb_offset=None):
     shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
-    hint = explain(value) if _state["explain"] else None
+    try:
+        hint = explain(value) if _state["explain"] else None
+    except Exception:  # a broken hint must never hide the learner's error or unregister this handler
+        hint = None
     if hint:
         print(hint)
 

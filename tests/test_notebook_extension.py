@@ -1,0 +1,153 @@
+"""The IPython extension, run in a real Jupyter kernel: the hint under the learner's traceback, its off
+switch, and the `%%gpu` cells (with the GPU count patched inside the kernel, so this runs anywhere)."""
+
+from __future__ import annotations
+
+import re
+
+import nbclient
+import nbformat
+import pytest
+
+from lessons_lib import gpu_cells
+from lessons_lib import notebook as ext
+
+META_ERROR = "import torch\ntorch.ones(2, device='meta') + torch.ones(2)"
+
+
+def _texts(cell, name="stdout") -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream" and o.name == name)
+
+
+def _plain(lines) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(lines))
+
+
+def _errors(cell):
+    return [o for o in cell.outputs if o.output_type == "error"]
+
+
+@pytest.fixture(scope="module")
+def run():
+    """Run cells one at a time in one kernel; return a function source -> executed cell."""
+    nb = nbformat.v4.new_notebook()
+    client = nbclient.NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True)
+    with client.setup_kernel():
+        def execute(source: str, allow_errors: bool = True):
+            cell = nbformat.v4.new_code_cell(source)
+            nb.cells.append(cell)
+            client.allow_errors = allow_errors
+            client.execute_cell(cell, len(nb.cells) - 1)
+            return cell
+
+        execute("from lessons_lib import i18n, gpu_cells\ni18n.set_language('vi')\n"
+                "gpu_cells.cuda_gpu_count = lambda: 0")
+        loaded = execute("%load_ext lessons_lib.notebook")
+        assert "torch" in _texts(loaded) and not _errors(loaded)
+        yield execute
+
+
+def test_a_failing_cell_keeps_its_traceback_gets_the_hint_and_still_stops_run_all(run):
+    with pytest.raises(nbclient.exceptions.CellExecutionError):
+        run(META_ERROR, allow_errors=False)  # "Run all" stops here, as it should
+
+
+def test_the_hint_comes_after_the_full_traceback(run):
+    cell = run(META_ERROR)
+    kinds = [o.output_type for o in cell.outputs]
+    assert kinds == ["error", "stream"]
+    error = cell.outputs[0]
+    assert error.ename == "RuntimeError" and "not on the expected device" in error.evalue
+    assert "torch.ones(2, device='meta') + torch.ones(2)" in _plain(error.traceback)
+    hint = cell.outputs[1].text
+    assert hint.startswith("💡 ") and "(ở đây: cpu và meta)" in hint
+
+
+def test_unknown_errors_get_no_hint(run):
+    cell = run("raise ValueError('lỗi khác')")
+    assert [o.output_type for o in cell.outputs] == ["error"]
+    assert _errors(cell)[0].ename == "ValueError"
+
+
+def test_the_off_switch_and_back_on(run):
+    assert not run("%lessons_explain off").outputs
+    off = run(META_ERROR)
+    assert len(_errors(off)) == 1 and "💡" not in _texts(off)
+    run("%lessons_explain on")
+    on = run(META_ERROR)
+    assert len(_errors(on)) == 1 and "💡" in _texts(on)
+
+
+def test_the_switch_explains_its_usage(run):
+    assert "Dùng: %lessons_explain on | off" in _texts(run("%lessons_explain maybe"))
+
+
+def test_gpu_cells_are_skipped_without_the_hardware(run):
+    one = run("%%gpu\nran_one = True\nprint('BODY')")
+    assert _texts(one).startswith("⏭️ Bỏ qua ô này: cần GPU CUDA (máy này có 0).")
+    assert "BODY" not in _texts(one) and not _errors(one)
+    two = run("%%gpu 2\nran_two = True")
+    assert "cần ít nhất 2 GPU (máy này có 0)" in _texts(two)
+    assert _texts(run("print('ran_one' in globals(), 'ran_two' in globals())")).strip() == "False False"
+
+
+def test_gpu_cells_run_when_enough_gpus_exist_and_keep_line_numbers(run):
+    run("gpu_cells.cuda_gpu_count = lambda: 1")
+    try:
+        assert _texts(run("%%gpu\nprint('BODY')")).strip() == "BODY"
+        assert "máy này có 1" in _texts(run("%%gpu 2\nprint('BODY2')"))
+        failing = run("%%gpu\n1 / 0")
+        error = _errors(failing)[0]
+        assert error.ename == "ZeroDivisionError"
+        assert "line 2" in _plain(error.traceback)  # the marker line still counts
+    finally:
+        run("gpu_cells.cuda_gpu_count = lambda: 0")
+
+
+def test_unloading_removes_the_hint(run):
+    run("%unload_ext lessons_lib.notebook")
+    try:
+        cell = run(META_ERROR)
+        assert len(_errors(cell)) == 1 and "💡" not in _texts(cell)
+    finally:
+        run("%load_ext lessons_lib.notebook")
+
+
+# --------------------------------------------------------------------------- in-process pieces
+
+
+def test_gpu_cell_transform_rewrites_only_marked_cells(monkeypatch):
+    monkeypatch.setattr(gpu_cells, "cuda_gpu_count", lambda: 0)
+    skipped = ext.gpu_cell_transform(["%%gpu\n", "x = 1\n"])
+    assert len(skipped) == 1 and skipped[0].startswith("print(") and "Bỏ qua" in skipped[0]
+    assert ext.gpu_cell_transform(["x = 1\n"]) == ["x = 1\n"]
+    assert ext.gpu_cell_transform([]) == []
+    monkeypatch.setattr(gpu_cells, "cuda_gpu_count", lambda: 2)
+    assert ext.gpu_cell_transform(["%%gpu 2\n", "x = 1\n"]) == ["\n", "x = 1\n"]
+
+
+def test_gpu_cell_transform_rejects_a_malformed_marker(monkeypatch):
+    monkeypatch.setattr(gpu_cells, "cuda_gpu_count", lambda: 0)
+    with pytest.raises(ValueError, match="GPU marker"):
+        ext.gpu_cell_transform(["%%gpu two\n", "x = 1\n"])
+
+
+def test_set_explain_needs_a_bool():
+    with pytest.raises(TypeError, match="enabled must be True or False"):
+        ext.set_explain("off")
+
+
+def test_the_handler_shows_the_traceback_even_if_explaining_fails(monkeypatch, capsys):
+    shown = []
+
+    class Shell:
+        def showtraceback(self, exc_tuple, tb_offset=None):
+            shown.append(exc_tuple[1])
+
+    def broken(exc):
+        raise RuntimeError("hint failed")
+
+    monkeypatch.setattr(ext, "explain", broken)
+    error = RuntimeError("Expected all tensors to be on the same device")
+    ext._explain_handler(Shell(), RuntimeError, error, None)
+    assert shown == [error] and capsys.readouterr().out == ""
