@@ -81,7 +81,8 @@ class Question:
         """Return the question as plain text with lettered options."""
         lines = [f"❓ {self.prompt}"]
         lines += [f"   {_LETTERS[i]}. {option}" for i, option in enumerate(self.options)]
-        lines.append(tr("   (Trả lời: q.answer('A'), với q là câu hỏi này)", "   (Answer: q.answer('A'), q being this question)"))
+        lines.append(tr("   (Không thấy nút bấm? Gọi .answer trên biến của câu hỏi, vd q1.answer('A'))",
+                        "   (No buttons? Call .answer on the question's variable, e.g. q1.answer('A'))"))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
