@@ -1,0 +1,802 @@
+"""Tests of lessons_lib.memory: sizes against hand-computed bytes, the saved-tensor meter, OOM helpers."""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from lessons_lib import memory
+from lessons_lib.memory import (
+    OOM_ERRORS,
+    MemoryBudgetExceeded,
+    SavedTensorMeter,
+    compare_gradients,
+    cuda_memory_cap,
+    find_max_batch_size,
+    format_bytes,
+    gpu_memory_snapshot,
+    gradient_snapshot,
+    is_oom_error,
+    oom_demo,
+    oom_safe_train_step,
+    optimizer_state_bytes,
+    parse_bytes,
+    parse_oom_message,
+    saved_activation_bytes,
+    sharded_training_memory,
+    train_with_oom_retry,
+    trainable_bytes,
+    training_state_sizes,
+)
+
+F32 = 4  # bytes per float32
+
+
+def _mlp(seed: int = 0) -> nn.Sequential:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def _data(n: int = 32, seed: int = 1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 8, generator=g), torch.randint(0, 4, (n,), generator=g)
+
+
+# --------------------------------------------------------------------------- bytes
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0, "0 B"), (512, "512 B"), (1023, "1023 B"), (1024, "1.00 KiB"), (1536, "1.50 KiB"),
+     (3 * 2**20, "3.00 MiB"), (2**30 + 2**29, "1.50 GiB"), (-(2**20), "-1.00 MiB"), (2.5 * 2**40, "2.50 TiB")],
+)
+def test_format_bytes(value, text):
+    assert format_bytes(value) == text
+
+
+def test_format_bytes_precision():
+    assert format_bytes(1536, precision=0) == "2 KiB"
+    assert format_bytes(1536, precision=3) == "1.500 KiB"
+
+
+@pytest.mark.parametrize("bad", ["1024", None, True, [1]])
+def test_format_bytes_rejects_non_numbers(bad):
+    with pytest.raises(TypeError, match="num_bytes"):
+        format_bytes(bad)
+
+
+def test_format_bytes_rejects_nan_and_bad_precision():
+    with pytest.raises(ValueError, match="num_bytes"):
+        format_bytes(float("nan"))
+    with pytest.raises(ValueError, match="precision"):
+        format_bytes(10, precision=-1)
+    with pytest.raises(TypeError, match="precision"):
+        format_bytes(10, precision=1.5)
+
+
+@pytest.mark.parametrize(("text", "value"), [("2.00 GiB", 2 * 2**30), ("0 bytes", 0), ("512 bytes", 512),
+                                             ("1.50 KiB", 1536), ("20.00 MiB", 20 * 2**20)])
+def test_parse_bytes(text, value):
+    assert parse_bytes(text) == value
+
+
+def test_parse_bytes_rejects_bad_input():
+    with pytest.raises(ValueError, match="GiB"):
+        parse_bytes("two gigs")
+    with pytest.raises(TypeError, match="chuỗi"):
+        parse_bytes(2.0)
+
+
+# --------------------------------------------------------------------------- state sizes
+
+
+def _one_step(model, optimizer):
+    x, y = _data(4)
+    nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+
+
+def test_state_sizes_sgd_momentum_adam_hand_computed():
+    n_params = 8 * 16 + 16 + 16 * 4 + 4  # 212 floats
+    params_bytes = n_params * F32
+
+    model = _mlp()
+    sizes = training_state_sizes(model)
+    assert (sizes.params, sizes.grads, sizes.optimizer) == (params_bytes, 0, 0)
+
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    _one_step(model, sgd)
+    sizes = training_state_sizes(model, sgd)
+    assert (sizes.params, sizes.grads, sizes.optimizer) == (params_bytes, params_bytes, 0)
+    assert optimizer_state_bytes(sgd) == {}
+
+    model = _mlp()
+    momentum = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    _one_step(model, momentum)
+    assert optimizer_state_bytes(momentum) == {"momentum_buffer": params_bytes}
+    assert training_state_sizes(model, momentum).optimizer == params_bytes
+
+    model = _mlp()
+    adam = torch.optim.Adam(model.parameters())
+    _one_step(model, adam)
+    by_key = optimizer_state_bytes(adam)
+    assert by_key["exp_avg"] == by_key["exp_avg_sq"] == params_bytes
+    assert by_key["step"] == 4 * F32  # one float32 step counter per parameter tensor (4 tensors)
+    sizes = training_state_sizes(model, adam)
+    assert sizes.optimizer == 2 * params_bytes + 4 * F32
+    assert sizes.total == params_bytes + params_bytes + sizes.optimizer
+    assert "exp_avg" in str(sizes)
+
+
+def test_state_sizes_count_buffers_tied_weights_and_set_to_none():
+    bn = nn.BatchNorm1d(3)  # running_mean, running_var (3 float32 each) + num_batches_tracked (int64)
+    assert training_state_sizes(bn).buffers == 3 * F32 * 2 + 8
+    assert training_state_sizes(bn).breakdown()["params"] == 6 * F32 + 3 * F32 * 2 + 8
+
+    emb = nn.Embedding(10, 4)
+    head = nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight  # tied: one tensor
+    tied = nn.ModuleList([emb, head])
+    assert training_state_sizes(tied).params == 40 * F32
+
+    model = _mlp()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    _one_step(model, sgd)
+    sgd.zero_grad(set_to_none=True)
+    assert training_state_sizes(model, sgd).grads == 0
+
+
+def test_state_sizes_on_meta_device_need_no_memory():
+    big = nn.Linear(50_000, 50_000, device="meta")  # 10 GB of float32 if it were real
+    assert training_state_sizes(big).params == (50_000 * 50_000 + 50_000) * F32
+
+
+def test_trainable_bytes_skips_frozen():
+    model = _mlp()
+    model[0].requires_grad_(False)
+    assert trainable_bytes(model) == (16 * 4 + 4) * F32
+
+
+def test_breakdown_and_bad_inputs():
+    sizes = training_state_sizes(_mlp())
+    assert sizes.breakdown(activations=100) == {"params": sizes.params, "grads": 0, "optimizer": 0, "activations": 100}
+    with pytest.raises(ValueError, match="activations"):
+        sizes.breakdown(activations=-1)
+    with pytest.raises(TypeError, match="nn.Module"):
+        training_state_sizes("model")
+    with pytest.raises(TypeError, match="Optimizer"):
+        training_state_sizes(_mlp(), optimizer="adam")
+    with pytest.raises(TypeError, match="Optimizer"):
+        optimizer_state_bytes(None)
+    with pytest.raises(TypeError, match="nn.Module"):
+        trainable_bytes([1, 2])
+
+
+# --------------------------------------------------------------------------- saved-tensor meter
+
+
+def test_meter_counts_saved_tensors_hand_computed():
+    lin = nn.Linear(4, 3)
+    x = torch.randn(5, 4)
+    with SavedTensorMeter(exclude=lin) as meter:
+        out = torch.relu(lin(x)).sum()
+    # addmm saves x (x needs no grad, so the weight is not saved); relu saves its output
+    assert meter.live_bytes == 5 * 4 * F32 + 5 * 3 * F32
+    assert meter.peak_bytes == meter.total_bytes == meter.live_bytes
+    out.backward()
+    assert meter.live_bytes == 0  # backward freed the graph
+    assert meter.peak_bytes == 5 * 4 * F32 + 5 * 3 * F32
+    assert lin.weight.grad is not None
+
+
+def test_meter_counts_shared_storage_once():
+    w = torch.randn(100, requires_grad=True)
+    with SavedTensorMeter() as meter:
+        u = w * 2  # saves nothing (scalar multiply)
+        y = u.sin() + u.cos() + u.view(4, 25).exp().view(100)  # u saved twice + a view, exp's output
+    assert meter.saved_count == 3  # sin: u, cos: u, exp: its result (views and + save nothing)
+    assert meter.live_bytes == 100 * F32 + 100 * F32  # u once, exp's result once
+    y.sum().backward()
+    assert meter.live_bytes == 0
+
+
+def test_meter_excludes_weights_when_given_the_model():
+    model = _mlp()
+    x, _ = _data(6)
+    with SavedTensorMeter() as everything:
+        out1 = model(x)
+    with SavedTensorMeter(exclude=model) as activations:
+        out2 = model(x)
+    assert activations.excluded_count == 1  # the second Linear saves its weight to get the input's gradient
+    assert everything.live_bytes - activations.live_bytes == 16 * 4 * F32  # that weight
+    del out1, out2
+
+
+def test_meter_grows_with_batch_size_linearly():
+    model = _mlp()
+
+    def step(n):
+        return saved_activation_bytes(lambda: nn.functional.cross_entropy(model(torch.randn(n, 8)), torch.zeros(n, dtype=torch.long)), exclude=model)
+
+    b8, b16, b32 = step(8), step(16), step(32)
+    assert b8 < b16 < b32
+    assert b32 - b16 == 2 * (b16 - b8)
+
+
+def test_meter_total_loss_keeps_graphs_alive_item_does_not():
+    model = _mlp()
+    x, y = _data(16)
+    with SavedTensorMeter(exclude=model) as kept:
+        total = 0
+        sizes = []
+        for _ in range(3):
+            total = total + nn.functional.cross_entropy(model(x.clone()), y)
+            sizes.append(kept.live_bytes)
+    assert sizes[0] < sizes[1] < sizes[2] and sizes[2] - sizes[1] == sizes[1] - sizes[0]
+    with SavedTensorMeter(exclude=model) as freed:
+        total = 0.0
+        for _ in range(3):
+            total += nn.functional.cross_entropy(model(x.clone()), y).item()
+    assert freed.live_bytes == 0 and freed.peak_bytes == sizes[0]
+
+
+def test_meter_works_on_meta_device():
+    lin = nn.Linear(1024, 4096, device="meta")
+    x = torch.randn(8, 1024, device="meta")
+    with SavedTensorMeter(exclude=lin) as meter:
+        y = torch.relu(lin(x))
+    assert meter.live_bytes == 8 * 1024 * F32 + 8 * 4096 * F32
+    del y
+
+
+def test_meter_keeps_autograds_inplace_check():
+    a = torch.randn(3, requires_grad=True)
+    with SavedTensorMeter():
+        b = a.sigmoid()
+    b.mul_(2)
+    with pytest.raises(RuntimeError, match="inplace"):
+        b.sum().backward()
+
+
+def test_meter_gives_same_gradients_as_without_it():
+    model, (x, y) = _mlp(), _data()
+    nn.functional.cross_entropy(model(x), y).backward()
+    plain = gradient_snapshot(model)
+    model.zero_grad()
+    with SavedTensorMeter(exclude=model):
+        loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    assert compare_gradients(plain, gradient_snapshot(model), rtol=0, atol=0).match
+
+
+def test_meter_bad_inputs_and_reuse():
+    with pytest.raises(TypeError, match="exclude"):
+        SavedTensorMeter(exclude=5)
+    with pytest.raises(TypeError, match="exclude"):
+        SavedTensorMeter(exclude=[torch.ones(1), "x"])
+    meter = SavedTensorMeter()
+    with meter, pytest.raises(RuntimeError, match="SavedTensorMeter"):
+        meter.__enter__()
+    with pytest.raises(TypeError, match="fn"):
+        saved_activation_bytes(42)
+
+
+def test_checkpointing_same_gradients_fewer_saved_bytes():
+    torch.manual_seed(0)
+    blocks = nn.Sequential(*[nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16)) for _ in range(3)])
+    x = torch.randn(32, 16)
+    with SavedTensorMeter(exclude=blocks) as plain:
+        loss = blocks(x).square().mean()
+    loss.backward()
+    expected = gradient_snapshot(blocks)
+    blocks.zero_grad()
+    with SavedTensorMeter(exclude=blocks) as ckpt:
+        h = x
+        for block in blocks:
+            h = checkpoint(block, h, use_reentrant=False)
+        loss = h.square().mean()
+    loss.backward()
+    assert compare_gradients(expected, gradient_snapshot(blocks)).match
+    assert ckpt.peak_bytes < plain.peak_bytes / 3
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+def test_gradient_accumulation_equals_full_batch():
+    model, (x, y) = _mlp(), _data(30)
+    full_loss = oom_safe_train_step(model, nn.CrossEntropyLoss(), x, y)
+    full = gradient_snapshot(model)
+    for micro in (10, 8, 1):  # 8 does not divide 30: chunks are weighted by size
+        loss = oom_safe_train_step(model, nn.CrossEntropyLoss(), x, y, micro_batch_size=micro)
+        assert compare_gradients(full, gradient_snapshot(model)).match
+        assert loss == pytest.approx(full_loss, rel=1e-6)
+    with torch.no_grad():
+        assert full_loss == pytest.approx(nn.functional.cross_entropy(model(x), y).item(), rel=1e-6)
+
+
+def test_compare_gradients_reports_difference_and_bad_input():
+    a = {"w": torch.zeros(3)}
+    result = compare_gradients(a, {"w": torch.tensor([0.0, 0.5, 0.0])})
+    assert not result.match and result.max_abs_diff == 0.5
+    assert "KHÔNG" in str(result)
+    with pytest.raises(ValueError, match="khác nhau"):
+        compare_gradients(a, {"v": torch.zeros(3)})
+    with pytest.raises(ValueError, match="shape"):
+        compare_gradients(a, {"w": torch.zeros(4)})
+    with pytest.raises(TypeError, match="gradient_snapshot"):
+        compare_gradients([torch.zeros(1)], a)
+    with pytest.raises(TypeError, match="nn.Module"):
+        gradient_snapshot(None)
+
+
+# --------------------------------------------------------------------------- OOM errors
+
+
+def test_is_oom_error():
+    assert is_oom_error(memory.TorchOutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert is_oom_error(RuntimeError("CUDA error: out of memory"))
+    assert is_oom_error(MemoryBudgetExceeded("x"))
+    assert not is_oom_error(ValueError("out of memory"))
+    assert not is_oom_error(RuntimeError("Expected all tensors to be on the same device"))
+    with pytest.raises(TypeError, match="exception"):
+        is_oom_error("out of memory")
+
+
+def test_is_oom_error_on_a_real_cpu_allocation_failure():
+    with pytest.raises(RuntimeError) as info:
+        torch.empty(2**58, dtype=torch.float32)  # 1 EiB: more than any address space, fails at once
+    assert is_oom_error(info.value)
+
+
+def test_torch_out_of_memory_error_is_feature_detected():
+    assert memory.TorchOutOfMemoryError is torch.cuda.OutOfMemoryError
+    assert issubclass(memory.TorchOutOfMemoryError, RuntimeError)
+    assert memory.TorchOutOfMemoryError in OOM_ERRORS
+
+
+# --------------------------------------------------------------------------- reading OOM messages
+
+NEW_FORMAT = (
+    "CUDA out of memory. Tried to allocate 1.22 GiB. GPU 0 has a total capacity of 15.77 GiB of which "
+    "959.44 MiB is free. Process 12447 has 14.83 GiB memory in use. Of the allocated memory 14.01 GiB is "
+    "allocated by PyTorch, and 472.05 MiB is reserved by PyTorch but unallocated. If reserved but unallocated "
+    "memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "
+    "See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+)
+
+
+def test_parse_new_format():
+    msg = parse_oom_message(NEW_FORMAT)
+    assert msg.tried_to_allocate == round(1.22 * 2**30)
+    assert msg.gpu == 0
+    assert msg.total_capacity == round(15.77 * 2**30)
+    assert msg.free == round(959.44 * 2**20)
+    assert msg.other_processes == ((12447, round(14.83 * 2**30)),)
+    assert msg.allocated_by_pytorch == round(14.01 * 2**30)
+    assert msg.reserved_unallocated == round(472.05 * 2**20)
+    assert msg.reserved_by_pytorch == msg.allocated_by_pytorch + msg.reserved_unallocated
+    assert not msg.old_format and msg.allowed is None
+    text = msg.explain()
+    assert "Tried to allocate 1.22 GiB" in text and "Process" not in text.splitlines()[0]
+    assert "Tiến trình 12447" in text
+
+
+def test_parse_this_process_allowed_and_fragmentation_verdict():
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+            "8.00 GiB of which 0 bytes is free. Including non-PyTorch memory, this process has 2.10 GiB memory in "
+            "use. 2.00 GiB allowed; Of the allocated memory 1.50 GiB is allocated by PyTorch, and 300.00 MiB is "
+            "reserved by PyTorch but unallocated. If reserved but unallocated memory is large ...")
+    msg = parse_oom_message(text)
+    assert msg.free == 0 and msg.this_process == round(2.10 * 2**30) and msg.allowed == 2 * 2**30
+    assert "expandable_segments" in msg.explain()  # 300 MiB of cache >= the 20 MiB asked: fragmentation
+    assert "set_per_process_memory_fraction" in msg.explain()
+
+
+def test_parse_old_format_from_the_seed():
+    msg = parse_oom_message("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n(GPU 0; 24.00 GiB total "
+                            "capacity; 22.10 GiB already allocated;\n 1.50 GiB free; 22.50 GiB reserved in total by PyTorch)")
+    assert msg.old_format
+    assert (msg.tried_to_allocate, msg.total_capacity, msg.free) == (2 * 2**30, 24 * 2**30, round(1.5 * 2**30))
+    assert msg.reserved_unallocated == round(22.5 * 2**30) - round(22.1 * 2**30)
+
+
+def test_explain_says_when_one_tensor_is_larger_than_the_gpu():
+    msg = parse_oom_message("CUDA out of memory. Tried to allocate 40.00 GiB. GPU 0 has a total capacity of "
+                            "14.56 GiB of which 14.00 GiB is free. Of the allocated memory 0 bytes is allocated by "
+                            "PyTorch, and 0 bytes is reserved by PyTorch but unallocated.")
+    assert "lớn hơn cả" in msg.explain()
+
+
+def test_parse_oom_message_bad_input():
+    with pytest.raises(ValueError, match="out of memory"):
+        parse_oom_message("RuntimeError: Expected all tensors to be on the same device")
+    with pytest.raises(TypeError, match="str"):
+        parse_oom_message(RuntimeError("CUDA out of memory"))
+
+
+# --------------------------------------------------------------------------- GPU snapshots and the OOM demo
+
+
+def test_snapshot_off_cuda_says_not_available(monkeypatch):
+    monkeypatch.setattr(memory._cuda, "is_available", lambda: False)
+    snap = gpu_memory_snapshot()
+    assert not snap.available and snap.allocated is None and snap.cached is None and snap.driver_used is None
+    assert snap.outside_pytorch is None
+    assert "không khả dụng" in str(snap)
+    cpu = gpu_memory_snapshot("cpu")
+    assert not cpu.available and "không phải CUDA" in cpu.reason
+
+
+@pytest.mark.parametrize(("device", "error", "match"), [(1.5, TypeError, "cuda"), (True, TypeError, "cuda"),
+                                                        ("gpu-ish", ValueError, "cuda"), (-1, ValueError, "GPU")])
+def test_snapshot_bad_device(device, error, match):
+    with pytest.raises(error, match=match):
+        gpu_memory_snapshot(device)
+
+
+class FakeCuda:
+    """A CUDA stand-in: allocations are small CPU tensors, counted at their nominal size while alive."""
+
+    def __init__(self, total=16 * 2**30, fraction_api=True, fail_with=None):
+        self.total = total
+        self.fraction = 1.0
+        self.fraction_api = fraction_api
+        self.fail_with = fail_with
+        self.live = []  # (weakref, nominal bytes)
+        self.cached = 0
+        self.set_calls = []
+        self.allocation_calls = 0
+
+    def is_available(self):
+        return True
+
+    def current_device(self):
+        return 0
+
+    def device_count(self):
+        return 1
+
+    def name(self, index):
+        return "FakeGPU"
+
+    def allocated(self, index):
+        return sum(nbytes for ref, nbytes in self.live if ref() is not None)
+
+    def reserved(self, index):
+        return self.allocated(index) + self.cached
+
+    def peak_allocated(self, index):
+        return self.allocated(index)
+
+    def peak_reserved(self, index):
+        return self.reserved(index)
+
+    def mem_get_info(self, index):
+        return self.total - self.reserved(index), self.total
+
+    def empty_cache(self):
+        self.cached = 0
+
+    def get_fraction(self, index):
+        return self.fraction if self.fraction_api else None
+
+    def set_fraction(self, fraction, index):
+        assert isinstance(fraction, float) and 0 <= fraction <= 1
+        self.fraction = fraction
+        self.set_calls.append(fraction)
+
+    def allocate(self, shape, dtype, index):
+        self.allocation_calls += 1
+        if self.fail_with is not None:
+            raise self.fail_with
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        if self.reserved(index) + nbytes > self.fraction * self.total:
+            raise memory.TorchOutOfMemoryError(f"CUDA out of memory. Tried to allocate {format_bytes(nbytes)}. GPU 0")
+        tensor = torch.empty(1)
+        self.live.append((weakref.ref(tensor), nbytes))
+        return tensor
+
+
+def test_snapshot_reads_the_allocator(monkeypatch):
+    fake = FakeCuda()
+    monkeypatch.setattr(memory, "_cuda", fake)
+    keep = fake.allocate((256, 1024), torch.float32, 0)  # 1 MiB
+    fake.cached = 2**20
+    snap = gpu_memory_snapshot("cuda:0")
+    assert snap.available and snap.allocated == 2**20 and snap.reserved == 2 * 2**20 and snap.cached == 2**20
+    assert snap.driver_used == 2 * 2**20 and snap.outside_pytorch == 0 and "FakeGPU" in str(snap)
+    with pytest.raises(ValueError, match="cuda:3"):
+        gpu_memory_snapshot("cuda:3")
+    del keep
+
+
+def test_oom_demo_needs_cuda(monkeypatch):
+    monkeypatch.setattr(memory._cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="%%gpu"):
+        oom_demo()
+    with pytest.raises(ValueError, match="CUDA"):
+        oom_demo("cpu")
+
+
+def test_oom_demo_hits_the_cap_cleans_up_and_restores(monkeypatch):
+    fake = FakeCuda()
+    fake.fraction = 0.9  # a cap the user had before
+    monkeypatch.setattr(memory, "_cuda", fake)
+    tensor = 10_000 * 10_000 * F32
+    result = oom_demo(room_bytes=2 * 2**30)
+    assert result.oom and result.allocations == (2 * 2**30) // tensor  # 5 tensors of 381 MiB fit in 2 GiB
+    assert result.allocated_before_error == result.allocations * tensor
+    assert result.allocated_after_cleanup == 0  # the demo really dropped its tensors
+    assert fake.fraction == 0.9 and result.fraction_restored == 0.9
+    assert fake.allocation_calls == result.allocations + 1
+    assert "out of memory" in result.error_message
+    assert "OutOfMemoryError" in str(result)
+
+
+def test_oom_demo_is_bounded_and_restores_default_without_getter(monkeypatch):
+    fake = FakeCuda(fraction_api=False)
+    monkeypatch.setattr(memory, "_cuda", fake)
+    result = oom_demo(room_bytes=8 * 2**30, max_allocations=3)
+    assert not result.oom and result.allocations == 3 and fake.allocation_calls == 3
+    assert fake.set_calls[-1] == 1.0  # no getter in this PyTorch: back to the default
+    assert "KHÔNG" in str(result)
+
+
+def test_oom_demo_restores_cap_when_something_else_fails(monkeypatch):
+    fake = FakeCuda(fail_with=RuntimeError("CUDA error: an illegal memory access"))
+    fake.fraction = 0.5
+    monkeypatch.setattr(memory, "_cuda", fake)
+    with pytest.raises(RuntimeError, match="illegal"):
+        oom_demo()
+    assert fake.fraction == 0.5
+
+
+def test_cuda_memory_cap(monkeypatch):
+    fake = FakeCuda(total=10 * 2**30)
+    fake.cached = 2**30
+    monkeypatch.setattr(memory, "_cuda", fake)
+    with cuda_memory_cap(2**30) as fraction:
+        assert fraction == pytest.approx(0.1)  # cache emptied first, then 0 held + 1 GiB room
+        assert fake.fraction == fraction
+    assert fake.fraction == 1.0
+    with pytest.raises(KeyError), cuda_memory_cap(2**30):
+        raise KeyError("boom")
+    assert fake.fraction == 1.0
+
+
+def test_oom_demo_and_cap_bad_input(monkeypatch):
+    monkeypatch.setattr(memory, "_cuda", FakeCuda())
+    with pytest.raises(ValueError, match="room_bytes"):
+        oom_demo(room_bytes=0)
+    with pytest.raises(TypeError, match="shape"):
+        oom_demo(shape=[10, 10])
+    with pytest.raises(TypeError, match="dtype"):
+        oom_demo(dtype="float32")
+    with pytest.raises(ValueError, match="max_allocations"):
+        oom_demo(max_allocations=0)
+    with pytest.raises(TypeError, match="room_bytes"), cuda_memory_cap(1.5):
+        pass
+
+
+# --------------------------------------------------------------------------- batch-size search
+
+
+def _fits_up_to(limit):
+    calls = []
+
+    def try_batch(size):
+        calls.append(size)
+        if size > limit:
+            raise memory.TorchOutOfMemoryError(f"CUDA out of memory. Tried to allocate {size} MiB")
+        return size
+
+    return try_batch, calls
+
+
+def test_finder_halves_on_oom():
+    try_batch, calls = _fits_up_to(300)
+    result = find_max_batch_size(try_batch, start=1024)
+    assert result.batch_size == 256 and calls == [1024, 512, 256]
+    assert [ok for _, ok, _ in result.attempts] == [False, False, True]
+    assert "256" in str(result)
+
+
+def test_finder_refine_finds_the_exact_largest():
+    try_batch, calls = _fits_up_to(300)
+    result = find_max_batch_size(try_batch, start=1024, refine=True)
+    assert result.batch_size == 300
+    assert len(calls) <= 3 + 8  # halving, then bisection between 256 and 512
+
+
+def test_finder_gives_up_and_propagates_other_errors():
+    try_batch, _ = _fits_up_to(3)
+    assert find_max_batch_size(try_batch, start=64, min_batch_size=8).batch_size is None
+
+    def broken(size):
+        raise ValueError("shape mismatch")
+
+    with pytest.raises(ValueError, match="shape mismatch"):
+        find_max_batch_size(broken, start=8)
+
+
+def test_finder_with_a_real_memory_budget():
+    model, loss_fn = _mlp(), nn.CrossEntropyLoss()
+    x, y = _data(512)
+    state = training_state_sizes(model)
+    budget = state.params + trainable_bytes(model) + 40_000
+
+    def try_batch(size):
+        return oom_safe_train_step(model, loss_fn, x[:size], y[:size], budget_bytes=budget)
+
+    result = find_max_batch_size(try_batch, start=512, refine=True)
+    best = result.batch_size
+    assert 1 < best < 512
+    try_batch(best)  # fits
+    with pytest.raises(MemoryBudgetExceeded):
+        try_batch(best + 1)
+
+
+def test_finder_bad_input():
+    with pytest.raises(TypeError, match="try_batch"):
+        find_max_batch_size(None, start=8)
+    with pytest.raises(TypeError, match="start"):
+        find_max_batch_size(print, start="8")
+    with pytest.raises(ValueError, match="start"):
+        find_max_batch_size(print, start=0)
+    with pytest.raises(ValueError, match="min_batch_size"):
+        find_max_batch_size(print, start=4, min_batch_size=8)
+    with pytest.raises(TypeError, match="refine"):
+        find_max_batch_size(print, start=4, refine="yes")
+
+
+# --------------------------------------------------------------------------- OOM-safe training
+
+
+def test_train_step_takes_a_real_step():
+    model, (x, y) = _mlp(), _data()
+    before = [p.detach().clone() for p in model.parameters()]
+    sgd = torch.optim.SGD(model.parameters(), lr=0.5)
+    loss = oom_safe_train_step(model, nn.CrossEntropyLoss(), x, y, sgd)
+    assert isinstance(loss, float)
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert all(p.grad is None for p in model.parameters())  # zero_grad(set_to_none=True) after the step
+
+
+def test_train_step_over_budget_raises_and_frees_gradients():
+    model, (x, y) = _mlp(), _data()
+    model[0].weight.grad = torch.ones_like(model[0].weight)
+    with pytest.raises(MemoryBudgetExceeded, match="ngân sách") as info:
+        oom_safe_train_step(model, nn.CrossEntropyLoss(), x, y, budget_bytes=1000)
+    assert info.value.needed > info.value.budget == 1000
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_train_step_bad_input():
+    model, (x, y) = _mlp(), _data()
+    loss_fn = nn.CrossEntropyLoss()
+    with pytest.raises(TypeError, match="loss_fn"):
+        oom_safe_train_step(model, "ce", x, y)
+    with pytest.raises(TypeError, match="tensor"):
+        oom_safe_train_step(model, loss_fn, x.tolist(), y)
+    with pytest.raises(ValueError, match="số mẫu"):
+        oom_safe_train_step(model, loss_fn, x, y[:3])
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        oom_safe_train_step(model, loss_fn, x, y, micro_batch_size=0)
+    with pytest.raises(TypeError, match="budget_bytes"):
+        oom_safe_train_step(model, loss_fn, x, y, budget_bytes=1e6)
+
+
+def test_retry_loop_lowers_micro_batch_and_matches_training_at_that_size():
+    x, y = _data(128)
+    loss_fn = nn.CrossEntropyLoss()
+    probe = _mlp()
+    per_sample = saved_activation_bytes(lambda: loss_fn(probe(x[:64].clone()), y[:64]), exclude=probe) / 64
+    state = training_state_sizes(probe)
+    budget = int(state.params + trainable_bytes(probe) + 40 * per_sample)  # 32 samples fit, 64 do not
+
+    model = _mlp()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    log = train_with_oom_retry(model, loss_fn, x, y, sgd, batch_size=64, budget_bytes=budget)
+    assert [micro for _, micro, _ in log.oom_events] == [64]
+    assert log.micro_batch_sizes == [32, 32] and len(log.losses) == 2
+    assert "OOM" in str(log)
+
+    reference = _mlp()
+    sgd_ref = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for start in (0, 64):
+        oom_safe_train_step(reference, loss_fn, x[start:start + 64], y[start:start + 64], sgd_ref, micro_batch_size=32)
+    for a, b in zip(model.parameters(), reference.parameters(), strict=True):
+        assert torch.allclose(a, b)
+
+
+def test_retry_loop_gives_up_at_the_minimum():
+    x, y = _data(16)
+    model = _mlp()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(MemoryBudgetExceeded):
+        train_with_oom_retry(model, nn.CrossEntropyLoss(), x, y, sgd, batch_size=16, min_micro_batch_size=4,
+                             budget_bytes=100)
+
+
+def test_retry_loop_bad_input():
+    x, y = _data(16)
+    model = _mlp()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match="Optimizer"):
+        train_with_oom_retry(model, nn.CrossEntropyLoss(), x, y, None, batch_size=4)
+    with pytest.raises(ValueError, match="batch_size"):
+        train_with_oom_retry(model, nn.CrossEntropyLoss(), x, y, sgd, batch_size=0)
+    with pytest.raises(ValueError, match="min_micro_batch_size"):
+        train_with_oom_retry(model, nn.CrossEntropyLoss(), x, y, sgd, batch_size=4, min_micro_batch_size=8)
+
+
+# --------------------------------------------------------------------------- sharding arithmetic
+
+
+def test_sharding_matches_the_zero_paper():
+    # ZeRO paper, Figure 1: 7.5B parameters, 64 GPUs, mixed-precision Adam (K = 12)
+    gb = [sharded_training_memory(7_500_000_000, 64, stage).total / 1e9 for stage in range(4)]
+    assert gb[0] == pytest.approx(120.0)
+    assert gb[1] == pytest.approx(31.4, abs=0.05)
+    assert gb[2] == pytest.approx(16.6, abs=0.05)
+    assert gb[3] == pytest.approx(1.9, abs=0.05)
+
+
+def test_sharding_parts_and_rounding():
+    ddp = sharded_training_memory(10, 3, 0)
+    assert (ddp.params, ddp.grads, ddp.optimizer) == (20, 20, 120)
+    full = sharded_training_memory(10, 3, 3)  # a shard is ceil(10 / 3) = 4 parameters
+    assert (full.params, full.grads, full.optimizer) == (8, 8, 48)
+    fp32 = sharded_training_memory(1000, 1, 0, param_bytes=4, grad_bytes=4, optimizer_bytes=8)
+    assert fp32.total == 16_000 and "DDP" in fp32.name and "GB" in str(fp32)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"num_params": -1}, ValueError, "num_params"),
+    ({"num_params": 1.5e9}, TypeError, "num_params"),
+    ({"num_gpus": 0}, ValueError, "num_gpus"),
+    ({"stage": 4}, ValueError, "stage"),
+    ({"stage": "zero3"}, TypeError, "stage"),
+    ({"optimizer_bytes": -2}, ValueError, "optimizer_bytes"),
+])
+def test_sharding_bad_input(kwargs, error, match):
+    args = {"num_params": 1000, **kwargs}
+    with pytest.raises(error, match=match):
+        sharded_training_memory(**args)
+
+
+def test_release_cached_memory(monkeypatch):
+    fake = FakeCuda()
+    fake.cached = 2**20
+    monkeypatch.setattr(memory, "_cuda", fake)
+    memory.release_cached_memory()
+    assert fake.cached == 0
+    with pytest.raises(TypeError, match="collect_garbage"):
+        memory.release_cached_memory("yes")
+
+
+def test_train_step_and_retry_let_other_errors_through():
+    model, (x, y) = _mlp(), _data()
+    model[0].weight.grad = torch.ones_like(model[0].weight)
+    with pytest.raises(RuntimeError, match="shape|size|mat"):
+        oom_safe_train_step(model, nn.CrossEntropyLoss(), x[:, :5], y)  # wrong input width: not an OOM
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(RuntimeError, match="shape|size|mat"):
+        train_with_oom_retry(model, nn.CrossEntropyLoss(), x[:, :5], y, sgd, batch_size=8)
+
+
+def test_messages_switch_to_english(monkeypatch):
+    from lessons_lib import i18n
+
+    monkeypatch.setattr(memory._cuda, "is_available", lambda: False)
+    i18n.set_language("en")
+    assert "not available" in str(gpu_memory_snapshot("cpu"))
+    assert "Tried to allocate 1.22 GiB: the size of ONE allocation" in parse_oom_message(NEW_FORMAT).explain()
+    with pytest.raises(TypeError, match="must be an int"):
+        sharded_training_memory("7B")

@@ -1,0 +1,64 @@
+"""Tests of lessons_lib.plots.memory.plot_memory_breakdown."""
+
+from __future__ import annotations
+
+import pytest
+
+from lessons_lib.plots import plot_memory_breakdown
+
+ROWS = {
+    "SGD": {"params": 4 * 2**20, "grads": 4 * 2**20, "optimizer": 0, "activations": 2 * 2**20},
+    "Adam": {"params": 4 * 2**20, "grads": 4 * 2**20, "optimizer": 8 * 2**20, "activations": 2 * 2**20},
+}
+
+
+def _stack_tops(ax):
+    return [patch.get_y() + patch.get_height() for patch in ax.patches]
+
+
+def test_stacks_each_part_in_mib():
+    ax = plot_memory_breakdown(ROWS)
+    assert ax.get_ylabel() == "bộ nhớ (MiB)"
+    # 4 parts × 2 bars, minus the optimizer part of SGD drawn with height 0: still a patch
+    assert len(ax.patches) == 8
+    assert max(_stack_tops(ax)) == pytest.approx(18.0)  # Adam: 4 + 4 + 8 + 2 MiB
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[0] == "tham số" and "trạng thái optimizer" in legend
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["SGD", "Adam"]
+
+
+def test_measured_peak_is_drawn_beside():
+    ax = plot_memory_breakdown(ROWS, measured={"Adam": 20 * 2**20}, unit="KiB")
+    hatched = [p for p in ax.patches if p.get_hatch()]
+    assert len(hatched) == 2 and max(p.get_height() for p in hatched) == pytest.approx(20 * 1024)
+    assert ax.get_ylabel() == "bộ nhớ (KiB)"
+
+
+def test_skips_empty_parts_and_keeps_extra_ones():
+    ax = plot_memory_breakdown({"a": {"params": 100, "kv_cache": 50}}, title="x")
+    assert len(ax.patches) == 2 and ax.get_title() == "x" and ax.get_ylabel() == "bộ nhớ (B)"
+
+
+def test_uses_given_axes():
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots()
+    assert plot_memory_breakdown(ROWS, ax=ax) is ax
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"rows": {}}, TypeError, "rows"),
+        ({"rows": [1, 2]}, TypeError, "rows"),
+        ({"rows": {"a": 5}}, TypeError, "nhãn"),
+        ({"rows": {"a": {"params": -1}}}, TypeError, "byte"),
+        ({"rows": {"a": {"params": "1 MiB"}}}, TypeError, "byte"),
+        ({"rows": ROWS, "measured": {"Nope": 1}}, ValueError, "Nope"),
+        ({"rows": ROWS, "unit": "MB"}, ValueError, "unit"),
+        ({"rows": ROWS, "ax": "left"}, TypeError, "Axes"),
+    ],
+)
+def test_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        plot_memory_breakdown(**kwargs)
