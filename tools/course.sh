@@ -22,6 +22,14 @@ setup() {
   fi
 }
 
+ensure_chromium() {  # the browser test (tests/e2e, marker "browser") drives Debian's chromium; Playwright never downloads one
+  if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null; } \
+      || echo "course.sh: could not install chromium; the browser test will be skipped" >&2
+  fi
+}
+
 case "${1:-}" in
   lab)
     setup
@@ -29,6 +37,7 @@ case "${1:-}" in
     ;;
   test)
     setup
+    ensure_chromium
     shift
     exec "$VENV/bin/python" -m pytest "$@"
     ;;

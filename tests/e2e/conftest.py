@@ -1,0 +1,271 @@
+"""Fixtures for the browser test: a throw-away JupyterLab server and a headless Chromium page.
+
+Everything the server writes (settings, workspaces, checkpoints, kernel files, the notebooks it runs) lives in
+one temp folder that is removed afterwards; only the screenshots folder is kept and printed at the end.
+Run without a browser: ``pytest -m "not browser"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("LESSONS_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+]
+SERVER_START_TIMEOUT_S = 90
+VIEWPORT = {"width": 1400, "height": 1400}
+# JupyterLab user settings for a quiet, deterministic UI: every cell attached to the DOM (so the error check sees
+# all outputs), no news/update toast, no prompt to save the workspace.
+LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+}
+_SUMMARY: dict[str, str] = {}
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "browser: end-to-end test in JupyterLab + headless Chromium (needs /usr/bin/chromium; "
+        "skip with -m 'not browser')",
+    )
+
+
+def pytest_terminal_summary(terminalreporter):
+    for key, value in _SUMMARY.items():
+        terminalreporter.write_line(f"[browser test] {key}: {value}")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def _missing_browser_reason() -> str | None:
+    if not os.access(CHROMIUM, os.X_OK):
+        return (f"Chromium không có ở {CHROMIUM}: cài bằng `apt-get install -y chromium` (`bash tools/course.sh "
+                "test` tự cài khi chạy bằng root), hoặc đặt LESSONS_CHROMIUM; bỏ qua test này bằng -m 'not browser'")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "thiếu gói playwright (pip install -r requirements.txt); bỏ qua test này bằng -m 'not browser'"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _skip_without_browser(request):
+    if request.node.get_closest_marker("browser") is not None:
+        reason = _missing_browser_reason()
+        if reason:
+            pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _pids_mentioning(text: str) -> list[int]:
+    """Return the ids of processes whose command line contains `text` (used with our unique temp path)."""
+    pids = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+@dataclass
+class Lab:
+    """A running JupyterLab: its URL, token, the folder it serves (a temp copy of notebooks/) and its log."""
+
+    base_url: str
+    token: str
+    root: Path
+    log: Path
+    process: subprocess.Popen
+    started: float = field(default_factory=time.monotonic)
+
+    def mark(self, step: str) -> None:
+        """Record how long after the server's start `step` finished (printed at the end of the run)."""
+        _SUMMARY[f"t+{time.monotonic() - self.started:5.1f} s"] = step
+
+    def url(self, path: str) -> str:
+        sep = "&" if "?" in path else "?"
+        return f"{self.base_url}{path}{sep}token={self.token}"
+
+    def api(self, path: str, method: str = "GET") -> bytes:
+        request = urllib.request.Request(self.url(path), method=method, data=b"" if method == "POST" else None)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.read()
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
+
+
+def _write_lab_settings(config_dir: Path) -> None:
+    for plugin, values in LAB_SETTINGS.items():
+        path = config_dir / "lab" / "user-settings" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values), encoding="utf-8")
+
+
+def _stop(process: subprocess.Popen, lab: Lab | None, runtime_dir: Path) -> None:
+    """Shut JupyterLab down (REST, then SIGTERM/SIGKILL to its process group) and any kernel it left."""
+    if lab is not None and process.poll() is None:
+        with contextlib.suppress(OSError, urllib.error.URLError):
+            lab.api("/api/shutdown", method="POST")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=15)
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        if process.poll() is not None:
+            break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=wait)
+    # Kernels run in their own sessions; their command line names a connection file in our runtime dir.
+    for pid in _pids_mentioning(str(runtime_dir)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """Start JupyterLab on 127.0.0.1 (free port, random token, temp HOME/config/data/runtime, temp notebooks)."""
+    if _missing_browser_reason():
+        pytest.skip(_missing_browser_reason())
+    work = Path(tempfile.mkdtemp(prefix="lessons-e2e-lab-"))
+    home, config, data, runtime = (work / name for name in ("home", "config", "data", "runtime"))
+    for folder in (home, config, data, runtime):
+        folder.mkdir()
+    root = work / "notebooks"
+    shutil.copytree(REPO / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    _write_lab_settings(config)
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("JUPYTER", "JPY_"))}
+    env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(config), JUPYTER_DATA_DIR=str(data),
+               JUPYTER_RUNTIME_DIR=str(runtime), IPYTHONDIR=str(home / ".ipython"), MPLCONFIGDIR=str(home / ".mpl"),
+               XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1", LESSONS_LANG="vi",
+               JUPYTER_PLATFORM_DIRS="1")
+    command = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+        "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly", "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")
+    log = work / "jupyterlab.log"
+    started = time.monotonic()
+    with open(log, "wb") as log_file:
+        process = subprocess.Popen(command, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    server = None
+    try:
+        server = Lab(f"http://127.0.0.1:{port}", token, root, log, process, started)
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"JupyterLab exited with code {process.returncode}:\n{server.log_tail()}")
+            try:
+                server.api("/api/status")
+                break
+            except (OSError, urllib.error.URLError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not answer within {SERVER_START_TIMEOUT_S} s:\n{server.log_tail()}")
+                time.sleep(0.25)
+        server.mark("JupyterLab server answers")
+        yield server
+    finally:
+        _stop(process, server, runtime)
+        _SUMMARY["wall time (JupyterLab start → shut down)"] = f"{time.monotonic() - started:.1f} s"
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def screenshots() -> Path:
+    """The folder for screenshots (kept; LESSONS_E2E_SCREENSHOTS chooses it, else a new temp folder)."""
+    chosen = os.environ.get("LESSONS_E2E_SCREENSHOTS")
+    folder = Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="lessons-e2e-screenshots-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    _SUMMARY["screenshots"] = str(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Debian Chromium driven by Playwright (no browser download: executable_path)."""
+    from playwright.sync_api import sync_playwright
+
+    driver = sync_playwright().start()
+    try:
+        chromium = driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+    finally:
+        driver.stop()
+
+
+@pytest.fixture(scope="module")
+def lab_page(lab, browser):
+    """One JupyterLab page shared by the module's tests; requests to anything but the server are refused."""
+    context = browser.new_context(viewport=VIEWPORT, locale="vi-VN")
+    messages: list[str] = []
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.on("pageerror", lambda error: messages.append(f"pageerror: {error}"))
+    page.on("console", lambda msg: messages.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(lab.base_url)
+               else route.abort())
+    page.goto(lab.url("/lab?reset"), wait_until="domcontentloaded")
+    page.locator("#jp-main-dock-panel").wait_for(state="visible", timeout=90_000)
+    page.locator(".jp-DirListing-content").wait_for(state="visible", timeout=60_000)
+    page.js_messages = messages
+    lab.mark("JupyterLab loaded in Chromium")
+    try:
+        yield page
+    finally:
+        context.close()
+        if messages:  # reported, not failed on: e.g. the Colab/Kaggle badge images this page may not fetch
+            unique = list(dict.fromkeys(m[:160] for m in messages))
+            _SUMMARY["browser console errors"] = f"{len(messages)}: " + " | ".join(unique[:3])
+
+
+@pytest.fixture
+def page(lab_page, screenshots, request):
+    """The shared page; a screenshot named after the test is saved when the test fails."""
+    yield lab_page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        with contextlib.suppress(Exception):
+            lab_page.screenshot(path=str(screenshots / f"FAILED_{request.node.name}.png"), full_page=True)
