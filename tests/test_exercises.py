@@ -1,0 +1,674 @@
+"""The exercise checkers check themselves: every solution passes, typical wrong answers fail with the right message,
+nothing raises from inside a checker, and the two notebooks generated from course_src/08_exercises.md agree with
+the library (solutions pass every check, the learner version runs and reports "chưa làm")."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import linecache
+import re
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from lessons_lib import exercises as ex
+from lessons_lib import i18n
+from lessons_lib.device import pick_device
+from lessons_lib.exercises import _core, amp, oom, speed
+from lessons_lib.exercises._tracking import MoveTracker
+from lessons_lib.memory import SavedTensorMeter
+from lessons_lib.training import make_mlp
+
+ROOT = Path(__file__).resolve().parent.parent
+LEARNER_NB = ROOT / "notebooks" / "08_exercises.ipynb"
+SOLUTION_NB = ROOT / "notebooks" / "solutions" / "08_exercises_solutions.ipynb"
+HAS_CUDA = torch.cuda.is_available()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def load(code: str, tmp_path: Path, **names) -> dict:
+    """Run `code` from a real file (so inspect.getsource works, as in a notebook) and return its namespace."""
+    code = textwrap.dedent(code)
+    path = tmp_path / f"answer_{abs(hash(code))}.py"
+    path.write_text(code, encoding="utf-8")
+    ns = {"torch": torch, "nn": nn, "F": F, "device": pick_device(), **names}
+    exec(compile(code, str(path), "exec"), ns)
+    return ns
+
+
+def run(exercise, *args) -> ex.Feedback:
+    feedback = exercise.evaluate(*args)
+    assert isinstance(feedback, ex.Feedback)
+    return feedback
+
+
+def assert_fails(feedback: ex.Feedback, *fragments: str) -> None:
+    text = str(feedback)
+    assert feedback.status == "fail", text
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def assert_missing(feedback: ex.Feedback, *fragments: str) -> None:
+    text = str(feedback)
+    assert feedback.status == "missing", text
+    assert "chưa làm" in text
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def model4():
+    return make_mlp(64, 10, hidden=128, depth=2, device=pick_device())
+
+
+BUDGET = 2**20
+
+SOLUTION_ARGS = {
+    "ex1": ("cuda_available", "gpu_count", "device"),
+    "ex2a": ("time_it",),
+    "ex2b": ("gflops",),
+    "ex2c": ("why_small",),
+    "ex3": ("roundtrip", "expected"),
+    "ex4": ("fits", "largest", "model4", "BUDGET"),
+    "ex5": ("train_amp",),
+    "ex6": ("train",),
+    "ex7": ("NoisyHead",),
+    "ex8": ("accumulate",),
+}
+
+
+# --------------------------------------------------------------------------- every solution passes
+
+
+@pytest.mark.parametrize("key", list(SOLUTION_ARGS))
+def test_solution_passes(key, tmp_path):
+    exercise = ex.REGISTRY[key]
+    ns = load(exercise.solution_code, tmp_path, SavedTensorMeter=SavedTensorMeter, model4=model4(), BUDGET=BUDGET)
+    feedback = run(exercise, *[ns[name] for name in SOLUTION_ARGS[key]])
+    assert feedback.passed, str(feedback)
+    assert str(feedback).startswith("✅")
+
+
+@pytest.mark.parametrize("key", list(SOLUTION_ARGS))
+def test_blank_answers_are_not_done_yet(key):
+    exercise = ex.REGISTRY[key]
+    n = len(SOLUTION_ARGS[key])
+    args = [None] * n if key != "ex4" else [None, None, model4(), BUDGET]
+    assert_missing(run(exercise, *args))
+
+
+@pytest.mark.parametrize("exercise", [ex.ex1_gpu, ex.ex4_gpu, ex.ex5_gpu], ids=lambda e: e.key)
+def test_gpu_exercises_without_a_gpu_say_so(exercise):
+    if HAS_CUDA:
+        pytest.skip("this machine has a GPU")
+    feedback = run(exercise)
+    assert feedback.status == "fail" and "cần GPU CUDA" in str(feedback)
+
+
+# --------------------------------------------------------------------------- never raises
+
+
+WEIRD = [0, "x", 3.5, [], {}, object(), torch.zeros(2), lambda *a, **k: 1 / 0, nn.Linear(2, 2)]
+
+
+@pytest.mark.parametrize("key", list(ex.REGISTRY))
+def test_checkers_never_raise(key, capsys):
+    exercise = ex.REGISTRY[key]
+    for value in WEIRD:
+        exercise.check(value)
+        exercise.check(value, value, value, value)
+        exercise.check(value, extra=value)
+        out = capsys.readouterr().out
+        assert out.startswith(("❌", "⏳", "✅")), out
+
+
+def test_wrong_argument_count_says_what_to_pass():
+    assert_fails(run(ex.ex3, 1, 2, 3), "ex3.check(roundtrip, expected)")
+
+
+def test_errors_in_learner_code_are_summarised_and_explained(tmp_path):
+    ns = load('''
+        def roundtrip(device):
+            x = torch.arange(10).cuda() if not torch.cuda.is_available() else torch.arange(10, device="meta")
+            return (x * 2 + 1).cpu()
+    ''', tmp_path)
+    feedback = run(ex.ex3, ns["roundtrip"], list(range(1, 20, 2)))
+    assert_fails(feedback, "roundtrip(device) báo lỗi")
+    assert "Traceback" not in str(feedback)
+
+
+# --------------------------------------------------------------------------- exercise 1
+
+
+def test_ex1_wrong_answers():
+    right_device = pick_device()
+    available, count = torch.cuda.is_available(), torch.cuda.device_count()
+    assert_fails(run(ex.ex1, torch.cuda.is_available, count, right_device), "quên gọi")
+    assert_fails(run(ex.ex1, not available, count, right_device), f"trả về {available}")
+    assert_fails(run(ex.ex1, available, count + 3, right_device), f"thấy {count} GPU")
+    assert_fails(run(ex.ex1, available, count, 5), "torch.device")
+    assert_fails(run(ex.ex1, "yes", count, right_device), "True/False")
+    assert_missing(run(ex.ex1, available, None, right_device), "gpu_count")
+    if not available:
+        assert_fails(run(ex.ex1, available, count, "cuda"), "viết cứng 'cuda'")
+        assert run(ex.ex1, available, count, "cpu").passed
+
+
+def test_ex1_gpu_logic_with_a_fake_gpu(monkeypatch):
+    class Props:
+        name, total_memory, multi_processor_count, major, minor = "Tesla T4", 15 * 2**30, 40, 7, 5
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: Props())
+    assert run(ex.ex1_gpu, "Tesla T4", Props()).passed
+    assert "compute capability 7.5" in str(run(ex.ex1_gpu, "Tesla T4", Props()))
+    assert_fails(run(ex.ex1_gpu, "A100", Props()), "Tesla T4")
+    assert_fails(run(ex.ex1_gpu, "Tesla T4", {"total_memory": 1}), "get_device_properties(0)")
+    assert_missing(run(ex.ex1_gpu, None, Props()), "gpu_name")
+
+
+# --------------------------------------------------------------------------- exercise 2
+
+
+def _timer(body: str, tmp_path):
+    return load("import statistics, time\n\ndef time_it(fn, sync, repeats=5):\n"
+                + textwrap.indent(textwrap.dedent(body), "    "), tmp_path)["time_it"]
+
+
+def test_ex2a_catches_each_timing_mistake(tmp_path):
+    no_warmup = _timer('''
+        times = []
+        for _ in range(repeats):
+            sync(); start = time.perf_counter(); fn(); sync(); times.append(time.perf_counter() - start)
+        return statistics.median(times)
+    ''', tmp_path)
+    assert_fails(run(ex.ex2a, no_warmup), "thiếu warm-up")
+    no_sync = _timer('''
+        fn()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter(); fn(); times.append(time.perf_counter() - start)
+        return statistics.median(times)
+    ''', tmp_path)
+    assert_fails(run(ex.ex2a, no_sync), "không gọi sync()")
+    stop_before_sync = _timer('''
+        fn(); sync()
+        times = []
+        for _ in range(repeats):
+            sync(); start = time.perf_counter(); fn(); times.append(time.perf_counter() - start); sync()
+        return statistics.median(times)
+    ''', tmp_path)
+    assert_fails(run(ex.ex2a, stop_before_sync), "đồng hồ dừng TRƯỚC")
+    mean_of_total = _timer('''
+        fn(); sync()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        sync()
+        return (time.perf_counter() - start) / repeats
+    ''', tmp_path)
+    assert_fails(run(ex.ex2a, mean_of_total), "trung vị")
+    milliseconds = _timer('''
+        fn(); sync()
+        times = []
+        for _ in range(repeats):
+            sync(); start = time.perf_counter(); fn(); sync(); times.append(time.perf_counter() - start)
+        return statistics.median(times) * 1000
+    ''', tmp_path)
+    assert_fails(run(ex.ex2a, milliseconds), "mili-giây")
+    a_list = _timer("fn(); sync(); return [0.02] * repeats", tmp_path)
+    assert_fails(run(ex.ex2a, a_list), "MỘT số")
+    assert_missing(run(ex.ex2a, _timer("return None", tmp_path)), "thiếu return")
+    assert_fails(run(ex.ex2a, lambda fn: 0.02), "TypeError")
+
+
+def test_fake_gpu_is_asynchronous():
+    gpu = speed.FakeGpu(work_s=0.01, first_extra_s=0.0, outlier_s=0.0)
+    start = time.perf_counter()
+    gpu.run()
+    queued = time.perf_counter() - start
+    gpu.sync()
+    total = time.perf_counter() - start
+    assert queued < 0.005 <= 0.009 < total and gpu.calls == 1 and gpu.syncs == 1 and gpu.pending == 0
+
+
+def test_ex2b_names_the_mistake():
+    assert_fails(run(ex.ex2b, lambda n, s: n**3 / s / 1e9), "hệ số 2")
+    assert_fails(run(ex.ex2b, lambda n, s: 2 * n**3 / s), "1e9")
+    assert_fails(run(ex.ex2b, lambda n, s: 2 * n**2 / s / 1e9), "N²")
+    assert_fails(run(ex.ex2b, lambda n, s: 2 * n**3 / (s * 1000) / 1e9), "mili-giây")
+    assert_fails(run(ex.ex2b, lambda n, s: "fast"), "một số")
+    assert_missing(run(ex.ex2b, lambda n, s: None))
+
+
+def test_ex2c_letters():
+    assert run(ex.ex2c, "a, c, d").passed and run(ex.ex2c, ["D", "C", "A"]).passed
+    assert_fails(run(ex.ex2c, {"A", "B", "C", "D"}), "B sai")
+    assert_fails(run(ex.ex2c, {"A", "C"}), "bỏ sót D")
+    assert_fails(run(ex.ex2c, {"A", "C", "Z"}), "không có phương án Z")
+    assert_fails(run(ex.ex2c, 42), "chữ cái")
+    assert_missing(run(ex.ex2c, set()))
+    assert speed.parse_letters("A,c") == {"A", "C"} and speed.parse_letters(["AB"]) is None
+
+
+# --------------------------------------------------------------------------- exercise 3
+
+EXPECTED = [2 * i + 1 for i in range(10)]
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("x.to(device); x = x * 2 + 1; x = x.cpu()", "quên gán lại: x.to(device)"),
+    ("x = x.to(device); x * 2 + 1; x = x.cpu()", "quên gán lại x = x * 2 + 1"),
+    ("x = x.to(device); x = x * 2 + 1; x.cpu()", "quên gán lại: x.cpu()"),
+    ("x = x.to(device); x = x * 2 + 1", "thiếu bước đưa x về CPU"),
+    ("x = x * 2 + 1; x = x.cpu()", "chưa được chuyển sang device"),
+    ("x = x.to(device); x = x * 3; x = x.cpu()", "đúng phải là"),
+])
+def test_ex3_catches_forgotten_reassignments_and_wrong_values(body, message, tmp_path):
+    ns = load(f"def roundtrip(device):\n    x = torch.arange(10)\n    {body}\n    return x\n", tmp_path)
+    assert_fails(run(ex.ex3, ns["roundtrip"], EXPECTED), message)
+
+
+def test_ex3_one_expression_and_wrong_hand_values(tmp_path):
+    ns = load("def roundtrip(device):\n    return (torch.arange(10).to(device) * 2 + 1).cpu()\n", tmp_path)
+    assert run(ex.ex3, ns["roundtrip"], EXPECTED).passed
+    assert run(ex.ex3, ns["roundtrip"], torch.tensor(EXPECTED)).passed
+    assert_fails(run(ex.ex3, ns["roundtrip"], [2 * i for i in range(10)]), "expected[0] = 0")
+    assert_fails(run(ex.ex3, ns["roundtrip"], [1, 3]), "10 số")
+    assert_missing(run(ex.ex3, ns["roundtrip"], None), "expected")
+
+
+def test_move_tracker_sees_unused_results():
+    with MoveTracker() as tracker:
+        x = torch.arange(4)
+        x.to("cpu")                       # thrown away
+        y = x.to("cpu")                   # kept
+        z = y + 1
+        tracker.mark_used(z)
+    assert [m.method for m in tracker.moves] == ["to", "to"]
+    unused = tracker.unused_moves()
+    assert len(unused) == 1 and unused[0] is tracker.moves[0]
+    assert tracker.moves_of(x) == tracker.moves
+    assert [f.name for f in tracker.factories] == ["arange"]
+    assert torch.equal(y, x) and y is not x          # an alias: same values, a new object
+
+
+# --------------------------------------------------------------------------- exercise 4
+
+
+def test_ex4_reference_search_matches_the_meter():
+    model = model4()
+    right = oom.largest_fitting_batch(model, BUDGET)
+    assert oom.activation_bytes(model, right) <= BUDGET < oom.activation_bytes(model, right + 1)
+    assert oom.activation_bytes(model, 10) == 10 * oom.activation_bytes(model, 1)
+    assert oom.largest_fitting_batch(model, 1) == 0
+    assert oom.largest_fitting_batch(model, 3 * oom.activation_bytes(model, 1)) == 3
+
+
+def test_ex4_reference_helpers_reject_bad_input():
+    with pytest.raises(TypeError, match="nn.Module"):
+        oom.activation_bytes("model", 4)
+    with pytest.raises(TypeError, match="batch_size"):
+        oom.activation_bytes(model4(), 2.5)
+    with pytest.raises(ValueError, match="batch_size"):
+        oom.activation_bytes(model4(), 0)
+    with pytest.raises(ValueError, match="budget"):
+        oom.largest_fitting_batch(model4(), -1)
+    with pytest.raises(TypeError, match="nn.Module"):
+        oom.largest_fitting_batch(nn.ReLU(), 10)
+
+
+def test_amp_dtype_for_checks_the_device():
+    assert amp.amp_dtype_for("cpu") == torch.bfloat16 and amp.amp_dtype_for(None) in (torch.float16, torch.bfloat16)
+    with pytest.raises(ValueError):
+        amp.amp_dtype_for("cdua")
+    with pytest.raises(TypeError):
+        amp.amp_dtype_for(3)
+
+
+def test_ex4_wrong_answers(tmp_path):
+    model = model4()
+    right = oom.largest_fitting_batch(model, BUDGET)
+    ns = load(ex.ex4.solution_code, tmp_path, SavedTensorMeter=SavedTensorMeter, model4=model, BUDGET=BUDGET)
+    fits = ns["fits"]
+    assert_fails(run(ex.ex4, fits, right + 1, model, BUDGET), "lệch một")
+    power = 1 << (right.bit_length() - 1)
+    assert_fails(run(ex.ex4, fits, power, model, BUDGET), "tìm nhị phân")
+    assert_fails(run(ex.ex4, fits, right - 3, model, BUDGET), "chưa phải lớn nhất")
+    assert_fails(run(ex.ex4, fits, 5 * right, model, BUDGET), "không vừa")
+    assert_fails(run(ex.ex4, fits, "big", model, BUDGET), "số nguyên")
+    dropped_output = load('''
+        def fits(batch_size):
+            x = torch.randn(batch_size, 64, device=device)
+            with SavedTensorMeter(exclude=model4) as meter:
+                model4(x)                     # the graph is freed at once: the meter reads 0
+                held = meter.live_bytes
+            return held <= BUDGET
+    ''', tmp_path, SavedTensorMeter=SavedTensorMeter, model4=model, BUDGET=BUDGET)["fits"]
+    assert_fails(run(ex.ex4, dropped_output, right, model, BUDGET), f"fits({right + 1}) = True")
+    assert_missing(run(ex.ex4, lambda b: None, right, model, BUDGET), "thiếu return")
+    assert_missing(run(ex.ex4, fits, None, model, BUDGET), "largest")
+    assert_fails(run(ex.ex4, fits, right, None, BUDGET), "BUDGET")
+
+
+def test_ex4_gpu_logic_with_fake_counters(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: 3 * 2**20)
+    mib = 2**20
+    assert run(ex.ex4_gpu, 10 * mib, 1000 * mib, 10 * mib).passed
+    assert_fails(run(ex.ex4_gpu, 10 * mib, 1000 * mib, 900 * mib), "del tensors")
+    assert_fails(run(ex.ex4_gpu, 10 * mib, 10 * mib, 10 * mib), "NGAY TRƯỚC")
+    assert_missing(run(ex.ex4_gpu, 10 * mib, 1000 * mib, None), "after_cleanup")
+    assert_fails(run(ex.ex4_gpu, 10 * mib, 1000 * mib, 1.5), "số byte")
+
+
+# --------------------------------------------------------------------------- exercise 5
+
+_AMP_LOOP = '''
+def train_amp(model, x, y, amp_dtype, steps=20):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        with torch.autocast(device_type=x.device.type, dtype={dtype}, enabled={enabled}):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append({keep})
+    return losses
+'''
+
+
+def _amp(tmp_path, dtype="amp_dtype", enabled="amp_dtype is not None", keep="loss.item()"):
+    return load(_AMP_LOOP.format(dtype=dtype, enabled=enabled, keep=keep), tmp_path)["train_amp"]
+
+
+def test_ex5_wrong_answers(tmp_path):
+    assert amp.amp_dtype_for("cpu") == torch.bfloat16
+    assert_fails(run(ex.ex5, _amp(tmp_path, enabled="False")), "autocast chưa bật")
+    assert_fails(run(ex.ex5, _amp(tmp_path, dtype="torch.bfloat16", enabled="True")), "amp_dtype=None")
+    assert_fails(run(ex.ex5, _amp(tmp_path, keep="loss")), "loss.item()")
+    assert_fails(run(ex.ex5, _amp(tmp_path, keep="'?'")), "loss.item()")
+    assert_missing(run(ex.ex5, lambda model, x, y, amp_dtype, steps=20: None), "return losses")
+    if not HAS_CUDA:
+        assert run(ex.ex5, _amp(tmp_path)).passed  # bf16 on the CPU needs no GradScaler
+
+
+def test_ex5_fp16_needs_a_grad_scaler(tmp_path, monkeypatch):
+    monkeypatch.setattr(amp, "amp_dtype_for", lambda device=None: torch.float16)  # as on a CUDA GPU
+    assert_fails(run(ex.ex5, _amp(tmp_path)), "fp16 cần GradScaler")
+    ns = load(ex.ex5.solution_code, tmp_path)
+    assert run(ex.ex5, ns["train_amp"]).passed
+    assert torch.amp.GradScaler.scale.__name__ == "scale"  # the counting patch is undone
+
+
+def test_ex5_gpu_logic(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert run(ex.ex5_gpu, {"fp32": 1200 * 2**20, "amp": 900 * 2**20}).passed
+    assert "25%" in str(run(ex.ex5_gpu, {"fp32": 1200 * 2**20, "amp": 900 * 2**20}))
+    assert_fails(run(ex.ex5_gpu, {"fp32": 1200 * 2**20, "amp": 1200 * 2**20}), "reset_peak_memory_stats")
+    assert_fails(run(ex.ex5_gpu, {"fp32": 1}), "dict")
+    assert_missing(run(ex.ex5_gpu, {}))
+    assert_missing(run(ex.ex5_gpu, {"fp32": 5, "amp": None}))
+
+
+# --------------------------------------------------------------------------- exercise 6
+
+_FIXED_TRAIN = ex.ex6.solution_code
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("    model.to(device)                                # Module.to: tại chỗ\n", "", "model chưa được đưa lên device"),
+    ("xb, yb = xb.to(device), yb.to(device)", "xb.to(device); yb = yb.to(device)", "xb.to(device) không sửa xb"),
+    ("xb, yb = xb.to(device), yb.to(device)", "xb = xb.to(device)", "yb không được chuyển"),
+    ("losses.append(loss.item())", "losses.append(loss)", "loss.item()"),
+    ("optimizer.step()", "pass", "loss không giảm"),
+])
+def test_ex6_finds_each_bug(old, new, message, tmp_path):
+    assert old in _FIXED_TRAIN
+    ns = load(_FIXED_TRAIN.replace(old, new), tmp_path)
+    assert_fails(run(ex.ex6, ns["train"]), message)
+
+
+def test_ex6_unchanged_starter_is_not_done_yet(tmp_path):
+    ns = load(ex.ex6.starter_code, tmp_path)
+    assert_missing(run(ex.ex6, ns["train"]), "bản có lỗi")
+    edited = load(ex.ex6.starter_code.replace("losses.append(loss)", "losses.append(loss.item())"), tmp_path)
+    feedback = run(ex.ex6, edited["train"])
+    assert_fails(feedback, "model chưa được đưa", "xb.to(device) không sửa", "yb không được chuyển")
+    assert "loss.item()" not in str(feedback).split("→")[0]
+
+
+# --------------------------------------------------------------------------- exercise 7
+
+_FIXED_HEAD = ex.ex7.solution_code
+
+
+def test_ex7_finds_each_bug(tmp_path):
+    randn_bug = _FIXED_HEAD.replace("torch.randn_like(x)", "torch.randn(x.shape)")
+    assert_fails(run(ex.ex7, load(randn_bug, tmp_path)["NoisyHead"]), "torch.randn(...) trong forward")
+    attribute_bug = _FIXED_HEAD.replace('self.register_buffer("scale", torch.linspace(0.5, 1.5, d))',
+                                        "self.scale = torch.linspace(0.5, 1.5, d)")
+    assert_fails(run(ex.ex7, load(attribute_bug, tmp_path)["NoisyHead"]), "register_buffer")
+    no_noise = _FIXED_HEAD.replace("x = x + 0.1 * torch.randn_like(x)", "x = x")
+    assert_fails(run(ex.ex7, load(no_noise, tmp_path)["NoisyHead"]), "nhiễu đã mất")
+    changed = _FIXED_HEAD.replace("return self.fc(x) * self.scale", "return self.fc(x)")
+    assert_fails(run(ex.ex7, load(changed, tmp_path)["NoisyHead"]), "đừng đổi phép tính")
+    fixed = load(_FIXED_HEAD, tmp_path)["NoisyHead"]
+    assert_fails(run(ex.ex7, fixed(16)), "chính lớp")
+    copied = _FIXED_HEAD.replace("torch.randn_like(x)", "torch.randn(x.shape).to(x.device)")
+    feedback = run(ex.ex7, load(copied, tmp_path)["NoisyHead"])
+    assert feedback.passed and "tránh một lần chép" in str(feedback)
+
+
+def test_ex7_unchanged_starter_is_not_done_yet(tmp_path):
+    ns = load(ex.ex7.starter_code, tmp_path)
+    assert_missing(run(ex.ex7, ns["NoisyHead"]), "bản có lỗi")
+    commented = load(ex.ex7.starter_code.replace("    def forward", "    # a comment\n    def forward"), tmp_path)
+    assert_missing(run(ex.ex7, commented["NoisyHead"]))
+
+
+def test_same_code_compares_functions_and_classes(tmp_path):
+    ns = load("def f(a):\n    return a + 1  # comment\n\nclass C:\n    def m(self):\n        return 2\n", tmp_path)
+    assert _core.same_code(ns["f"], "def f(a):\n    return a+1\n")
+    assert not _core.same_code(ns["f"], "def f(a):\n    return a + 2\n")
+    assert _core.same_code(ns["C"], "class C:\n    def m(self):  # x\n        return 2\n")
+    assert not _core.same_code(ns["C"], "class C:\n    def m(self):\n        return 3\n")
+    assert not _core.same_code(len, "def len(x): pass")
+    assert not _core.same_code(ns["f"], None)
+
+
+# --------------------------------------------------------------------------- exercise 8
+
+_FIXED_ACC = ex.ex8.solution_code
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("    model.zero_grad()\n", "", "zero_grad() ở ĐẦU"),
+    ("(loss * len(xb) / len(x)).backward()", "loss.backward()", "gấp 4 lần"),
+    ("(loss * len(xb) / len(x)).backward()", "model.zero_grad(); (loss * len(xb) / len(x)).backward()",
+     "micro-batch cuối"),
+    ("(loss * len(xb) / len(x)).backward()", "(loss / -(-len(x) // micro_batch)).backward()", "len(xb) / len(x)"),
+    ("model(xb)", "model(x)[:len(xb)]", "micro_batch=8"),
+])
+def test_ex8_catches_each_mistake(old, new, message, tmp_path):
+    assert old in _FIXED_ACC
+    ns = load(_FIXED_ACC.replace(old, new), tmp_path)
+    assert_fails(run(ex.ex8, ns["accumulate"]), message)
+
+
+def test_ex8_blank_and_optimizer_step(tmp_path):
+    assert_missing(run(ex.ex8, load("def accumulate(model, x, y, micro_batch):\n    model.zero_grad()\n    ...\n",
+                                    tmp_path)["accumulate"]))
+    stepping = _FIXED_ACC + "\n    with torch.no_grad():\n        for p in model.parameters():\n            p -= 0.1 * p.grad\n"
+    assert_fails(run(ex.ex8, load(stepping, tmp_path)["accumulate"]), "optimizer.step()")
+
+
+# --------------------------------------------------------------------------- the Exercise API
+
+
+def test_check_prints_and_hints_progress(capsys):
+    ex.ex2b.check(None)
+    assert "⏳" in capsys.readouterr().out
+    exercise = _core.Exercise("tmp_ex", ("Bài X", "Ex X"), lambda report, a=None: None,
+                              [("gợi ý một", "hint one"), ("gợi ý hai", "hint two")], "x = 1")
+    try:
+        exercise.hint()
+        assert "1/2" in capsys.readouterr().out
+        exercise.hint()
+        out = capsys.readouterr().out
+        assert "2/2" in out and "gợi ý hai" in out and "tmp_ex.solution()" in out
+        exercise.hint()
+        assert "2/2" in capsys.readouterr().out
+        exercise.hint(1)
+        assert "gợi ý một" in capsys.readouterr().out
+        exercise.solution()
+        assert "x = 1" in capsys.readouterr().out
+        with pytest.raises(ValueError, match="from 1 to 2"):
+            exercise.hint(3)
+        with pytest.raises(TypeError, match="int from 1 to 2"):
+            exercise.hint("1")
+        assert exercise.evaluate().passed and "tmp_ex" in repr(exercise)
+    finally:
+        del _core.REGISTRY["tmp_ex"]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"key": "not a name"}, ValueError, "Python name"),
+    ({"title": "just vi"}, TypeError, "tuple"),
+    ({"evaluate": 3}, TypeError, "callable"),
+    ({"hints": []}, ValueError, "non-empty"),
+    ({"solution": " "}, ValueError, "solution"),
+])
+def test_exercise_rejects_bad_definitions(kwargs, error, match):
+    args = {"key": "bad_ex", "title": ("a", "b"), "evaluate": lambda r: None, "hints": [("a", "b")],
+            "solution": "x = 1", **kwargs}
+    with pytest.raises(error, match=match):
+        _core.Exercise(**args)
+    assert "bad_ex" not in _core.REGISTRY
+
+
+def test_english_messages(capsys):
+    i18n.set_language("en")
+    ex.ex2c.check({"A", "B"})
+    out = capsys.readouterr().out
+    assert "not yet right" in out and "B is wrong" in out and "Hint: ex2c.hint()" in out
+
+
+def test_progress_lists_every_exercise(capsys):
+    ex.ex2c.check({"A", "C", "D"})
+    ex.progress()
+    out = capsys.readouterr().out
+    assert "Tiến độ:" in out and out.count("Bài ") >= len(ex.REGISTRY)
+    assert re.search(r"Bài 2c .*✅ đạt", out)
+    lines = [line for line in out.split("Tiến độ:")[1].splitlines() if "Bài " in line]
+    assert lines[0].strip().startswith("Bài 1 ") and lines[-1].strip().startswith("Bài 8 ")
+
+
+def test_helpers():
+    assert _core.is_blank(None) and _core.is_blank(...) and not _core.is_blank(0)
+    assert _core.as_device("cuda:1") == torch.device("cuda:1") and _core.as_device("nope") is None
+    assert _core.as_device(3) is None
+    assert _core.same_device(torch.device("cuda"), torch.device("cuda:0"))
+    assert not _core.same_device(torch.device("cuda:1"), torch.device("cuda:0"))
+    assert _core.number(torch.tensor(2.5)) == 2.5 and _core.number(True) is None
+    assert _core.number(torch.zeros(1, device="meta")) is None
+
+
+# --------------------------------------------------------------------------- the notebooks
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _code(path: Path) -> list[str]:
+    return ["".join(c["source"]) for c in _cells(path) if c["cell_type"] == "code"]
+
+
+def _norm(code: str) -> str:
+    return "\n".join(line.rstrip() for line in textwrap.dedent(code).strip().splitlines())
+
+
+def test_solutions_notebook_holds_every_solution_and_learner_notebook_every_starter():
+    solutions = _norm("\n".join(_code(SOLUTION_NB)))
+    learner = _norm("\n".join(_code(LEARNER_NB)))
+    for exercise in ex.REGISTRY.values():
+        assert _norm(exercise.solution_code) in solutions, f"{exercise.key}.solution() differs from the notebook"
+        assert f"{exercise.key}.check(" in solutions and f"{exercise.key}.check(" in learner
+        if exercise.starter_code:
+            assert _norm(exercise.starter_code) in learner, f"{exercise.key} starter differs from the notebook"
+    markdown = "\n".join("".join(c["source"]) for c in _cells(LEARNER_NB) if c["cell_type"] == "markdown")
+    for letter, (vi, _) in speed.WHY_OPTIONS.items():
+        assert f"**{letter}.** {vi}" in markdown
+
+
+def test_badges_open_both_notebooks_on_colab_and_kaggle():
+    badges = (ROOT / "colab_badges.md").read_text(encoding="utf-8")
+    for path in (LEARNER_NB, SOLUTION_NB):
+        rel = path.relative_to(ROOT).as_posix()
+        first = "".join(_cells(path)[0]["source"])
+        assert f"blob/main/{rel}" in first and "kaggle.com/kernels/welcome?src=" in first
+        assert rel.replace("/", "%2F") in first
+        assert f"blob/main/{rel})" in badges and rel.replace("/", "%2F") + ")" in badges
+
+
+class _Shell:
+    """Run notebook cells in-process like a kernel on a CPU: the setup cell and %%gpu cells are skipped."""
+
+    def __init__(self, tmp_path: Path):
+        self.ns: dict = {"__name__": "__main__"}
+        self.tmp_path = tmp_path
+
+    def run(self, path: Path) -> str:
+        out = io.StringIO()
+        for i, source in enumerate(_code(path)):
+            if "Ô cài đặt" in source or source.startswith("%%gpu"):
+                continue
+            filename = f"<cell-{path.stem}-{i}>"
+            linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+            with contextlib.redirect_stdout(out):
+                exec(compile(source, filename, "exec"), self.ns)
+        return out.getvalue()
+
+
+@pytest.fixture
+def fresh_registry():
+    saved = {key: e.last_status for key, e in ex.REGISTRY.items()}
+    for e in ex.REGISTRY.values():
+        e.last_status = None
+    yield
+    for key, status in saved.items():
+        ex.REGISTRY[key].last_status = status
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
+def test_solutions_notebook_passes_every_check(tmp_path, fresh_registry):
+    out = _Shell(tmp_path).run(SOLUTION_NB)
+    assert "❌" not in out and "⏳" not in out, out
+    cpu_exercises = [e for e in ex.REGISTRY.values() if not e.gpu]
+    assert out.count("✅ Bài") >= len(cpu_exercises), out
+    assert all(e.last_status == "pass" for e in cpu_exercises)
+    assert f"Tiến độ: {len(cpu_exercises)}/{len(ex.REGISTRY)} bài đạt" in out
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
+def test_learner_notebook_runs_and_reports_not_done(tmp_path, fresh_registry):
+    out = _Shell(tmp_path).run(LEARNER_NB)
+    assert "✅ Bài" not in out and "❌" not in out, out
+    assert all(e.last_status == "missing" for e in ex.REGISTRY.values() if not e.gpu)
+    assert "Tiến độ: 0/" in out
+
+
+def test_nothing_leaks_between_tests():
+    assert sys.modules["lessons_lib.exercises"] is ex
