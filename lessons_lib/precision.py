@@ -131,9 +131,9 @@ class Table:
     def __str__(self) -> str:
         widths = [max(len(h), *(len(r[i]) for r in self.rows)) if self.rows else len(h)
                   for i, h in enumerate(self.headers)]
-        line = "  ".join(h.ljust(w) for h, w in zip(self.headers, widths))
+        line = "  ".join(h.ljust(w) for h, w in zip(self.headers, widths, strict=True))
         rule = "  ".join("-" * w for w in widths)
-        body = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in self.rows]
+        body = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in self.rows]
         return "\n".join(text.rstrip() for text in [line, rule, *body])
 
     def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
@@ -172,13 +172,15 @@ def round_trip(value: float, dtype: str | torch.dtype) -> float:
 
 def round_trip_table(values: Sequence[float], dtypes: Sequence[str | torch.dtype] = ("fp32", "fp16", "bf16")) -> Table:
     """Return a table of each value as stored in each format (inf = overflow, 0 = underflow)."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise TypeError(
             tr(
-                "values phải là một list số không rỗng, vd [70000, 1e-8].",
-                "values must be a non-empty list of numbers, e.g. [70000, 1e-8].",
+                "values phải là một list số, vd [70000, 1e-8].",
+                "values must be a list of numbers, e.g. [70000, 1e-8].",
             )
         )
+    if not values:
+        raise ValueError(tr("values không được rỗng, vd [70000, 1e-8].", "values must not be empty, e.g. [70000, 1e-8]."))
     names = _names(dtypes)
     rows = [(f"{v:.8g}", *(f"{round_trip(v, n):.8g}" for n in names)) for v in values]
     return Table((tr("giá trị", "value"), *names), tuple(rows))

@@ -1,0 +1,67 @@
+"""The number-format picture: range and precision of FP32, FP16 and BF16 on a log axis."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from ..i18n import tr
+from ..precision import format_facts
+from ._axes import get_ax
+
+_COLORS = {"fp32": "#4c72b0", "fp16": "#dd8452", "bf16": "#55a868"}
+
+
+def _check_marks(marks) -> dict[str, float]:
+    if marks is None:
+        return {}
+    if not isinstance(marks, Mapping):
+        raise TypeError(tr("marks phải là dict {nhãn: giá trị}, vd {'70000': 7e4}.",
+                           "marks must be a dict {label: value}, e.g. {'70000': 7e4}."))
+    out = {}
+    for label, value in marks.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value > 0 and math.isfinite(value)):
+            raise ValueError(tr(f"marks[{label!r}] phải là số dương hữu hạn (trục log), nhận {value!r}.",
+                                f"marks[{label!r}] must be a finite positive number (log axis), got {value!r}."))
+        out[str(label)] = float(value)
+    return out
+
+
+def plot_number_formats(dtypes: Sequence[str] = ("fp32", "fp16", "bf16"), marks: Mapping[str, float] | None = None,
+                        ax=None):
+    """Draw each format's representable magnitudes on a log axis, with its eps (precision); return the axes.
+
+    The thin part of a bar is the subnormal range (precision fading), the thick part the normal range up
+    to the largest finite value. All limits come from ``torch.finfo``. `marks` draws labelled vertical
+    lines at chosen values, e.g. ``{"70000": 7e4, "1e-8": 1e-8}``.
+    """
+    if isinstance(dtypes, str) or not isinstance(dtypes, Sequence) or not dtypes:
+        raise TypeError(tr("dtypes phải là list không rỗng như ['fp32', 'fp16', 'bf16'].",
+                           "dtypes must be a non-empty list such as ['fp32', 'fp16', 'bf16']."))
+    facts = [format_facts(d) for d in dtypes]
+    marks = _check_marks(marks)
+    ax = get_ax(ax, figsize=(8.0, 1.0 + 0.9 * len(facts)))
+    for i, f in enumerate(facts):
+        y = len(facts) - 1 - i
+        color = _COLORS.get(f.name, "#8172b3")
+        ax.hlines(y, f.smallest_subnormal, f.smallest_normal, color=color, linewidth=3, alpha=0.5)
+        ax.hlines(y, f.smallest_normal, f.max, color=color, linewidth=12)
+        ax.text(f.max * 30, y, f"max {f.max:.3g}", va="center", ha="left", fontsize=8)
+        ax.text(f.smallest_subnormal, y - 0.2, f"{f.smallest_subnormal:.2g}", va="top", ha="right", fontsize=8)
+        ax.text(f.smallest_normal, y - 0.2, f"{f.smallest_normal:.2g}", va="top", ha="left", fontsize=8,
+                color="#555555")
+    for label, value in marks.items():
+        ax.axvline(value, color="#c44e52", linestyle="--", linewidth=1)
+        ax.text(value, len(facts) - 0.45, label, color="#c44e52", ha="center", va="bottom", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(1e-48, 1e48)
+    ax.set_ylim(-0.65, len(facts) - 0.1)
+    ax.set_yticks(range(len(facts)))
+    ax.set_yticklabels([f"{f.name}: {f.exponent_bits} " + tr("bit mũ", "exp bits") + f", {f.mantissa_bits} "
+                        + tr("bit định trị", "mantissa bits") + f"\neps = {f.eps:.2g} (≈ {f.decimal_digits:.1f} "
+                        + tr("chữ số)", "digits)") for f in reversed(facts)], fontsize=9)
+    ax.set_xlabel(tr("độ lớn |x| (thang log) · vạch mảnh: vùng subnormal · vạch dày: vùng chuẩn",
+                     "magnitude |x| (log scale) · thin: subnormal range · thick: normal range"), fontsize=9)
+    ax.set_title(tr("Dải số biểu diễn được (torch.finfo)", "Representable range (torch.finfo)"), fontsize=10)
+    ax.grid(axis="y", visible=False)
+    return ax

@@ -1,0 +1,442 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lessons_lib import training
+from lessons_lib.bench import Timing
+from lessons_lib.training import (
+    AmpPlan,
+    AmpTrainer,
+    StepProfile,
+    TrainResult,
+    autocast_dtypes,
+    autocast_supported,
+    grad_scaler_supported,
+    make_classification_data,
+    make_mlp,
+    parse_amp,
+    plan_amp,
+    profile_train_step,
+    recommend_amp,
+    train,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models run fastest on one thread (and do not fight other processes for cores)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# --------------------------------------------------------------------------- data and models
+
+
+def test_data_is_seeded_and_shaped():
+    x, y = make_classification_data(64, 8, 3, seed=1)
+    x2, y2 = make_classification_data(64, 8, 3, seed=1)
+    x3, _ = make_classification_data(64, 8, 3, seed=2)
+    assert x.shape == (64, 8) and y.shape == (64,)
+    assert x.dtype == torch.float32 and y.dtype == torch.int64
+    assert torch.equal(x, x2) and torch.equal(y, y2)
+    assert not torch.equal(x, x3)
+    assert int(y.min()) >= 0 and int(y.max()) < 3
+    assert len(torch.unique(y)) > 1
+
+
+def test_data_leaves_global_rng_alone_and_takes_dtype():
+    before = torch.random.get_rng_state()
+    x, _ = make_classification_data(16, 4, 2, dtype=torch.float64, device="cpu")
+    assert torch.equal(before, torch.random.get_rng_state())
+    assert x.dtype == torch.float64
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"n_samples": 0}, ValueError, "n_samples"),
+        ({"n_features": 2.5}, TypeError, "n_features"),
+        ({"n_classes": 1}, ValueError, "n_classes"),
+        ({"seed": -1}, ValueError, "seed"),
+        ({"dtype": torch.int64}, TypeError, "dtype"),
+        ({"device": "cuda:7"}, ValueError, "cuda:7"),
+    ],
+)
+def test_data_rejects_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        make_classification_data(**kwargs)
+
+
+def test_mlp_is_seeded_and_shaped():
+    a, b, c = make_mlp(8, 3, hidden=16, depth=3, seed=5), make_mlp(8, 3, hidden=16, depth=3, seed=5), make_mlp(8, 3, hidden=16, depth=3, seed=6)
+    linears = [m for m in a if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 4
+    assert (linears[0].in_features, linears[-1].out_features) == (8, 3)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    assert not torch.equal(a[0].weight, c[0].weight)
+    assert a(torch.zeros(2, 8)).shape == (2, 3)
+
+
+def test_mlp_leaves_global_rng_alone_and_takes_dtype():
+    before = torch.random.get_rng_state()
+    model = make_mlp(dtype=torch.float64)
+    assert torch.equal(before, torch.random.get_rng_state())
+    assert next(model.parameters()).dtype == torch.float64
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"depth": 0}, ValueError, "depth"),
+        ({"hidden": "64"}, TypeError, "hidden"),
+        ({"in_features": True}, TypeError, "in_features"),
+        ({"dtype": "float32"}, TypeError, "dtype"),
+        ({"device": "gpu"}, ValueError, "gpu"),
+    ],
+)
+def test_mlp_rejects_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        make_mlp(**kwargs)
+
+
+# --------------------------------------------------------------------------- parsing and planning
+
+
+@pytest.mark.parametrize(
+    ("given", "mode"),
+    [("off", "off"), (None, "off"), ("FP32", "off"), ("bf16", "bf16"), ("bfloat16", "bf16"), ("half", "fp16"),
+     ("torch.float16", "fp16"), (torch.bfloat16, "bf16"), (torch.float16, "fp16"), (torch.float32, "off")],
+)
+def test_parse_amp(given, mode):
+    assert parse_amp(given) == mode
+
+
+def test_parse_amp_rejects_bad_input():
+    with pytest.raises(ValueError, match="'off', 'bf16' hoặc 'fp16'"):
+        parse_amp("fp8")
+    with pytest.raises(TypeError, match="amp"):
+        parse_amp(16)
+    with pytest.raises(ValueError, match="torch.float16"):
+        parse_amp(torch.int8)
+
+
+def test_cpu_supports_bf16_autocast_and_grad_scaler():
+    assert autocast_supported("cpu", "bf16")
+    assert autocast_supported("cpu", "off")
+    assert grad_scaler_supported("cpu")  # torch >= 2.3
+    assert recommend_amp("cpu") == "bf16"
+
+
+def test_support_checks_reject_bad_input():
+    with pytest.raises(ValueError, match="gpu"):
+        autocast_supported("gpu", "bf16")
+    with pytest.raises(ValueError, match="'off', 'bf16' hoặc 'fp16'"):
+        autocast_supported("cpu", "fp8")
+    with pytest.raises(TypeError, match="preferred"):
+        grad_scaler_supported(0.5)
+    with pytest.raises(ValueError, match="gpu"):
+        recommend_amp("gpu")
+
+
+def test_plan_defaults():
+    off = plan_amp("cpu")
+    assert (off.amp, off.dtype, off.use_scaler, off.enabled) == ("off", None, False, False)
+    bf16 = plan_amp("cpu", "bf16")
+    assert (bf16.dtype, bf16.use_scaler, bf16.emulated) == (torch.bfloat16, False, False)
+    fp16 = plan_amp("cpu", "fp16", allow_emulated=True)
+    assert (fp16.dtype, fp16.use_scaler, fp16.emulated) == (torch.float16, True, True)
+    assert not plan_amp("cpu", "fp16", scaler=False, allow_emulated=True).use_scaler
+    assert "GradScaler" in str(fp16) and "bf16" in str(bf16)
+
+
+def test_plan_autocast_context_casts_matmuls():
+    a = torch.ones(4, 4)
+    with plan_amp("cpu", "bf16").autocast():
+        assert (a @ a).dtype == torch.bfloat16
+    with plan_amp("cpu", "off").autocast():
+        assert (a @ a).dtype == torch.float32
+    with AmpPlan(torch.device("meta"), "off", None, False).autocast():  # no autocast needed when off
+        pass
+    assert plan_amp("cpu", "fp16", allow_emulated=True).make_scaler().is_enabled()
+    assert not plan_amp("cpu", "bf16").make_scaler().is_enabled()
+
+
+def test_plan_rejects_fp16_on_cpu_unless_allowed():
+    with pytest.raises(ValueError, match="CPU.*amp='bf16'.*allow_emulated=True"):
+        plan_amp("cpu", "fp16")
+
+
+@pytest.mark.parametrize("amp", ["bf16", "off"])
+def test_plan_rejects_scaler_without_fp16(amp):
+    with pytest.raises(ValueError, match="GradScaler chỉ dùng với amp='fp16'"):
+        plan_amp("cpu", amp, scaler=True)
+
+
+def test_plan_rejects_bad_types_and_missing_devices():
+    with pytest.raises(TypeError, match="scaler"):
+        plan_amp("cpu", "bf16", scaler="yes")
+    with pytest.raises(TypeError, match="allow_emulated"):
+        plan_amp("cpu", "bf16", allow_emulated=1)
+    with pytest.raises(ValueError, match="fp8"):
+        plan_amp("cpu", "fp8")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="cuda"):
+            plan_amp("cuda", "fp16")
+
+
+@pytest.fixture
+def fake_t4(monkeypatch):
+    """Pretend the chosen device is a CUDA T4 (compute capability 7.5)."""
+    monkeypatch.setattr(training, "pick_device", lambda device=None: torch.device("cuda"))
+    monkeypatch.setattr(training, "has_native_bf16", lambda device=None: False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (7, 5))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "Tesla T4")
+
+
+def test_plan_rejects_emulated_bf16_on_a_t4(fake_t4):
+    with pytest.raises(ValueError, match=r"Tesla T4 \(compute capability 7\.5\).*8\.0.*is_bf16_supported.*amp='fp16'"):
+        plan_amp("cuda", "bf16")
+
+
+def test_recommend_fp16_on_a_t4(fake_t4):
+    assert recommend_amp("cuda") == "fp16"
+
+
+def test_recommend_bf16_on_an_a100(monkeypatch):
+    monkeypatch.setattr(training, "pick_device", lambda device=None: torch.device("cuda"))
+    monkeypatch.setattr(training, "has_native_bf16", lambda device=None: True)
+    assert recommend_amp("cuda") == "bf16"
+
+
+@pytest.mark.parametrize(
+    ("bf16_ok", "fp16_ok", "scaler_ok", "expected"),
+    [(True, True, True, "bf16"), (False, True, True, "fp16"), (False, True, False, "off"), (False, False, True, "off")],
+)
+def test_recommend_on_other_devices_follows_what_works(monkeypatch, bf16_ok, fp16_ok, scaler_ok, expected):
+    monkeypatch.setattr(training, "pick_device", lambda device=None: torch.device("mps"))
+    monkeypatch.setattr(training, "autocast_supported", lambda device, amp: {"bf16": bf16_ok, "fp16": fp16_ok}[amp])
+    monkeypatch.setattr(training, "grad_scaler_supported", lambda device: scaler_ok)
+    assert recommend_amp("mps") == expected
+
+
+def test_plan_reports_autocast_that_does_not_run(monkeypatch):
+    monkeypatch.setattr(training, "_autocast_problem", lambda device, amp: "target dtype is not supported")
+    with pytest.raises(ValueError, match="autocast bf16 không chạy trên cpu.*not supported.*amp='off'"):
+        plan_amp("cpu", "bf16")
+
+
+def test_plan_reports_grad_scaler_that_does_not_run(monkeypatch):
+    monkeypatch.setattr(training, "_grad_scaler_problem", lambda device: "no kernel")
+    with pytest.raises(ValueError, match="GradScaler không chạy.*no kernel.*scaler=False"):
+        plan_amp("cpu", "fp16", allow_emulated=True)
+    assert not plan_amp("cpu", "fp16", allow_emulated=True, scaler=False).use_scaler
+
+
+def test_probes_answer_for_real():
+    assert training._autocast_problem("cpu", "bf16") is None
+    assert training._grad_scaler_problem("cpu") is None
+    assert training._autocast_problem("meta", "bf16") is not None  # no autocast kernels for meta
+
+
+# --------------------------------------------------------------------------- training
+
+
+VALID_OPTIONS = [
+    {"amp": "off"},
+    {"amp": "off", "optimizer": "sgd", "lr": 0.1, "clip_grad_norm": 1.0},
+    {"amp": "bf16"},
+    {"amp": "bf16", "scaler": False, "clip_grad_norm": 1.0},
+    {"amp": "fp16", "allow_emulated": True},
+    {"amp": "fp16", "allow_emulated": True, "scaler": True, "clip_grad_norm": 1.0},
+    {"amp": "fp16", "allow_emulated": True, "scaler": False},
+    {"amp": torch.bfloat16, "optimizer": "sgd", "lr": 0.1},
+]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_classification_data(512, 16, 3, seed=0)
+
+
+@pytest.mark.parametrize("options", VALID_OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_train_runs_every_valid_option_and_learns(data, options):
+    x, y = data
+    result = train(make_mlp(16, 3, hidden=32, seed=0), x, y, steps=60, batch_size=64, **{"lr": 1e-2, **options})
+    assert isinstance(result, TrainResult) and len(result.losses) == 60
+    first, last = sum(result.losses[:5]) / 5, sum(result.losses[-5:]) / 5
+    assert last < 0.6 * first, (first, last)
+    assert not result.skipped_steps
+    assert len(result.scales) == (60 if result.plan.use_scaler else 0)
+    assert "60" in str(result) and result.final_loss == result.losses[-1]
+
+
+def test_same_seed_gives_same_fp32_run_and_autocast_differs_a_little(data):
+    x, y = data
+    a = train(make_mlp(16, 3, seed=0), x, y, steps=20, seed=3)
+    b = train(make_mlp(16, 3, seed=0), x, y, steps=20, seed=3)
+    c = train(make_mlp(16, 3, seed=0), x, y, steps=20, seed=3, amp="bf16")
+    assert a.losses == b.losses
+    assert c.losses != a.losses
+    assert c.losses[0] == pytest.approx(a.losses[0], rel=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"steps": 0}, ValueError, "steps"),
+        ({"batch_size": 10_000}, ValueError, "batch_size"),
+        ({"lr": -1.0}, ValueError, "lr"),
+        ({"lr": "fast"}, TypeError, "lr"),
+        ({"optimizer": "rmsprop"}, ValueError, "adam"),
+        ({"amp": "fp16"}, ValueError, "allow_emulated"),
+        ({"amp": "bf16", "scaler": True}, ValueError, "GradScaler"),
+        ({"clip_grad_norm": 0}, ValueError, "clip_grad_norm"),
+        ({"loss_fn": "mse"}, TypeError, "loss_fn"),
+    ],
+)
+def test_train_rejects_bad_options(data, kwargs, error, match):
+    x, y = data
+    with pytest.raises(error, match=match):
+        train(make_mlp(16, 3), x, y, **{"steps": 2, **kwargs})
+
+
+def test_train_rejects_bad_model_and_data(data):
+    x, y = data
+    with pytest.raises(TypeError, match="nn.Module"):
+        train("model", x, y)
+    with pytest.raises(ValueError, match="tham số"):
+        train(torch.nn.ReLU(), x, y)
+    with pytest.raises(TypeError, match="tensor"):
+        train(make_mlp(16, 3), x.tolist(), y)
+    with pytest.raises(ValueError, match="cùng số hàng"):
+        train(make_mlp(16, 3), x, y[:-1])
+    with pytest.raises(ValueError, match="inputs.to\\(device\\)"):
+        train(make_mlp(16, 3), x.to("meta"), y)
+
+
+def test_trainer_skips_a_step_with_inf_gradients_and_halves_the_scale(data):
+    x, y = data
+    model = make_mlp(16, 3, seed=0)
+    calls = {"n": 0}
+
+    def loss_fn(out, target):
+        calls["n"] += 1
+        loss = F.cross_entropy(out, target)
+        return loss * float("inf") if calls["n"] == 2 else loss
+
+    trainer = AmpTrainer(model, torch.optim.SGD(model.parameters(), lr=0.1),
+                         plan_amp("cpu", "fp16", allow_emulated=True), loss_fn)
+    first = trainer.step(x[:64], y[:64])
+    weights = [p.detach().clone() for p in model.parameters()]
+    second = trainer.step(x[:64], y[:64])
+    assert all(torch.equal(w, p) for w, p in zip(weights, model.parameters(), strict=True))  # the skipped step changed nothing
+    third = trainer.step(x[:64], y[:64])
+    assert any(not torch.equal(w, p) for w, p in zip(weights, model.parameters(), strict=True))  # the next one did
+    assert not first.skipped and second.skipped and not third.skipped
+    assert second.scale == first.scale / 2 and third.scale == second.scale
+
+
+def test_train_records_skipped_steps_and_scales(data):
+    x, y = data
+    calls = {"n": 0}
+
+    def loss_fn(out, target):
+        calls["n"] += 1
+        loss = F.cross_entropy(out, target)
+        return loss * float("inf") if calls["n"] == 4 else loss
+
+    result = train(make_mlp(16, 3), x, y, steps=6, amp="fp16", allow_emulated=True, loss_fn=loss_fn)
+    assert result.skipped_steps == [3]
+    assert result.scales == [2.0**16] * 3 + [2.0**15] * 3
+    assert "1 bước bị bỏ qua" in str(result)
+
+
+def test_trainer_clips_the_unscaled_gradients(data):
+    x, y = data
+    model = make_mlp(16, 3, seed=0)
+    trainer = AmpTrainer(model, torch.optim.SGD(model.parameters(), lr=0.1),
+                         plan_amp("cpu", "fp16", allow_emulated=True), clip_grad_norm=0.05)
+    result = trainer.step(x[:64], y[:64])
+    reference = make_mlp(16, 3, seed=0)
+    F.cross_entropy(reference(x[:64]), y[:64]).backward()
+    true_norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in reference.parameters()]))
+    assert result.scale == 2.0 ** 16
+    assert result.grad_norm == pytest.approx(float(true_norm), rel=0.05)  # not 65536 times larger
+    clipped = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
+    assert float(clipped) <= 0.05 * 1.001
+
+
+def test_trainer_rejects_bad_arguments():
+    model = make_mlp(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    fp16 = plan_amp("cpu", "fp16", allow_emulated=True)
+    with pytest.raises(TypeError, match="Optimizer"):
+        AmpTrainer(model, "adam", fp16)
+    with pytest.raises(TypeError, match="AmpPlan"):
+        AmpTrainer(model, opt, "fp16")
+    with pytest.raises(ValueError, match="FP32.*model.half"):
+        half = make_mlp(4, 2, dtype=torch.float16)
+        AmpTrainer(half, torch.optim.SGD(half.parameters(), lr=0.1), fp16)
+    with pytest.raises(ValueError, match="model.to\\(device\\)"):
+        AmpTrainer(model, opt, AmpPlan(torch.device("meta"), "off", None, False))
+    with pytest.raises(TypeError, match="tensor"):
+        AmpTrainer(model, opt, fp16).step([[0.0] * 4], torch.tensor([0]))
+
+
+# --------------------------------------------------------------------------- profiling and op dtypes
+
+
+def test_profile_train_step_on_cpu(data):
+    x, y = data
+    profile = profile_train_step(make_mlp(16, 3), x[:64], y[:64], amp="bf16", warmup=1, repeats=4)
+    assert isinstance(profile, StepProfile)
+    assert profile.timing.repeats == 4 and profile.timing.number == 1 and profile.timing.warmup == 1
+    assert all(t > 0 for t in profile.timing.times_s)
+    assert profile.median_s == profile.timing.median_s
+    assert profile.peak_memory_bytes is None and profile.baseline_memory_bytes is None  # CUDA only
+    assert "bf16" in str(profile) and "ms" in str(profile) and "warm-up 1" in str(profile)
+
+
+def test_profile_trains_the_model_in_place(data):
+    x, y = data
+    model = make_mlp(16, 3)
+    before = model[0].weight.detach().clone()
+    profile_train_step(model, x[:64], y[:64], warmup=0, repeats=1)
+    assert not torch.equal(before, model[0].weight)
+
+
+def test_profile_rejects_bad_arguments(data):
+    x, y = data
+    with pytest.raises(ValueError, match="repeats"):
+        profile_train_step(make_mlp(16, 3), x, y, repeats=0)
+    with pytest.raises(TypeError, match="warmup"):
+        profile_train_step(make_mlp(16, 3), x, y, warmup=1.5)
+    with pytest.raises(ValueError, match="allow_emulated"):
+        profile_train_step(make_mlp(16, 3), x, y, amp="fp16")
+    with pytest.raises(ValueError, match="cùng số hàng"):
+        profile_train_step(make_mlp(16, 3), x, y[:3])
+
+
+def test_step_profile_reports_memory_when_given():
+    plan = AmpPlan(torch.device("cpu"), "fp16", torch.float16, True)
+    timing = Timing(times_s=(0.002, 0.001, 0.003), device="cpu", threads=1, warmup=2, number=1)
+    text = str(StepProfile(plan, timing, 3 * 2**20, 2**20))
+    assert "fp16: 2.00 ms" in text and "3 MiB" in text and "1 MiB" in text
+
+
+def test_autocast_dtypes_on_cpu():
+    rows = dict(autocast_dtypes("cpu", "bf16").rows)
+    assert rows["nn.Linear(x)"] == "bfloat16" and rows["x @ x.T"] == "bfloat16"
+    assert rows["F.cross_entropy(h, y)"] == "float32" and rows["F.mse_loss(h, 0)"] == "float32"
+    assert rows["h + fp32_tensor"] == "float32"  # type promotion with an FP32 operand
+    assert set(dict(autocast_dtypes("cpu", "off").rows).values()) == {"float32"}
+
+
+def test_autocast_dtypes_rejects_bad_input():
+    with pytest.raises(ValueError, match="allow_emulated"):
+        autocast_dtypes("cpu", "fp16")
+    with pytest.raises(ValueError, match="fp8"):
+        autocast_dtypes("cpu", "fp8")
