@@ -1,0 +1,427 @@
+"""Tests of lessons_lib.bench: correct timing, matmul sweeps under a budget, comparisons, bad input."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch
+
+from lessons_lib import bench
+
+
+def make_sweep(times, sizes=(64, 128, 256, 512), device="cpu", dtype="fp32", threads=2, name=""):
+    """A SweepResult built from given seconds per matmul (no measuring)."""
+    records = [
+        bench.MatmulRecord(n, bench.Timing((t,), device, threads, 1, 1, flops=bench.matmul_flops(n)), 0.0)
+        for n, t in zip(sizes, times, strict=True)
+    ]
+    return bench.SweepResult(device, dtype, threads, 10.0, 1.0, "all_sizes", None, records, name)
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def test_resolve_dtype_accepts_dtypes_and_names():
+    assert bench.resolve_dtype(torch.float16) is torch.float16
+    assert bench.resolve_dtype("fp32") is torch.float32
+    assert bench.resolve_dtype("torch.bfloat16") is torch.bfloat16
+    assert bench.resolve_dtype(" Half ") is torch.float16
+    assert bench.dtype_label("float16") == "fp16"
+
+
+def test_resolve_dtype_bad_input():
+    with pytest.raises(ValueError, match="'fp16'"):
+        bench.resolve_dtype("int8")
+    with pytest.raises(ValueError, match="torch.float16"):
+        bench.resolve_dtype(torch.int64)
+    with pytest.raises(TypeError, match="torch.dtype"):
+        bench.resolve_dtype(16)
+
+
+def test_format_seconds_and_flops():
+    assert bench.format_seconds(1.5) == "1.50 s"
+    assert bench.format_seconds(0.0123) == "12.3 ms"
+    assert bench.format_seconds(0.0005) == "500 µs"
+    assert bench.format_seconds(2e-9) == "2.00 ns"
+    assert bench.format_flops(4.2e12) == "4.20 TFLOP/s"
+    assert bench.format_flops(139e9) == "139 GFLOP/s"
+    assert bench.format_flops(924533) == "925 kFLOP/s"
+    assert bench.format_flops(12.0) == "12.0 FLOP/s"
+    with pytest.raises(ValueError, match=">= 0"):
+        bench.format_seconds(-1.0)
+    with pytest.raises(TypeError, match="number"):
+        bench.format_seconds("1 s")
+    with pytest.raises(ValueError):
+        bench.format_flops(-5)
+
+
+def test_matmul_flops():
+    assert bench.matmul_flops(3) == 54
+    assert bench.matmul_flops(2, 3, 4) == 48
+    with pytest.raises(ValueError, match="n must be >= 1|n phải ≥ 1"):
+        bench.matmul_flops(0)
+    with pytest.raises(TypeError, match="int"):
+        bench.matmul_flops(2.5)
+    with pytest.raises(TypeError):
+        bench.matmul_flops(True)
+
+
+def test_cpu_threads_is_what_this_process_may_use():
+    n = bench.cpu_threads()
+    assert 1 <= n <= (os.cpu_count() or n)
+    if hasattr(os, "sched_getaffinity"):
+        assert n == len(os.sched_getaffinity(0))
+
+
+def test_synchronize_cpu_is_a_no_op():
+    bench.synchronize("cpu")
+    bench.synchronize(torch.device("cpu"))
+
+
+# --------------------------------------------------------------------------- measure
+
+
+def test_measure_counts_warmup_and_repeats_exactly():
+    calls = []
+    timing = bench.measure(lambda: calls.append(1), device="cpu", repeats=3, warmup=2, number=4)
+    assert len(calls) == 2 + 3 * 4
+    assert timing.repeats == 3 and timing.number == 4 and timing.warmup == 2
+    assert all(t > 0 for t in timing.times_s)
+    assert timing.min_s <= timing.median_s <= timing.max_s
+
+
+def test_measure_reports_seconds_per_call():
+    timing = bench.measure(lambda: time.sleep(0.01), device="cpu", repeats=3, warmup=1, number=2)
+    assert 0.0095 <= timing.median_s < 0.05
+
+
+def test_measure_picks_a_block_size_for_tiny_work():
+    timing = bench.measure(lambda: None, device="cpu", repeats=2, warmup=1)
+    assert timing.number > 10  # many calls per block so the clock's cost is negligible
+    assert timing.median_s < 1e-3
+
+
+def test_measure_uses_all_threads_by_default_and_restores_the_setting():
+    seen = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        timing = bench.measure(lambda: seen.append(torch.get_num_threads()), device="cpu", repeats=1, warmup=0,
+                               number=1)
+        assert seen == [bench.cpu_threads()] and timing.threads == bench.cpu_threads()
+        assert torch.get_num_threads() == 1
+        seen.clear()
+        bench.measure(lambda: seen.append(torch.get_num_threads()), device="cpu", threads=1, repeats=1, warmup=0,
+                      number=1)
+        assert seen == [1]
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_measure_restores_threads_when_the_work_raises():
+    before = torch.get_num_threads()
+
+    def boom():
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        bench.measure(boom, device="cpu", threads=1)
+    assert torch.get_num_threads() == before
+
+
+def test_measure_max_time_cuts_repeats_of_slow_work():
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.05)
+
+    start = time.perf_counter()
+    timing = bench.measure(slow, device="cpu", repeats=10, warmup=3, max_time_s=0.2)
+    assert time.perf_counter() - start < 0.4
+    assert 1 <= timing.repeats <= 3 and timing.number == 1
+    assert len(calls) == timing.warmup + timing.repeats
+
+
+def test_measure_flops_give_throughput_and_percent_of_peak():
+    timing = bench.measure(lambda: time.sleep(0.002), device="cpu", repeats=2, warmup=0, number=1, flops=2e9)
+    assert timing.flops_per_s == pytest.approx(2e9 / timing.median_s)
+    assert timing.tflops == pytest.approx(timing.flops_per_s / 1e12)
+    assert timing.percent_of_peak(timing.tflops * 2) == pytest.approx(50.0)
+    assert timing.percent_of_peak(None) is None
+    assert "FLOP/s" in str(timing)
+
+
+def test_timing_repr_states_the_conditions():
+    timing = bench.measure(lambda: None, device="cpu", repeats=3, warmup=2, label="noop")
+    text = repr(timing)
+    assert text.startswith("Timing(noop: ") and "warm-up 2" in text and "3" in text
+    assert f"{timing.threads} luồng" in text or f"{timing.threads} threads" in text
+    gpu_like = bench.Timing((1e-3,), "cuda:0", 2, 1, 1)
+    assert "synchronize" in gpu_like.conditions()
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"fn": 42}, TypeError, "lambda"),
+        ({"device": "tpu"}, ValueError, "cpu"),
+        ({"device": 3}, TypeError, "str"),
+        ({"repeats": 0}, ValueError, "repeats"),
+        ({"repeats": 2.0}, TypeError, "repeats"),
+        ({"warmup": -1}, ValueError, "warmup"),
+        ({"number": 0}, ValueError, "number"),
+        ({"threads": 0}, ValueError, "threads"),
+        ({"flops": -1.0}, ValueError, "flops"),
+        ({"label": 5}, TypeError, "label"),
+        ({"max_time_s": 0}, ValueError, "max_time_s"),
+    ],
+)
+def test_measure_bad_input(kwargs, error, match):
+    args = {"fn": lambda: None, "device": "cpu"} | kwargs
+    fn = args.pop("fn")
+    with pytest.raises(error, match=match):
+        bench.measure(fn, **args)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_measure_on_a_missing_device_says_which_devices_exist():
+    with pytest.raises(ValueError, match="cpu"):
+        bench.measure(lambda: None, device="cuda")
+
+
+# --------------------------------------------------------------------------- matmul pieces
+
+
+def test_make_matmul_inputs_is_seeded_and_leaves_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    a, b = bench.make_matmul_inputs(16, "cpu", "fp16")
+    assert torch.equal(torch.random.get_rng_state(), state)
+    a2, b2 = bench.make_matmul_inputs(16, "cpu", "fp16")
+    assert a.shape == (16, 16) and a.dtype is torch.float16 and torch.equal(a, a2) and torch.equal(b, b2)
+    assert not torch.equal(a, b)
+
+
+def test_matmul_error_finds_wrong_results():
+    a, b = bench.make_matmul_inputs(64, "cpu")
+    c = a @ b
+    assert bench.matmul_error(a, b, c) < 1e-5
+    assert bench.matmul_error(a, b, c + 1.0) > bench.matmul_tolerance("fp32")
+    assert bench.matmul_error(a, b, torch.zeros_like(c)) == pytest.approx(1.0)
+
+
+def test_matmul_error_bad_input():
+    a, b = bench.make_matmul_inputs(8, "cpu")
+    with pytest.raises(ValueError, match="shapes"):
+        bench.matmul_error(a, b, torch.zeros(8, 7))
+    with pytest.raises(ValueError, match="2-D"):
+        bench.matmul_error(a, b, torch.zeros(64))
+    with pytest.raises(TypeError, match="Tensor"):
+        bench.matmul_error(a, [[1.0]], a)
+
+
+def test_time_matmul_checks_then_times():
+    timing = bench.time_matmul(64, "cpu", "fp32", repeats=2, warmup=1)
+    assert timing.flops == 2 * 64**3 and timing.label == "matmul 64×64 fp32"
+    assert timing.tflops > 0
+
+
+def test_time_matmul_refuses_to_time_a_wrong_result(monkeypatch):
+    monkeypatch.setattr(bench, "matmul_error", lambda a, b, c: 0.5)
+    with pytest.raises(RuntimeError, match="0.5|5.00e-01"):
+        bench.time_matmul(16, "cpu")
+
+
+def test_memory_checks():
+    assert bench.matmul_bytes(100, "fp16") == 3 * 100 * 100 * 2
+    assert bench.memory_available("cpu") is None or bench.memory_available("cpu") > 0
+    assert bench.fits_in_memory(64, "cpu")
+    assert not bench.fits_in_memory(10**6, "cpu")  # 12 TB of fp32
+
+
+# --------------------------------------------------------------------------- sweep
+
+SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+def test_sweep_stops_before_the_budget_is_exceeded():
+    result = bench.matmul_sweep("cpu", "fp32", sizes=SIZES, budget_s=0.4, repeats=2)
+    assert result.stop_reason == "budget" and result.next_size in SIZES
+    assert result.wall_s <= 0.4 * 2  # no size is started that is predicted to overrun (noise allowance ×2)
+    assert result.sizes == sorted(result.sizes) and result.sizes == list(SIZES[: len(result.sizes)])
+    assert len(result.sizes) >= 2
+    assert all(s > 0 for s in result.seconds) and all(t > 0 for t in result.tflops)
+    assert all(r.rel_error <= bench.matmul_tolerance("fp32") for r in result.records)
+    assert "ngân sách" in str(result) or "budget" in str(result)
+
+
+def test_sweep_measures_every_size_when_the_budget_allows():
+    result = bench.matmul_sweep("cpu", torch.bfloat16, sizes=[8, 16, 32], budget_s=10, repeats=2)
+    assert result.stop_reason == "all_sizes" and result.next_size is None
+    assert result.sizes == [8, 16, 32] and result.dtype == "bf16" and result.is_cpu
+    assert result.threads == bench.cpu_threads() and result.label.startswith("CPU bf16")
+    assert result.time_at(16) == result.records[1].seconds and result.time_at(999) is None
+
+
+def test_sweep_checks_memory_before_allocating(monkeypatch):
+    allowed = bench.matmul_bytes(64) * 2 + 1  # the CPU may use half: 64 fits, 128 does not
+    monkeypatch.setattr(bench, "memory_available", lambda device: allowed)
+    result = bench.matmul_sweep("cpu", sizes=[32, 64, 128, 256], budget_s=10)
+    assert result.sizes == [32, 64] and result.stop_reason == "memory" and result.next_size == 128
+
+
+def test_sweep_allocates_nothing_when_the_first_size_does_not_fit(monkeypatch):
+    monkeypatch.setattr(bench, "memory_available", lambda device: 1000)
+
+    def no_alloc(*args, **kwargs):
+        raise AssertionError("allocated although it does not fit")
+
+    monkeypatch.setattr(bench, "make_matmul_inputs", no_alloc)
+    result = bench.matmul_sweep("cpu", sizes=[64, 128], budget_s=5)
+    assert result.records == [] and result.stop_reason == "memory" and result.next_size == 64
+
+
+def test_sweep_progress_prints_one_line_per_size(capsys):
+    bench.matmul_sweep("cpu", sizes=[8, 16], budget_s=5, progress=True)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "N=" in line]
+    assert len(lines) == 2 and "FLOP/s" in lines[0]
+
+
+def test_default_budgets():
+    assert bench.default_budget_s("cpu") == 20.0
+    assert bench.DEFAULT_BUDGET_S["accelerator"] == 30.0
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"sizes": [0, 16]}, ValueError, "N"),
+        ({"sizes": [-4]}, ValueError, "N"),
+        ({"sizes": [64, 32]}, ValueError, "increasing|tăng dần"),
+        ({"sizes": []}, ValueError, "empty|rỗng"),
+        ({"sizes": "64"}, TypeError, "sizes"),
+        ({"sizes": [16.0]}, TypeError, "N"),
+        ({"budget_s": 0}, ValueError, "budget_s"),
+        ({"budget_s": -3}, ValueError, "budget_s"),
+        ({"budget_s": "10"}, TypeError, "budget_s"),
+        ({"dtype": "int8"}, ValueError, "fp16"),
+        ({"dtype": 8}, TypeError, "dtype"),
+        ({"device": "tpu"}, ValueError, "cpu"),
+        ({"repeats": 0}, ValueError, "repeats"),
+        ({"threads": 0}, ValueError, "threads"),
+    ],
+)
+def test_sweep_bad_input(kwargs, error, match):
+    args = {"device": "cpu", "sizes": [8], "budget_s": 1.0} | kwargs
+    with pytest.raises(error, match=match):
+        bench.matmul_sweep(**args)
+
+
+# --------------------------------------------------------------------------- speedup and crossover
+
+
+def test_speedup_uses_common_sizes_only():
+    cpu = make_sweep([1e-5, 1e-4, 1e-3, 1e-2])
+    gpu = make_sweep([1e-4, 2e-4, 5e-4], sizes=(64, 128, 1024), device="cuda:0")
+    assert bench.speedup(cpu, gpu) == [(64, pytest.approx(0.1)), (128, pytest.approx(0.5))]
+
+
+def test_crossover_interpolates_on_log_axes():
+    cpu = make_sweep([1e-5, 1e-4, 1e-3, 1e-2])
+    gpu = make_sweep([1e-4, 2e-4, 5e-4, 1e-3], device="cuda:0", name="Tesla T4")
+    cross = bench.crossover(cpu, gpu)  # speedups 0.1, 0.5, 2, 10
+    assert cross.status == "crosses"
+    assert cross.n == pytest.approx((128 * 256) ** 0.5)
+    assert "181" in cross.message
+
+
+def test_crossover_ignores_an_early_lucky_point():
+    cpu = make_sweep([1.0, 1.0, 1.0, 1.0, 1.0], sizes=(16, 32, 64, 128, 256))
+    gpu = make_sweep([2.0, 0.5, 1.25, 0.5, 0.25], sizes=(16, 32, 64, 128, 256), device="cuda:0")
+    cross = bench.crossover(cpu, gpu)  # 0.5, 2, 0.8, 2, 4: faster for good only from 128
+    assert cross.status == "crosses" and 64 < cross.n < 128
+
+
+def test_crossover_other_outcomes():
+    cpu = make_sweep([1.0, 1.0, 1.0, 1.0])
+    assert bench.crossover(cpu, make_sweep([0.5] * 4, device="cuda:0")).status == "always_faster"
+    assert bench.crossover(cpu, make_sweep([2.0] * 4, device="cuda:0")).status == "never_faster"
+    other = make_sweep([1.0], sizes=(99,), device="cuda:0")
+    assert bench.crossover(cpu, other).status == "no_overlap" and bench.crossover(cpu, other).n is None
+
+
+def test_speedup_bad_input():
+    with pytest.raises(TypeError, match="matmul_sweep"):
+        bench.speedup([1.0], make_sweep([1.0] * 4))
+    with pytest.raises(TypeError, match="matmul_sweep"):
+        bench.crossover(make_sweep([1.0] * 4), "gpu")
+
+
+def test_estimate_seconds_scales_as_n_cubed_beyond_the_measured_sizes():
+    sweep = make_sweep([1e-5, 1e-4, 1e-3, 1e-2])
+    assert bench.estimate_seconds(sweep, 128) == 1e-4
+    assert bench.estimate_seconds(sweep, 1024) == pytest.approx(8e-2)
+    assert bench.estimate_seconds(sweep, 100) == pytest.approx(1e-4 * (100 / 128) ** 3)
+    with pytest.raises(ValueError, match="n"):
+        bench.estimate_seconds(sweep, 0)
+    with pytest.raises(TypeError, match="matmul_sweep"):
+        bench.estimate_seconds({}, 10)
+    with pytest.raises(ValueError):
+        bench.estimate_seconds(make_sweep([], sizes=()), 10)
+
+
+# --------------------------------------------------------------------------- one comparison, copies
+
+
+def test_compare_matmul_on_cpu_is_one_thread_vs_all():
+    result = bench.compare_matmul(64, "fp32", "cpu", repeats=2)
+    assert result.baseline.threads == 1 and result.other.threads == bench.cpu_threads()
+    assert result.speedup == pytest.approx(result.baseline.median_s / result.other.median_s)
+    assert max(result.errors) <= bench.matmul_tolerance("fp32")
+    assert "N=64 fp32" in result.verdict() and "✅" in str(result)
+
+
+def test_compare_matmul_max_time_limits_each_side():
+    result = bench.compare_matmul(128, "fp32", "cpu", repeats=50, warmup=5, max_time_s=0.05)
+    assert result.baseline.repeats < 50 and result.other.repeats < 50
+
+
+def test_compare_matmul_skips_sizes_that_would_take_too_long():
+    result = bench.compare_matmul(256, "fp32", "cpu", max_call_s=1e-9)
+    assert result.skipped and result.speedup is None and result.baseline is None
+    assert "256" in str(result) and "⏭️" in result.verdict()
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"n": 0}, ValueError, "n"),
+        ({"dtype": "int4"}, ValueError, "fp16"),
+        ({"device": "tpu"}, ValueError, "cpu"),
+        ({"include_copy": "yes"}, TypeError, "include_copy"),
+        ({"max_call_s": 0}, ValueError, "max_call_s"),
+        ({"max_time_s": -1}, ValueError, "max_time_s"),
+        ({"threads": 0}, ValueError, "threads"),
+    ],
+)
+def test_compare_matmul_bad_input(kwargs, error, match):
+    args = {"n": 16, "dtype": "fp32", "device": "cpu"} | kwargs
+    with pytest.raises(error, match=match):
+        bench.compare_matmul(**args)
+
+
+def test_copy_vs_compute_times_real_copies():
+    cost = bench.copy_vs_compute(128, "cpu", repeats=2)
+    assert cost.total_s == pytest.approx(cost.to_device.median_s + cost.compute.median_s + cost.to_host.median_s)
+    assert cost.to_device.median_s > 0 and cost.to_host.median_s > 0
+    assert cost.compute.flops == bench.matmul_flops(128)
+    assert "N=128" in cost.verdict() and "copy" in str(cost)
+
+
+def test_copy_vs_compute_bad_input():
+    with pytest.raises(TypeError, match="pinned"):
+        bench.copy_vs_compute(16, "cpu", pinned="yes")
+    with pytest.raises(ValueError, match="n"):
+        bench.copy_vs_compute(-1, "cpu")
