@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .flops import matmul_flops  # noqa: F401  (re-exported: bench.matmul_flops)
 from .i18n import tr
 
 # --------------------------------------------------------------------------- small helpers
@@ -135,15 +136,6 @@ def _three_digits(x: float) -> str:
     if x >= 10:
         return f"{x:.1f}"
     return f"{x:.2f}"
-
-
-def matmul_flops(n: int, m: int | None = None, k: int | None = None) -> int:
-    """Return the floating-point operations of an (n×k) @ (k×m) matmul: 2·n·m·k (2·N³ for N×N)."""
-    m = n if m is None else m
-    k = n if k is None else k
-    for name, value in (("n", n), ("m", m), ("k", k)):
-        _check_positive_int(name, value)
-    return 2 * n * m * k
 
 
 def _check_positive_int(name: str, value, minimum: int = 1) -> None:
