@@ -11,15 +11,16 @@ use ``nccl`` and rank ``LOCAL_RANK`` runs on ``cuda:LOCAL_RANK``. Every rank wri
 
 * ``rank{R}.log``: everything the rank prints (its stdout/stderr, C++ messages included), one
   numbered progress line per phase, so a launcher can tell which rank stopped where;
-* ``rank{R}.pid``: the rank's process id (lets a launcher make sure nothing is left behind);
 * ``rank{R}.json``: its data shard, and for each step its batch, its local gradient, the
   all-reduced gradient DDP left in ``.grad``, and its weights after ``optimizer.step()``.
 
 Rank 0 also writes ``reference.json``: the same steps done by one process on the union of all
 ranks' batches (the single-process full-batch gradient and weights), for comparison.
 
-``--fail-rank R --fail-mode raise|exit|hang`` makes rank R fail on purpose between its forward
-and backward pass (a test hook: the other ranks are then waiting inside the all-reduce).
+``--fail-rank R --fail-mode raise|exit|hang`` makes rank R fail on purpose (a test hook): at step
+``--fail-step`` between its forward and backward pass, where the other ranks then wait inside the
+all-reduce, or with ``--fail-step -1`` at start, before ``init_process_group``.
+``--unsafe-teardown`` skips the barrier and ``destroy_process_group`` (a hazard hook for benchmarks).
 
 This module imports only torch and the standard library, so it runs wherever torch does.
 """
@@ -48,6 +49,7 @@ N_HIDDEN = 16
 N_CLASSES = 4
 FAIL_MODES = ("raise", "exit", "hang")
 FAIL_EXIT_CODE = 17
+ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-rank", type=int, default=None, help="test hook: this rank fails on purpose")
     p.add_argument("--fail-mode", default="raise", choices=FAIL_MODES,
                    help="raise: Python exception; exit: hard exit without traceback; hang: sleep forever")
-    p.add_argument("--fail-step", type=int, default=0, help="step at which --fail-rank fails (default 0)")
+    p.add_argument("--fail-step", type=int, default=0,
+                   help="step at which --fail-rank fails, between forward and backward (default 0); "
+                        "-1: at start, before init_process_group")
+    p.add_argument("--unsafe-teardown", action="store_true",
+                   help="hazard hook: skip barrier and destroy_process_group (gloo may abort at exit)")
     return p
 
 
@@ -80,7 +86,7 @@ class RankLog:
     def __call__(self, message: str) -> None:
         self.count += 1
         elapsed = time.perf_counter() - self.start
-        print(f"[rank {self.rank} | #{self.count} | +{elapsed:.2f}s] {message}", flush=True)
+        print(f"[rank {self.rank} | #{self.count} | +{elapsed:.2f}s | t={time.time():.3f}] {message}", flush=True)
 
 
 def redirect_output(path: Path) -> None:
@@ -134,13 +140,14 @@ def maybe_fail(args, rank: int, step: int, log: RankLog) -> None:
     """Fail on purpose when this is the rank and step chosen by --fail-rank/--fail-step."""
     if args.fail_rank != rank or args.fail_step != step:
         return
+    where = "at start" if step < 0 else f"at step {step}"
     if args.fail_mode == "raise":
-        log(f"step {step}: failing on purpose (--fail-mode raise)")
-        raise RuntimeError(f"injected failure on rank {rank} at step {step} (--fail-rank {rank})")
+        log(f"{where}: failing on purpose (--fail-mode raise)")
+        raise RuntimeError(f"injected failure on rank {rank} {where} (--fail-rank {rank})")
     if args.fail_mode == "exit":
-        log(f"step {step}: exiting on purpose with code {FAIL_EXIT_CODE} (--fail-mode exit)")
+        log(f"{where}: exiting on purpose with code {FAIL_EXIT_CODE} (--fail-mode exit)")
         os._exit(FAIL_EXIT_CODE)
-    log(f"step {step}: hanging on purpose (--fail-mode hang)")
+    log(f"{where}: hanging on purpose (--fail-mode hang)")
     while True:
         time.sleep(3600)
 
@@ -177,21 +184,28 @@ def train(args, log: RankLog) -> None:
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-    log(f"init_process_group(backend={backend!r}) as rank {rank} of {world}, device {device}")
+    maybe_fail(args, rank, -1, log)
+    log(f"init_process_group(backend={backend!r}) as rank {rank} of {world}, device {device} "
+        "(collective: waits for every rank)")
     dist.init_process_group(backend=backend, timeout=timedelta(seconds=args.pg_timeout))
     try:
         ok = False
         _train_steps(args, log, out, rank, world, local_rank, backend, device)
         ok = True
     finally:
-        # Teardown: a barrier first, so no rank closes its gloo/nccl connections while another is
-        # still using them (an unsynchronised exit can abort the peer). Skipped after an error:
-        # the other ranks may never reach it, and the launcher stops them.
-        if ok:
-            log("barrier before teardown")
-            dist.barrier(device_ids=[local_rank]) if backend == "nccl" else dist.barrier()
-        log("destroy_process_group")
-        dist.destroy_process_group()
+        # Teardown. The barrier makes every rank finish its last collective before any rank closes
+        # its connections; destroy_process_group then stops gloo's worker threads while Python is
+        # still alive (exiting without it can abort the process with "terminate called without an
+        # active exception"). After an error the barrier is skipped: the other ranks may never
+        # reach it, and torchrun stops them.
+        if args.unsafe_teardown:
+            log("skipping barrier and destroy_process_group (--unsafe-teardown)")
+        else:
+            if ok:
+                log("barrier before teardown (collective: waits for every rank)")
+                dist.barrier(device_ids=[local_rank]) if backend == "nccl" else dist.barrier()
+            log("destroy_process_group")
+            dist.destroy_process_group()
     log("done")
 
 
@@ -205,6 +219,7 @@ def _train_steps(args, log, out, rank, world, local_rank, backend, device) -> No
     # Each rank starts from different random weights on purpose: DDP's constructor broadcasts rank 0's.
     model = make_model(args.seed + rank).to(device)
     before = flat(model.parameters())
+    log("wrapping the model in DDP (collective: broadcast of rank 0's weights)")
     ddp = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if backend == "nccl" else None)
     after = flat(ddp.module.parameters())
     init_state = copy.deepcopy({k: v.cpu() for k, v in ddp.module.state_dict().items()})
@@ -223,7 +238,7 @@ def _train_steps(args, log, out, rank, world, local_rank, backend, device) -> No
         loss = loss_fn(ddp(x), y)
         log(f"step {step}: forward done, loss {loss.item():.4f}")
         maybe_fail(args, rank, step, log)
-        log(f"step {step}: backward (all-reduce of gradients)")
+        log(f"step {step}: backward (collective: all-reduce of gradients)")
         loss.backward()
         grad = flat(p.grad for p in ddp.parameters())
         opt.step()
@@ -245,6 +260,7 @@ def _train_steps(args, log, out, rank, world, local_rank, backend, device) -> No
     write_json(out / f"rank{rank}.json", {
         "rank": rank, "local_rank": local_rank, "world_size": world, "backend": backend,
         "device": str(device), "pid": os.getpid(), "torch_version": torch.__version__,
+        "env": {k: os.environ.get(k) for k in ENV_KEYS},
         "batch_size": args.batch_size, "n_samples": len(data), "shard": shard,
         "init_before_ddp": before, "init_after_ddp": after, "steps": steps,
     })
@@ -262,7 +278,6 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("RANK/WORLD_SIZE are not set: launch this script with torchrun "
                          "(python -m torch.distributed.run --nproc_per_node=2 -m lessons_lib.ddp_demo --out DIR)")
     redirect_output(out / f"rank{rank}.log")
-    (out / f"rank{rank}.pid").write_text(str(os.getpid()), encoding="utf-8")
     log = RankLog(rank)
     log(f"started: pid {os.getpid()}, torch {torch.__version__}, LOCAL_RANK={os.environ.get('LOCAL_RANK')}, "
         f"WORLD_SIZE={os.environ['WORLD_SIZE']}, MASTER_ADDR={os.environ.get('MASTER_ADDR')}, "
