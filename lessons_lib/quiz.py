@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .i18n import tr
+from .widget_display import show_widget
 
 QUIZ_CLASS = "lessons-quiz"
 FEEDBACK_CLASS = "lessons-quiz-feedback"
@@ -115,17 +116,7 @@ class Question:
         return handler
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        if not _widget_frontend_possible():
-            print(self.as_text())
-            return
-        box = self.widget()
-        bundle = {
-            "text/plain": self.as_text(),
-            "application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0, "model_id": box.model_id},
-        }
-        display(bundle, raw=True)
+        show_widget(self.widget, self.as_text())
 
 
 _LETTERS = "ABCDEFGHIJ"
@@ -134,15 +125,6 @@ _YES_NO = ["Có", "Không"]
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _widget_frontend_possible() -> bool:
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def yes_no(prompt: str, answer: bool, explanation: str, why_wrong: str | None = None) -> Question:

@@ -16,6 +16,7 @@ import torch
 from . import bench
 from .errors import explain
 from .i18n import tr
+from .widget_display import show_widget
 
 RESULT_CLASS = "lessons-speed-result"
 CONTROL_CLASS = "lessons-speed-control"
@@ -155,20 +156,7 @@ class SpeedControl:
         return self.text()
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        from .quiz import _widget_frontend_possible
-
-        if not _widget_frontend_possible():
-            print(self.text())
-            return
-        box = self.widget()
-        bundle = {
-            "text/plain": self.text(),
-            "application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0,
-                                                         "model_id": box.model_id},
-        }
-        display(bundle, raw=True)
+        show_widget(self.widget, self.text())
 
 
 def speed_control(device: str | torch.device | None = None, **kwargs) -> SpeedControl:

@@ -56,6 +56,15 @@ class Report:
         if stop:
             raise Stop
 
+    def require_function(self, value, signature: str) -> None:
+        """Stop as "not done yet" when `value` is blank, or as a problem when it is not a function."""
+        name = signature.split("(")[0]
+        if is_blank(value):
+            self.missing_part(f"chưa viết hàm {name}.", f"{name} is not written yet.", stop=True)
+        if not callable(value):
+            self.problem(f"{name} phải là một hàm {signature}, không phải {type(value).__name__}.",
+                         f"{name} must be a function {signature}, not {type(value).__name__}.", stop=True)
+
     def note(self, vi: str, en: str) -> None:
         """Record a remark shown with any result (e.g. what would differ on a GPU)."""
         self.notes.append(tr(vi, en))

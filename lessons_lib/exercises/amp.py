@@ -81,13 +81,7 @@ def _losses(report: Report, what: str, value) -> list[float]:
 
 
 def _evaluate(report: Report, train_amp=None) -> None:
-    if is_blank(train_amp):
-        report.missing_part("chưa viết hàm train_amp.", "train_amp is not written yet.", stop=True)
-    if not callable(train_amp):
-        report.problem(f"train_amp phải là một hàm train_amp(model, x, y, amp_dtype, steps), không phải "
-                       f"{type(train_amp).__name__}.",
-                       f"train_amp must be a function train_amp(model, x, y, amp_dtype, steps), not "
-                       f"{type(train_amp).__name__}.", stop=True)
+    report.require_function(train_amp, "train_amp(model, x, y, amp_dtype, steps)")
     device = pick_device()
     amp_dtype = amp_dtype_for(device)
     x, y = make_classification_data(256, 32, 4, seed=0, device=device)

@@ -49,11 +49,7 @@ def _moved_ok(tracker: MoveTracker, tensor: torch.Tensor, device: torch.device) 
 
 
 def _evaluate_train(report: Report, train=None) -> None:
-    if is_blank(train):
-        report.missing_part("chưa có hàm train.", "train is not defined yet.", stop=True)
-    if not callable(train):
-        report.problem(f"train phải là hàm train(model, batches, device), không phải {type(train).__name__}.",
-                       f"train must be a function train(model, batches, device), not {type(train).__name__}.", stop=True)
+    report.require_function(train, "train(model, batches, device)")
     if same_code(train, TRAIN_STARTER):
         report.missing_part("hàm train vẫn y như bản có lỗi: sửa nó rồi chạy lại ô này.",
                             "train is still the buggy version: fix it, then run this cell again.", stop=True)
@@ -320,13 +316,7 @@ def _combine(parts: list[list[torch.Tensor]], weights: list[float]) -> list[torc
 
 
 def _evaluate_accumulate(report: Report, accumulate=None) -> None:
-    if is_blank(accumulate):
-        report.missing_part("chưa có hàm accumulate.", "accumulate is not defined yet.", stop=True)
-    if not callable(accumulate):
-        report.problem(f"accumulate phải là hàm accumulate(model, x, y, micro_batch), không phải "
-                       f"{type(accumulate).__name__}.",
-                       f"accumulate must be a function accumulate(model, x, y, micro_batch), not "
-                       f"{type(accumulate).__name__}.", stop=True)
+    report.require_function(accumulate, "accumulate(model, x, y, micro_batch)")
     device = pick_device()
     for n, micro in _CASES:
         model = make_mlp(8, 3, hidden=16, depth=1, seed=1, device=device)

@@ -47,12 +47,7 @@ class FakeGpu:
 
 
 def _evaluate_timer(report: Report, time_it=None) -> None:
-    if is_blank(time_it):
-        report.missing_part("chưa viết hàm time_it.", "time_it is not written yet.", stop=True)
-    if not callable(time_it):
-        report.problem(f"time_it phải là một hàm time_it(fn, sync, repeats=5), không phải {type(time_it).__name__}.",
-                       f"time_it must be a function time_it(fn, sync, repeats=5), not {type(time_it).__name__}.",
-                       stop=True)
+    report.require_function(time_it, "time_it(fn, sync, repeats=5)")
     gpu = FakeGpu()
     try:
         result = time_it(gpu.run, gpu.sync, repeats=REPEATS)
@@ -152,11 +147,7 @@ _GFLOPS_CASES = ((1024, 0.5), (500, 0.002), (2048, 1.25))
 
 
 def _evaluate_gflops(report: Report, gflops=None) -> None:
-    if is_blank(gflops):
-        report.missing_part("chưa viết hàm gflops.", "gflops is not written yet.", stop=True)
-    if not callable(gflops):
-        report.problem(f"gflops phải là một hàm gflops(n, seconds), không phải {type(gflops).__name__}.",
-                       f"gflops must be a function gflops(n, seconds), not {type(gflops).__name__}.", stop=True)
+    report.require_function(gflops, "gflops(n, seconds)")
     for n, seconds in _GFLOPS_CASES:
         got = report.call(f"gflops({n}, {seconds})", gflops, n, seconds)
         if got is None:
