@@ -55,11 +55,12 @@ def load_config(pyproject: Path = ROOT / "pyproject.toml") -> CourseConfig:
 
 SETUP_TEMPLATE = '''\
 # Ô cài đặt: giống hệt nhau ở mọi bài, sinh bởi tools/build_course.py (đừng sửa tay).
-REPO, REF = "{repo}", "{ref}"
-import glob, importlib, importlib.util, os, subprocess, sys
-if importlib.util.find_spec("lessons_lib") is None:
-    wheels = sorted(glob.glob(os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input") + "/**/lessons_lib-*.whl", recursive=True))
-    for source in [f"git+https://github.com/{{REPO}}@{{REF}}", *wheels[-1:]]:
+import glob, importlib, importlib.util, os, re, subprocess, sys
+if importlib.util.find_spec("lessons_lib") is None:  # cài từ GitHub, không được thì từ file .whl đã gắn
+    found = glob.glob(os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input") + "/**/lessons_lib-*.whl", recursive=True)
+    version = lambda path: [int(n) for n in re.findall(r"\\d+", os.path.basename(path).split("-")[1])]
+    for source in ["git+https://github.com/{repo}@{ref}", *sorted(found, key=version, reverse=True)]:
+        print("⏳ Đang cài lessons_lib từ", source)
         pip = [sys.executable, "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "10", source]
         if subprocess.run(pip, capture_output=True, text=True).returncode == 0:
             break

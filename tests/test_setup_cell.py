@@ -1,0 +1,161 @@
+"""The notebooks' setup cell, run for real where lessons_lib is missing and there is no network.
+
+The cell is taken from a generated notebook and run by IPython 7.34 in the Colab-pinned environment
+(tools/colab_env.py) after lessons_lib is uninstalled there, as on a fresh Colab/Kaggle runtime. "No network"
+is made by pointing http_proxy/https_proxy (which both pip and git obey) at a closed local port: the cell's
+first attempt, `pip install git+https://github.com/...`, fails at once, as on a Kaggle notebook with Internet off.
+`LESSONS_WHEEL_DIR` points the wheel lookup at a temporary folder instead of /kaggle/input.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import build_course  # noqa: E402
+import colab_env  # noqa: E402
+
+NOTEBOOKS = colab_env.all_notebooks()
+MAX_SETUP_LINES = 17
+_DRIVER = """
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+result = shell.run_cell(open(sys.argv[1], encoding="utf-8").read())
+error = result.error_before_exec or result.error_in_exec
+print("CELL_RESULT", json.dumps({"error": type(error).__name__ if error else None,
+                                  "loaded": sorted(shell.extension_manager.loaded)}), flush=True)
+if error is None:
+    shell.run_cell("%%gpu\\nprint('GPU BODY RAN')")
+"""
+
+
+def _setup_cell() -> str:
+    nb = json.loads(NOTEBOOKS[0].read_text(encoding="utf-8"))
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "Ô cài đặt" in "".join(c["source"])]
+    assert len(cells) == 1, f"{NOTEBOOKS[0].name} must have exactly one setup cell"
+    return cells[0]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_setup_cell_offline(python: Path, wheel_dir: Path, tmp_path: Path) -> tuple[str, dict, float]:
+    """Run the setup cell in IPython under `python` with no network; return stdout, the cell result, seconds."""
+    cell = tmp_path / "setup_cell.py"
+    cell.write_text(_setup_cell(), encoding="utf-8")
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    env = {k: v for k, v in colab_env.clean_environ().items() if k.lower() != "no_proxy"}
+    env.update(LESSONS_WHEEL_DIR=str(wheel_dir), http_proxy=dead, https_proxy=dead, HTTP_PROXY=dead,
+               HTTPS_PROXY=dead, ALL_PROXY=dead, GIT_TERMINAL_PROMPT="0")
+    start = time.perf_counter()
+    proc = subprocess.run([str(python), "-c", _DRIVER, str(cell)], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=600)
+    seconds = time.perf_counter() - start
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("CELL_RESULT")]
+    assert proc.returncode == 0 and len(lines) == 1, f"the driver failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout, json.loads(lines[0].split(" ", 1)[1]), seconds
+
+
+def attempts(stdout: str) -> list[str]:
+    """Return what the cell tried to install from, in order."""
+    return [line.split(" từ ", 1)[1].strip() for line in stdout.splitlines() if line.startswith("⏳ Đang cài lessons_lib từ")]
+
+
+@pytest.fixture
+def bare_colab_env():
+    """The Colab-pinned environment with lessons_lib uninstalled (reinstalled afterwards)."""
+    python = colab_env.ensure_env(log=lambda line: print(line, file=sys.stderr))
+    with colab_env.locked():
+        colab_env.uninstall_lessons_lib(python)
+        yield python, colab_env.installed_versions(python)
+    colab_env.ensure_env()
+
+
+# --------------------------------------------------------------------------- the cell's text
+
+
+def test_setup_cell_is_short_and_the_same_in_every_notebook():
+    expected = build_course.setup_cell_source(build_course.load_config())
+    assert len(expected.splitlines()) <= MAX_SETUP_LINES
+    for path in NOTEBOOKS:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        setup = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "Ô cài đặt" in "".join(c["source"])]
+        assert setup == [expected], f"{path.name}: setup cell differs from tools/build_course.py; rebuild the course"
+
+
+def test_setup_cell_installs_like_the_tested_install():
+    cell = build_course.setup_cell_source(build_course.load_config())
+    line = next(line for line in cell.splitlines() if line.strip().startswith("pip = ["))
+    parts = ast.literal_eval(re.sub(r"\bsys\.executable\b|\bsource\b", "None", line.split("=", 1)[1].strip()))
+    assert parts[:3] == [None, "-m", "pip"] and parts[-1] is None
+    assert parts[3:-1] == colab_env.SETUP_CELL_PIP_INSTALL, "tools/colab_env.py must install as the setup cell does"
+    assert "-e" not in parts and "--upgrade" not in parts and "-U" not in parts
+    config = build_course.load_config()
+    assert f'"git+https://github.com/{config.repo}@{config.ref}"' in cell, "install from [tool.course]'s repo and ref"
+    assert 'os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input")' in cell and "recursive=True" in cell
+
+
+# --------------------------------------------------------------------------- the cell, run offline
+
+
+@pytest.mark.colab_env
+def test_offline_the_cell_installs_the_newest_working_wheel_it_finds(bare_colab_env, tmp_path):
+    python, before = bare_colab_env
+    wheel = colab_env.cached_wheel()
+    inputs = tmp_path / "input"
+    # Kaggle datasets nest files in folders; two broken "wheels" newer than the real one must be tried first
+    # (newest version first, 0.10 after 0.9 numerically, whatever the folder names), then the real one.
+    for folder, name in (("a-broken", "lessons_lib-99.10.0-py3-none-any.whl"),
+                         ("b-broken", "lessons_lib-99.9.0-py3-none-any.whl")):
+        (inputs / folder).mkdir(parents=True)
+        (inputs / folder / name).write_bytes(b"not a wheel")
+    real = inputs / "z-course-wheel" / "v1" / wheel.name
+    real.parent.mkdir(parents=True)
+    shutil.copy2(wheel, real)
+
+    stdout, result, seconds = run_setup_cell_offline(python, inputs, tmp_path)
+
+    config = build_course.load_config()
+    assert attempts(stdout) == [f"git+https://github.com/{config.repo}@{config.ref}",
+                                str(inputs / "a-broken" / "lessons_lib-99.10.0-py3-none-any.whl"),
+                                str(inputs / "b-broken" / "lessons_lib-99.9.0-py3-none-any.whl"), str(real)]
+    assert result["error"] is None and "❌" not in stdout, stdout
+    assert "lessons_lib.notebook" in result["loaded"]
+    assert "GPU BODY RAN" not in stdout and "Bỏ qua ô này" in stdout, "the %%gpu marker must work on IPython 7.34"
+    after = colab_env.installed_versions(python)
+    assert set(after) - set(before) == {"lessons-lib"} and all(after[k] == v for k, v in before.items()), \
+        "the setup cell must install lessons_lib and change nothing else"
+    assert colab_env.lessons_lib_origin(python)["url"] == real.as_uri()
+    assert seconds < 180, f"the offline setup cell took {seconds:.0f} s"
+
+
+@pytest.mark.colab_env
+def test_offline_without_a_wheel_the_cell_prints_the_two_ways_out(bare_colab_env, tmp_path):
+    python, before = bare_colab_env
+    empty = tmp_path / "input"
+    empty.mkdir()
+    stdout, result, seconds = run_setup_cell_offline(python, empty, tmp_path)
+    assert len(attempts(stdout)) == 1 and attempts(stdout)[0].startswith("git+https://github.com/")
+    assert "❌ Không cài được lessons_lib" in stdout
+    assert "Settings → Internet → On" in stdout and "xác minh số điện thoại" in stdout, "way out 1: Internet on"
+    assert "lessons_lib-*.whl" in stdout and "Add Input" in stdout, "way out 2: attach the wheel"
+    assert result["error"] == "SystemExit", "the cell must stop cleanly, not with a pip traceback"
+    assert "Traceback" not in stdout
+    assert not colab_env.lessons_lib_installed(python)
+    assert colab_env.installed_versions(python) == before
+    assert seconds < 120, f"failing without network took {seconds:.0f} s"
