@@ -33,6 +33,7 @@ from lessons_lib.memory import (
     trainable_bytes,
     training_state_sizes,
 )
+from lessons_lib.memory import cuda as memory_cuda
 
 F32 = 4  # bytes per float32
 
@@ -423,8 +424,15 @@ def test_parse_oom_message_bad_input():
 # --------------------------------------------------------------------------- GPU snapshots and the OOM demo
 
 
+def test_cuda_seam_lives_in_the_cuda_submodule():
+    # the one place to patch: lessons_lib.memory.cuda._cuda (a package-level _cuda would be patched in vain)
+    assert not hasattr(memory, "_cuda")
+    assert memory.release_cached_memory is memory_cuda.release_cached_memory
+    assert memory.gpu_memory_snapshot.__module__ == memory_cuda.__name__
+
+
 def test_snapshot_off_cuda_says_not_available(monkeypatch):
-    monkeypatch.setattr(memory._cuda, "is_available", lambda: False)
+    monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
     snap = gpu_memory_snapshot()
     assert not snap.available and snap.allocated is None and snap.cached is None and snap.driver_used is None
     assert snap.outside_pytorch is None
@@ -505,7 +513,7 @@ class FakeCuda:
 
 def test_snapshot_reads_the_allocator(monkeypatch):
     fake = FakeCuda()
-    monkeypatch.setattr(memory, "_cuda", fake)
+    monkeypatch.setattr(memory_cuda, "_cuda", fake)
     keep = fake.allocate((256, 1024), torch.float32, 0)  # 1 MiB
     fake.cached = 2**20
     snap = gpu_memory_snapshot("cuda:0")
@@ -517,7 +525,7 @@ def test_snapshot_reads_the_allocator(monkeypatch):
 
 
 def test_oom_demo_needs_cuda(monkeypatch):
-    monkeypatch.setattr(memory._cuda, "is_available", lambda: False)
+    monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="%%gpu"):
         oom_demo()
     with pytest.raises(ValueError, match="CUDA"):
@@ -527,7 +535,7 @@ def test_oom_demo_needs_cuda(monkeypatch):
 def test_oom_demo_hits_the_cap_cleans_up_and_restores(monkeypatch):
     fake = FakeCuda()
     fake.fraction = 0.9  # a cap the user had before
-    monkeypatch.setattr(memory, "_cuda", fake)
+    monkeypatch.setattr(memory_cuda, "_cuda", fake)
     tensor = 10_000 * 10_000 * F32
     result = oom_demo(room_bytes=2 * 2**30)
     assert result.oom and result.allocations == (2 * 2**30) // tensor  # 5 tensors of 381 MiB fit in 2 GiB
@@ -541,7 +549,7 @@ def test_oom_demo_hits_the_cap_cleans_up_and_restores(monkeypatch):
 
 def test_oom_demo_is_bounded_and_restores_default_without_getter(monkeypatch):
     fake = FakeCuda(fraction_api=False)
-    monkeypatch.setattr(memory, "_cuda", fake)
+    monkeypatch.setattr(memory_cuda, "_cuda", fake)
     result = oom_demo(room_bytes=8 * 2**30, max_allocations=3)
     assert not result.oom and result.allocations == 3 and fake.allocation_calls == 3
     assert fake.set_calls[-1] == 1.0  # no getter in this PyTorch: back to the default
@@ -551,7 +559,7 @@ def test_oom_demo_is_bounded_and_restores_default_without_getter(monkeypatch):
 def test_oom_demo_restores_cap_when_something_else_fails(monkeypatch):
     fake = FakeCuda(fail_with=RuntimeError("CUDA error: an illegal memory access"))
     fake.fraction = 0.5
-    monkeypatch.setattr(memory, "_cuda", fake)
+    monkeypatch.setattr(memory_cuda, "_cuda", fake)
     with pytest.raises(RuntimeError, match="illegal"):
         oom_demo()
     assert fake.fraction == 0.5
@@ -560,7 +568,7 @@ def test_oom_demo_restores_cap_when_something_else_fails(monkeypatch):
 def test_cuda_memory_cap(monkeypatch):
     fake = FakeCuda(total=10 * 2**30)
     fake.cached = 2**30
-    monkeypatch.setattr(memory, "_cuda", fake)
+    monkeypatch.setattr(memory_cuda, "_cuda", fake)
     with cuda_memory_cap(2**30) as fraction:
         assert fraction == pytest.approx(0.1)  # cache emptied first, then 0 held + 1 GiB room
         assert fake.fraction == fraction
@@ -571,7 +579,7 @@ def test_cuda_memory_cap(monkeypatch):
 
 
 def test_oom_demo_and_cap_bad_input(monkeypatch):
-    monkeypatch.setattr(memory, "_cuda", FakeCuda())
+    monkeypatch.setattr(memory_cuda, "_cuda", FakeCuda())
     with pytest.raises(ValueError, match="room_bytes"):
         oom_demo(room_bytes=0)
     with pytest.raises(TypeError, match="shape"):
@@ -774,7 +782,7 @@ def test_sharding_bad_input(kwargs, error, match):
 def test_release_cached_memory(monkeypatch):
     fake = FakeCuda()
     fake.cached = 2**20
-    monkeypatch.setattr(memory, "_cuda", fake)
+    monkeypatch.setattr(memory_cuda, "_cuda", fake)
     memory.release_cached_memory()
     assert fake.cached == 0
     with pytest.raises(TypeError, match="collect_garbage"):
@@ -794,7 +802,7 @@ def test_train_step_and_retry_let_other_errors_through():
 def test_messages_switch_to_english(monkeypatch):
     from lessons_lib import i18n
 
-    monkeypatch.setattr(memory._cuda, "is_available", lambda: False)
+    monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
     i18n.set_language("en")
     assert "not available" in str(gpu_memory_snapshot("cpu"))
     assert "Tried to allocate 1.22 GiB: the size of ONE allocation" in parse_oom_message(NEW_FORMAT).explain()
