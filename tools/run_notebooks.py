@@ -11,6 +11,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -40,11 +41,9 @@ def run_notebook(path: Path, timeout: int = 600, kernel_name: str = "python3") -
     except nbclient.exceptions.CellExecutionError as exc:
         error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
     wall = time.perf_counter() - start
-    peak = None
-    for output in nb.cells[-1].get("outputs", []):
-        text = output.get("text", "")
-        if "PEAK_RSS_BYTES" in text:
-            peak = int(text.split()[-1])
+    text = "".join(output.get("text", "") for output in nb.cells[-1].get("outputs", []))
+    found = re.search(r"PEAK_RSS_BYTES\s+(\d+)", text)
+    peak = int(found.group(1)) if found else None
     return {"notebook": path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path),
             "wall_s": wall, "peak_bytes": peak, "error": error}
 
