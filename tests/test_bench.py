@@ -9,6 +9,9 @@ import pytest
 import torch
 
 from lessons_lib import bench
+from lessons_lib.bench import matmul as bench_matmul
+from lessons_lib.bench import memory_fit as bench_memory_fit
+from lessons_lib.bench import sweep as bench_sweep
 
 
 def make_sweep(times, sizes=(64, 128, 256, 512), device="cpu", dtype="fp32", threads=2, name=""):
@@ -225,7 +228,7 @@ def test_time_matmul_checks_then_times():
 
 
 def test_time_matmul_refuses_to_time_a_wrong_result(monkeypatch):
-    monkeypatch.setattr(bench, "matmul_error", lambda a, b, c: 0.5)
+    monkeypatch.setattr(bench_matmul, "matmul_error", lambda a, b, c: 0.5)
     with pytest.raises(RuntimeError, match="0.5|5.00e-01"):
         bench.time_matmul(16, "cpu")
 
@@ -263,18 +266,18 @@ def test_sweep_measures_every_size_when_the_budget_allows():
 
 def test_sweep_checks_memory_before_allocating(monkeypatch):
     allowed = bench.matmul_bytes(64) * 2 + 1  # the CPU may use half: 64 fits, 128 does not
-    monkeypatch.setattr(bench, "memory_available", lambda device: allowed)
+    monkeypatch.setattr(bench_memory_fit, "memory_available", lambda device: allowed)
     result = bench.matmul_sweep("cpu", sizes=[32, 64, 128, 256], budget_s=10)
     assert result.sizes == [32, 64] and result.stop_reason == "memory" and result.next_size == 128
 
 
 def test_sweep_allocates_nothing_when_the_first_size_does_not_fit(monkeypatch):
-    monkeypatch.setattr(bench, "memory_available", lambda device: 1000)
+    monkeypatch.setattr(bench_memory_fit, "memory_available", lambda device: 1000)
 
     def no_alloc(*args, **kwargs):
         raise AssertionError("allocated although it does not fit")
 
-    monkeypatch.setattr(bench, "make_matmul_inputs", no_alloc)
+    monkeypatch.setattr(bench_sweep, "make_matmul_inputs", no_alloc)
     result = bench.matmul_sweep("cpu", sizes=[64, 128], budget_s=5)
     assert result.records == [] and result.stop_reason == "memory" and result.next_size == 64
 
