@@ -2,7 +2,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lessons_lib import training
 from lessons_lib.bench import Timing
 from lessons_lib.training import (
     AmpPlan,
@@ -20,6 +19,7 @@ from lessons_lib.training import (
     recommend_amp,
     train,
 )
+from lessons_lib.training import amp as training_amp  # where plan_amp/recommend_amp look names up
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -189,8 +189,8 @@ def test_plan_rejects_bad_types_and_missing_devices():
 @pytest.fixture
 def fake_t4(monkeypatch):
     """Pretend the chosen device is a CUDA T4 (compute capability 7.5)."""
-    monkeypatch.setattr(training, "pick_device", lambda device=None: torch.device("cuda"))
-    monkeypatch.setattr(training, "has_native_bf16", lambda device=None: False)
+    monkeypatch.setattr(training_amp, "pick_device", lambda device=None: torch.device("cuda"))
+    monkeypatch.setattr(training_amp, "has_native_bf16", lambda device=None: False)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (7, 5))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "Tesla T4")
@@ -206,8 +206,8 @@ def test_recommend_fp16_on_a_t4(fake_t4):
 
 
 def test_recommend_bf16_on_an_a100(monkeypatch):
-    monkeypatch.setattr(training, "pick_device", lambda device=None: torch.device("cuda"))
-    monkeypatch.setattr(training, "has_native_bf16", lambda device=None: True)
+    monkeypatch.setattr(training_amp, "pick_device", lambda device=None: torch.device("cuda"))
+    monkeypatch.setattr(training_amp, "has_native_bf16", lambda device=None: True)
     assert recommend_amp("cuda") == "bf16"
 
 
@@ -216,29 +216,29 @@ def test_recommend_bf16_on_an_a100(monkeypatch):
     [(True, True, True, "bf16"), (False, True, True, "fp16"), (False, True, False, "off"), (False, False, True, "off")],
 )
 def test_recommend_on_other_devices_follows_what_works(monkeypatch, bf16_ok, fp16_ok, scaler_ok, expected):
-    monkeypatch.setattr(training, "pick_device", lambda device=None: torch.device("mps"))
-    monkeypatch.setattr(training, "autocast_supported", lambda device, amp: {"bf16": bf16_ok, "fp16": fp16_ok}[amp])
-    monkeypatch.setattr(training, "grad_scaler_supported", lambda device: scaler_ok)
+    monkeypatch.setattr(training_amp, "pick_device", lambda device=None: torch.device("mps"))
+    monkeypatch.setattr(training_amp, "autocast_supported", lambda device, amp: {"bf16": bf16_ok, "fp16": fp16_ok}[amp])
+    monkeypatch.setattr(training_amp, "grad_scaler_supported", lambda device: scaler_ok)
     assert recommend_amp("mps") == expected
 
 
 def test_plan_reports_autocast_that_does_not_run(monkeypatch):
-    monkeypatch.setattr(training, "_autocast_problem", lambda device, amp: "target dtype is not supported")
+    monkeypatch.setattr(training_amp, "_autocast_problem", lambda device, amp: "target dtype is not supported")
     with pytest.raises(ValueError, match="autocast bf16 không chạy trên cpu.*not supported.*amp='off'"):
         plan_amp("cpu", "bf16")
 
 
 def test_plan_reports_grad_scaler_that_does_not_run(monkeypatch):
-    monkeypatch.setattr(training, "_grad_scaler_problem", lambda device: "no kernel")
+    monkeypatch.setattr(training_amp, "_grad_scaler_problem", lambda device: "no kernel")
     with pytest.raises(ValueError, match="GradScaler không chạy.*no kernel.*scaler=False"):
         plan_amp("cpu", "fp16", allow_emulated=True)
     assert not plan_amp("cpu", "fp16", allow_emulated=True, scaler=False).use_scaler
 
 
 def test_probes_answer_for_real():
-    assert training._autocast_problem("cpu", "bf16") is None
-    assert training._grad_scaler_problem("cpu") is None
-    assert training._autocast_problem("meta", "bf16") is not None  # no autocast kernels for meta
+    assert training_amp._autocast_problem("cpu", "bf16") is None
+    assert training_amp._grad_scaler_problem("cpu") is None
+    assert training_amp._autocast_problem("meta", "bf16") is not None  # no autocast kernels for meta
 
 
 # --------------------------------------------------------------------------- training
