@@ -1,32 +1,13 @@
-"""Check bench arguments, raising TypeError / ValueError with bilingual messages."""
+"""Check bench arguments (positive ints and positive finite numbers) with the shared validators."""
 
 from __future__ import annotations
 
-import math
-
-from ..i18n import tr
+from .._validate import check_int, check_number
 
 
 def _check_positive_int(name: str, value, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            tr(f"{name} phải là số nguyên (int), không phải {type(value).__name__}",
-               f"{name} must be an int, not {type(value).__name__}")
-        )
-    if value < minimum:
-        raise ValueError(
-            tr(f"{name} phải ≥ {minimum}, nhận được {value}", f"{name} must be >= {minimum}, got {value}")
-        )
+    check_int(name, value, minimum)
 
 
 def _check_positive_number(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            tr(f"{name} phải là một số (giây), không phải {type(value).__name__}",
-               f"{name} must be a number (seconds), not {type(value).__name__}")
-        )
-    if not value > 0 or math.isinf(value):
-        raise ValueError(
-            tr(f"{name} phải là số dương hữu hạn, nhận được {value}",
-               f"{name} must be a positive finite number, got {value}")
-        )
+    check_number(name, value, positive=True)

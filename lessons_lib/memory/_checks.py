@@ -2,39 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from .._validate import check_int, check_number
 from ..i18n import tr
 
-
-def _check_int(name: str, value, minimum: int | None = None) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(
-            tr(
-                f"{name} phải là số nguyên (int), không phải {type(value).__name__}",
-                f"{name} must be an int, not {type(value).__name__}",
-            )
-        )
-    if minimum is not None and value < minimum:
-        raise ValueError(tr(f"{name} phải ≥ {minimum}, nhận {value}", f"{name} must be >= {minimum}, got {value}"))
-    return value
-
-
-def _check_number(name: str, value, minimum: float | None = None) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(
-            tr(
-                f"{name} phải là một số (int hoặc float), không phải {type(value).__name__}",
-                f"{name} must be a number (int or float), not {type(value).__name__}",
-            )
-        )
-    if not math.isfinite(value):
-        raise ValueError(tr(f"{name} phải là số hữu hạn, nhận {value}", f"{name} must be finite, got {value}"))
-    if minimum is not None and value < minimum:
-        raise ValueError(tr(f"{name} phải ≥ {minimum}, nhận {value}", f"{name} must be >= {minimum}, got {value}"))
-    return value
+_check_int = check_int
+_check_number = check_number
 
 
 def _check_module(model) -> torch.nn.Module:

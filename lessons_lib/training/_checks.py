@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from .._validate import check_int, check_number
 from ..i18n import tr
 
 
 def _check_int(name: str, value, minimum: int = 1) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(
-            tr(f"{name} phải là số nguyên, không phải {type(value).__name__}.",
-               f"{name} must be an int, not {type(value).__name__}.")
-        )
-    if value < minimum:
-        raise ValueError(tr(f"{name} phải ≥ {minimum}, nhận {value}.", f"{name} must be >= {minimum}, got {value}."))
-    return value
+    return check_int(name, value, minimum)
 
 
 def _check_positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            tr(f"{name} phải là số dương, không phải {type(value).__name__}.",
-               f"{name} must be a positive number, not {type(value).__name__}.")
-        )
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(tr(f"{name} phải là số dương hữu hạn, nhận {value}.",
-                            f"{name} must be a finite positive number, got {value}."))
-    return float(value)
+    return float(check_number(name, value, positive=True))
 
 
 def _check_float_dtype(dtype) -> torch.dtype:
