@@ -329,8 +329,8 @@ def run_notebook(python: Path | str, notebook: Path | str, timeout: int = 600,
 
 def _execute(notebook: Path, timeout: int, save_to: Path | None = None) -> dict:
     """Run inside the Colab-pinned python: execute `notebook` with a kernel that is this very python."""
-    import nbclient
     import nbformat
+    from run_notebooks import execute_notebook  # tools/ is sys.path[0]: this file runs as a script here
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp, "kernels", KERNEL_NAME)
@@ -339,30 +339,16 @@ def _execute(notebook: Path, timeout: int, save_to: Path | None = None) -> dict:
             "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             "display_name": "Python 3 (Colab-pinned)", "language": "python"}), encoding="utf-8")
         os.environ["JUPYTER_PATH"] = tmp
-        nb = nbformat.read(notebook, as_version=4)
-        nb.cells.append(nbformat.v4.new_code_cell(_PROBE_CELL))
-        client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name=KERNEL_NAME, shutdown_kernel="immediate",
-                                         resources={"metadata": {"path": str(notebook.parent)}})
-        start = time.perf_counter()
-        error = None
-        try:
-            client.execute()
-        except nbclient.exceptions.CellExecutionError as exc:
-            error = "\n".join(str(exc).strip().splitlines()[-40:])
-        except Exception as exc:  # a kernel death or a timeout is a failure of the notebook too
-            error = f"{type(exc).__name__}: {exc}"
-        wall = time.perf_counter() - start
-    probe = None
-    for output in nb.cells[-1].get("outputs", []):
-        text = output.get("text", "")
-        if text.startswith(PROBE_MARK):
-            probe = json.loads(text[len(PROBE_MARK):])
+        run = execute_notebook(notebook, _PROBE_CELL, kernel_name=KERNEL_NAME, timeout=timeout)
+    nb = run.nb
+    probe = json.loads(run.probe_text.split(PROBE_MARK, 1)[1]) if PROBE_MARK in run.probe_text else None
     stderr = [[i, (output.get("text", "").strip().splitlines() or [""])[0]] for i, cell in enumerate(nb.cells[:-1])
               for output in cell.get("outputs", []) if output.get("name") == "stderr"]
     if save_to is not None:
         nb.cells.pop()
         nbformat.write(nb, save_to)
-    return {"notebook": str(notebook), "wall_s": round(wall, 2), "error": error, "stderr": stderr, "probe": probe}
+    return {"notebook": str(notebook), "wall_s": round(run.wall_s, 2), "error": run.error, "stderr": stderr,
+            "probe": probe}
 
 
 def all_notebooks() -> list[Path]:

@@ -14,6 +14,7 @@ import argparse
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbclient
@@ -27,25 +28,54 @@ _PEAK_CELL = (
 )
 
 
-def run_notebook(path: Path, timeout: int = 600, kernel_name: str = "python3") -> dict:
-    """Execute one notebook; return its wall time, peak memory and the first error (if any)."""
+@dataclass
+class Execution:
+    """One notebook run: the executed notebook, its wall time, the error (None if every cell ran), and the
+    text the appended probe cell printed."""
+
+    nb: nbformat.NotebookNode
+    wall_s: float
+    error: str | None
+    probe_text: str
+
+
+def execute_notebook(path: Path, probe_source: str, kernel_name: str = "python3", timeout: int = 600) -> Execution:
+    """Execute `path` top to bottom with nbclient, then a probe cell; the file itself is not modified.
+
+    Args:
+        path: The .ipynb file; cells run with its folder as the working directory.
+        probe_source: Code of a cell appended at the end to report on the kernel (its printed text is returned).
+        kernel_name: The kernelspec to start.
+        timeout: Seconds allowed per cell.
+
+    Returns:
+        The ``Execution``; the probe cell stays appended to ``.nb``. A kernel death or a timeout is an error too.
+    """
     nb = nbformat.read(path, as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(_PEAK_CELL))
-    client = nbclient.NotebookClient(
-        nb, timeout=timeout, kernel_name=kernel_name, resources={"metadata": {"path": str(path.parent)}}
-    )
+    nb.cells.append(nbformat.v4.new_code_cell(probe_source))
+    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, shutdown_kernel="immediate",
+                                     resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     error = None
     try:
         client.execute()
     except nbclient.exceptions.CellExecutionError as exc:
-        error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+        error = "\n".join(str(exc).strip().splitlines()[-40:]) or repr(exc)
+    except Exception as exc:  # noqa: BLE001 - a kernel death or a timeout is a failure of the notebook too
+        error = f"{type(exc).__name__}: {exc}"
     wall = time.perf_counter() - start
-    text = "".join(output.get("text", "") for output in nb.cells[-1].get("outputs", []))
-    found = re.search(r"PEAK_RSS_BYTES\s+(\d+)", text)
-    peak = int(found.group(1)) if found else None
+    # print() may reach the notebook as several stream outputs: join them before parsing
+    probe_text = "".join(output.get("text", "") for output in nb.cells[-1].get("outputs", []))
+    return Execution(nb=nb, wall_s=wall, error=error, probe_text=probe_text)
+
+
+def run_notebook(path: Path, timeout: int = 600, kernel_name: str = "python3") -> dict:
+    """Execute one notebook; return its wall time, peak memory and the last line of its error (if any)."""
+    run = execute_notebook(path, _PEAK_CELL, kernel_name=kernel_name, timeout=timeout)
+    found = re.search(r"PEAK_RSS_BYTES\s+(\d+)", run.probe_text)
     return {"notebook": path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path),
-            "wall_s": wall, "peak_bytes": peak, "error": error}
+            "wall_s": run.wall_s, "peak_bytes": int(found.group(1)) if found else None,
+            "error": run.error.splitlines()[-1] if run.error else None}
 
 
 def main(argv: list[str] | None = None) -> int:
