@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
+import html
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -230,7 +231,7 @@ class DeviceReport:
 
     def _repr_html_(self) -> str:
         def esc(text: str) -> str:
-            return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            return html.escape(str(text), quote=False)
 
         if not self.rows:
             return f"<p>{esc(self._header())}</p>"

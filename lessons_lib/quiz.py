@@ -7,6 +7,7 @@ In a notebook, end a cell with ``yes_no(...)`` or ``choice(...)``: the question 
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -100,7 +101,7 @@ class Question:
             button = widgets.Button(description=f"{_LETTERS[i]}. {option}", layout=widgets.Layout(width="auto"))
             button.on_click(self._on_click(i, feedback, buttons))
             buttons.append(button)
-        title = widgets.HTML(value=f"<b>❓ {_escape(self.prompt)}</b>")
+        title = widgets.HTML(value=f"<b>❓ {html.escape(self.prompt, quote=False)}</b>")
         box = widgets.VBox([title, widgets.HBox(buttons, layout=widgets.Layout(flex_flow="row wrap")), feedback])
         box.add_class(QUIZ_CLASS)
         return box
@@ -108,7 +109,7 @@ class Question:
     def _on_click(self, index, feedback, buttons):
         def handler(_button):
             self.attempts.append(index)
-            feedback.value = _escape(self.feedback(index))
+            feedback.value = html.escape(self.feedback(index), quote=False)
             for i, button in enumerate(buttons):
                 button.button_style = "success" if (i == index and index == self.correct) else (
                     "danger" if i == index else "")
@@ -121,10 +122,6 @@ class Question:
 
 _LETTERS = "ABCDEFGHIJ"
 _YES_NO = ["Có", "Không"]
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def yes_no(prompt: str, answer: bool, explanation: str, why_wrong: str | None = None) -> Question:
