@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from .device import how_to_get_gpu
 from .i18n import tr
+from .platforms import how_to_get_gpu
 
 MARKER = "%%gpu"
 _MARKER_LINE = re.compile(r"^%%gpu(?:\s+(\d+))?\s*(?:#.*)?$")

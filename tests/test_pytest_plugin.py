@@ -31,3 +31,12 @@ def test_gpu_cells_skipped_by_fake_count(pytester, monkeypatch, fake_count, expe
     result.assert_outcomes(passed=passed, skipped=skipped)
     if skipped:
         result.stdout.fnmatch_lines(["*SKIPPED*cần*GPU*"])
+
+
+def test_loading_the_plugin_does_not_import_torch():
+    """The plugin loads in every pytest session of the environment: it must stay cheap."""
+    import subprocess
+    import sys
+
+    code = "import sys, lessons_lib.pytest_plugin; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
