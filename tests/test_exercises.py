@@ -1,5 +1,5 @@
 """The exercise checkers check themselves: every solution passes, typical wrong answers fail with the right message,
-nothing raises from inside a checker, and the two notebooks generated from course_src/08_exercises.md agree with
+nothing raises from inside a checker, and the two notebooks generated from course_src/10_exercises.md agree with
 the library (solutions pass every check, the learner version runs and reports "chưa làm")."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from lessons_lib.memory import SavedTensorMeter
 from lessons_lib.training import make_mlp
 
 ROOT = Path(__file__).resolve().parent.parent
-LEARNER_NB = ROOT / "notebooks" / "08_exercises.ipynb"
-SOLUTION_NB = ROOT / "notebooks" / "solutions" / "08_exercises_solutions.ipynb"
+LEARNER_NB = ROOT / "notebooks" / "10_exercises.ipynb"
+SOLUTION_NB = ROOT / "notebooks" / "solutions" / "10_exercises_solutions.ipynb"
 HAS_CUDA = torch.cuda.is_available()
 
 
@@ -549,6 +549,7 @@ def test_check_prints_and_hints_progress(capsys):
     ({"evaluate": 3}, TypeError, "callable"),
     ({"hints": []}, ValueError, "non-empty"),
     ({"solution": " "}, ValueError, "solution"),
+    ({"group": "lesson 4"}, ValueError, "group must be a Python name"),
 ])
 def test_exercise_rejects_bad_definitions(kwargs, error, match):
     args = {"key": "bad_ex", "title": ("a", "b"), "evaluate": lambda r: None, "hints": [("a", "b")],
@@ -556,6 +557,26 @@ def test_exercise_rejects_bad_definitions(kwargs, error, match):
     with pytest.raises(error, match=match):
         _core.Exercise(**args)
     assert "bad_ex" not in _core.REGISTRY
+
+
+def test_groups_keep_lesson_tasks_apart(capsys):
+    task = _core.Exercise("task1", ("Nhiệm vụ thử", "Trial task"), lambda report: report.success("ok", "ok"),
+                          [("gợi ý", "hint")], "x = 1", group="lesson99")
+    try:
+        assert "task1" not in _core.REGISTRY and _core.GROUPS["lesson99"]["task1"] is task
+        task.check()
+        capsys.readouterr()
+        ex.progress("lesson99")
+        out = capsys.readouterr().out
+        assert "Tiến độ: 1/1 bài đạt" in out and "Nhiệm vụ thử" in out
+        ex.progress()
+        assert "Nhiệm vụ thử" not in capsys.readouterr().out
+    finally:
+        del _core.GROUPS["lesson99"]
+    with pytest.raises(ValueError, match="group must be one of"):
+        ex.progress("lesson99")
+    with pytest.raises(TypeError, match="group must be a str"):
+        ex.progress(4)
 
 
 def test_english_messages(capsys):

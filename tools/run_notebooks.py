@@ -6,11 +6,13 @@ cell raised. Nothing is written back to the notebooks.
 Usage:
     python tools/run_notebooks.py                       # every notebook under notebooks/
     python tools/run_notebooks.py notebooks/01_device_basics.ipynb --markdown
+    python tools/run_notebooks.py --repeat 2            # run every cell twice in one kernel (re-run safety)
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import re
 import sys
 import time
@@ -39,7 +41,8 @@ class Execution:
     probe_text: str
 
 
-def execute_notebook(path: Path, probe_source: str, kernel_name: str = "python3", timeout: int = 600) -> Execution:
+def execute_notebook(path: Path, probe_source: str, kernel_name: str = "python3", timeout: int = 600,
+                     repeat: int = 1) -> Execution:
     """Execute `path` top to bottom with nbclient, then a probe cell; the file itself is not modified.
 
     Args:
@@ -47,11 +50,17 @@ def execute_notebook(path: Path, probe_source: str, kernel_name: str = "python3"
         probe_source: Code of a cell appended at the end to report on the kernel (its printed text is returned).
         kernel_name: The kernelspec to start.
         timeout: Seconds allowed per cell.
+        repeat: How many times to run all the cells in the same kernel (2 checks that every cell is safe to
+            re-run, as learners do); the executed notebook holds the last pass.
 
     Returns:
         The ``Execution``; the probe cell stays appended to ``.nb``. A kernel death or a timeout is an error too.
     """
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat must be an int >= 1 (2 runs every cell twice), got {repeat!r}")
     nb = nbformat.read(path, as_version=4)
+    last_pass = nb.cells
+    nb.cells = [copy.deepcopy(cell) for _ in range(repeat - 1) for cell in last_pass] + last_pass
     nb.cells.append(nbformat.v4.new_code_cell(probe_source))
     client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, shutdown_kernel="immediate",
                                      resources={"metadata": {"path": str(path.parent)}})
@@ -66,12 +75,13 @@ def execute_notebook(path: Path, probe_source: str, kernel_name: str = "python3"
     wall = time.perf_counter() - start
     # print() may reach the notebook as several stream outputs: join them before parsing
     probe_text = "".join(output.get("text", "") for output in nb.cells[-1].get("outputs", []))
+    nb.cells = nb.cells[len(nb.cells) - len(last_pass) - 1:]  # keep the last pass (+ probe) only
     return Execution(nb=nb, wall_s=wall, error=error, probe_text=probe_text)
 
 
-def run_notebook(path: Path, timeout: int = 600, kernel_name: str = "python3") -> dict:
-    """Execute one notebook; return its wall time, peak memory and the last line of its error (if any)."""
-    run = execute_notebook(path, _PEAK_CELL, kernel_name=kernel_name, timeout=timeout)
+def run_notebook(path: Path, timeout: int = 600, kernel_name: str = "python3", repeat: int = 1) -> dict:
+    """Execute one notebook (`repeat` times in one kernel); return wall time, peak memory and the last error line."""
+    run = execute_notebook(path, _PEAK_CELL, kernel_name=kernel_name, timeout=timeout, repeat=repeat)
     found = re.search(r"PEAK_RSS_BYTES\s+(\d+)", run.probe_text)
     return {"notebook": path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path),
             "wall_s": run.wall_s, "peak_bytes": int(found.group(1)) if found else None,
@@ -83,13 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: all)")
     parser.add_argument("--kernel", default="python3", help="kernel name (default python3)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table too")
+    parser.add_argument("--repeat", type=int, default=1, help="run all cells this many times in one kernel")
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted((ROOT / "notebooks").rglob("*.ipynb"))
     paths = [p.resolve() for p in paths if ".ipynb_checkpoints" not in str(p)]
     results, failed = [], False
     total_start = time.perf_counter()
     for path in paths:
-        result = run_notebook(path, kernel_name=args.kernel)
+        result = run_notebook(path, kernel_name=args.kernel, repeat=args.repeat)
         results.append(result)
         peak = f"{result['peak_bytes'] / 2**20:7.0f} MiB" if result["peak_bytes"] else "      ?"
         status = "ok" if result["error"] is None else f"ERROR: {result['error']}"

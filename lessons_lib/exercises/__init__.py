@@ -1,4 +1,4 @@
-"""Checked exercises of notebook 08: ``exN.check(...)``, ``exN.hint()``, ``exN.solution()``, and ``progress()``.
+"""Checked exercises of notebook 10 (exercises): ``exN.check(...)``, ``exN.hint()``, ``exN.solution()``, and ``progress()``.
 
 Each exercise's ``check`` prints ✅ (đạt), ❌ (chưa đúng, with what is wrong) or ⏳ (chưa làm) and never
 raises because of the answer; unanswered blanks are ``None`` or ``...``. Exercises marked GPU belong in

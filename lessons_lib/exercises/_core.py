@@ -22,8 +22,10 @@ from ..i18n import tr
 PASS, FAIL, MISSING = "pass", "fail", "missing"
 _ICONS = {PASS: "✅", FAIL: "❌", MISSING: "⏳"}
 
-#: Every exercise by key (``progress()`` lists them in the notebook's order).
-REGISTRY: dict[str, Exercise] = {}
+#: Every exercise by group ("exercises" for notebook 10, "lesson01"… for a lesson's own tasks), then by key.
+GROUPS: dict[str, dict[str, Exercise]] = {}
+#: The exercises of notebook 10 by key (``progress()`` lists them in the notebook's order).
+REGISTRY: dict[str, Exercise] = GROUPS.setdefault("exercises", {})
 
 
 def is_blank(value: object) -> bool:
@@ -137,13 +139,14 @@ class Exercise:
         solution: The reference solution as code (it must pass the check; the tests run it).
         gpu: True when the exercise needs a CUDA GPU (it lives in a ``%%gpu`` cell).
         starter: The starting code of a debugging exercise; handing it in unchanged counts as "chưa làm".
+        group: Which set it belongs to: "exercises" (notebook 10) or a lesson's own, e.g. "lesson04".
 
     While checking, PyTorch runs on one CPU thread (restored afterwards): the checks use tiny models, for
     which one thread is fastest and not slowed down by a busy machine.
     """
 
     def __init__(self, key: str, title: tuple[str, str], evaluate: Callable, hints: list[tuple[str, str]],
-                 solution: str, *, gpu: bool = False, starter: str | None = None):
+                 solution: str, *, gpu: bool = False, starter: str | None = None, group: str = "exercises"):
         if not isinstance(key, str) or not key.isidentifier():
             raise ValueError(f"key must be a Python name such as 'ex3', got {key!r}")
         if not (isinstance(title, tuple) and len(title) == 2 and all(isinstance(t, str) for t in title)):
@@ -154,7 +157,10 @@ class Exercise:
             raise ValueError("hints must be a non-empty list of (vietnamese, english) tuples")
         if not isinstance(solution, str) or not solution.strip():
             raise ValueError("solution must be the solution's code as a non-empty str")
+        if not isinstance(group, str) or not group.isidentifier():
+            raise ValueError(f"group must be a Python name such as 'exercises' or 'lesson04', got {group!r}")
         self.key = key
+        self.group = group
         self._title = title
         self._evaluate = evaluate
         self._hints = list(hints)
@@ -163,7 +169,7 @@ class Exercise:
         self.starter_code = textwrap.dedent(starter).strip("\n") if starter else None
         self._hints_shown = 0
         self.last_status: str | None = None
-        REGISTRY[key] = self
+        GROUPS.setdefault(group, {})[key] = self
 
     @property
     def title(self) -> str:
@@ -233,8 +239,12 @@ class Exercise:
 # --------------------------------------------------------------------------- progress
 
 
-def progress() -> None:
-    """Print the status of every exercise: checked and passed, not right yet, not done, or needs a GPU."""
+def progress(group: str = "exercises") -> None:
+    """Print the status of every exercise in `group`: checked and passed, not right yet, not done, or needs a GPU."""
+    if not isinstance(group, str):
+        raise TypeError(f"group must be a str such as 'exercises' or 'lesson04', got {type(group).__name__}")
+    if group not in GROUPS:
+        raise ValueError(f"group must be one of {sorted(GROUPS)}, got {group!r}")
     has_cuda = torch.cuda.is_available()
     labels = {
         PASS: "✅ " + tr("đạt", "passed"),
@@ -242,7 +252,7 @@ def progress() -> None:
         MISSING: "⏳ " + tr("chưa làm", "not done yet"),
         None: "· " + tr("chưa chấm", "not checked"),
     }
-    exercises = sorted(REGISTRY.values(), key=_order)
+    exercises = sorted(GROUPS[group].values(), key=_order)
     width = max((len(ex.title) for ex in exercises), default=0)
     done = sum(ex.last_status == PASS for ex in exercises)
     print(tr(f"Tiến độ: {done}/{len(exercises)} bài đạt", f"Progress: {done}/{len(exercises)} passed"))
