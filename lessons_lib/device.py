@@ -141,10 +141,12 @@ def explain_cuda(facts: CudaFacts) -> list[str]:
         else:
             reasons.append(
                 tr(
-                    "Bản PyTorch này chỉ có CPU (torch.version.cuda là None). "
-                    "Cài bản có CUDA theo lệnh ở pytorch.org/get-started/locally.",
-                    "This PyTorch build is CPU-only (torch.version.cuda is None). "
-                    "Install a CUDA build with the command from pytorch.org/get-started/locally.",
+                    "Bản PyTorch này được build không có CUDA (torch.version.cuda là None): bản chỉ có CPU, "
+                    "bản cho macOS (GPU Apple dùng MPS) hay bản XPU (GPU Intel). Muốn dùng GPU NVIDIA, "
+                    "cài bản có CUDA theo lệnh ở pytorch.org/get-started/locally.",
+                    "This PyTorch build has no CUDA (torch.version.cuda is None): a CPU-only build, a macOS "
+                    "build (Apple GPUs use MPS) or an XPU build (Intel GPUs). For an NVIDIA GPU, install a CUDA "
+                    "build with the command from pytorch.org/get-started/locally.",
                 )
             )
         return reasons
@@ -293,7 +295,7 @@ class EnvReport:
     def rows(self) -> list[tuple[str, str]]:
         """Return the report as (label, value) rows."""
         yes, no = tr("có", "yes"), tr("không", "no")
-        build = self.cuda.cuda_build or (f"ROCm {self.cuda.hip_build}" if self.cuda.hip_build else tr("không (chỉ CPU)", "none (CPU only)"))
+        build = self.cuda.cuda_build or (f"ROCm {self.cuda.hip_build}" if self.cuda.hip_build else tr("không có (torch.version.cuda là None)", "none (torch.version.cuda is None)"))
         rows = [
             (tr("Nền tảng", "Platform"), self.platform),
             ("Python", self.python_version),

@@ -72,9 +72,11 @@ def test_arch_supported(capability, archs, expected):
     assert dev.arch_supported(capability, archs) is expected
 
 
-def test_explain_cuda_cpu_only_build():
+def test_explain_cuda_build_without_cuda():
     (reason,) = dev.explain_cuda(CudaFacts(cuda_build=None))
-    assert "chỉ có CPU" in reason and "torch.version.cuda" in reason
+    # None means "no CUDA in this build": CPU-only, macOS (MPS) or XPU, not necessarily "CPU only"
+    assert "không có CUDA" in reason and "torch.version.cuda" in reason
+    assert "chỉ có CPU" in reason and "macOS" in reason and "XPU" in reason
 
 
 def test_explain_cuda_rocm_build_without_gpu():

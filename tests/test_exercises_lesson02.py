@@ -1,0 +1,310 @@
+"""Lesson 02's checked tasks check themselves: the solutions pass, each typical wrong ``add_noise`` and
+``move_keep`` fails with its own message, blanks are "not done yet", nothing raises, and the notebooks agree."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+import torch
+
+from lessons_lib import i18n
+from lessons_lib.exercises import _core
+from lessons_lib.exercises.lesson02 import sample_batch, task1, task2
+
+ROOT = Path(__file__).resolve().parent.parent
+LEARNER_NB = ROOT / "notebooks" / "02_moving_tensors.ipynb"
+SOLUTION_NB = ROOT / "notebooks" / "solutions" / "02_moving_tensors_solutions.ipynb"
+
+
+def load(code: str, tmp_path: Path, name: str):
+    """Run `code` from a real file (as a notebook cell would) and return the function `name` it defines."""
+    code = textwrap.dedent(code)
+    path = tmp_path / f"answer_{abs(hash(code))}.py"
+    path.write_text(code, encoding="utf-8")
+    ns = {"torch": torch}
+    exec(compile(code, str(path), "exec"), ns)
+    return ns[name]
+
+
+def check(exercise, *args) -> _core.Feedback:
+    feedback = exercise.evaluate(*args)
+    assert isinstance(feedback, _core.Feedback)
+    return feedback
+
+
+def assert_fails(feedback, *fragments):
+    text = str(feedback)
+    assert feedback.status == "fail", text
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def noise(body: str, tmp_path: Path):
+    return load("def add_noise(x, std=0.1):\n" + textwrap.indent(textwrap.dedent(body), "    "), tmp_path, "add_noise")
+
+
+# --------------------------------------------------------------------------- task 1: add_noise
+
+
+def test_task1_solution_passes(tmp_path):
+    feedback = check(task1, load(task1.solution_code, tmp_path, "add_noise"))
+    assert feedback.passed, str(feedback)
+
+
+def test_task1_blanks(tmp_path):
+    assert check(task1, None).status == "missing"
+    learner = noise("return None   # TODO", tmp_path)
+    feedback = check(task1, learner)
+    assert feedback.status == "missing" and "chưa trả về" in str(feedback)
+
+
+@pytest.mark.parametrize(("body", "fragments"), [
+    ("return x + std * torch.randn(x.shape)", ("lệch thiết bị", "torch.randn_like(x)")),
+    ("return x + std * torch.randn(x.shape).to(x.device, x.dtype)", ("tạo trên CPU rồi mới chép",)),
+    ("return x + std * torch.randn(x.shape, device=x.device)", ("float32 trong khi x là float16", "dtype=x.dtype")),
+    ("return x + std * torch.rand_like(x)", ("torch.rand / rand_like", "phân phối đều")),
+    ("return x + torch.randn_like(x)", ("quên nhân nhiễu với std",)),
+    ("return x + std**2 * torch.randn_like(x)", ("std**2",)),
+    ("return std * torch.randn_like(x)", ("quên cộng x",)),
+    ("return x.add_(std * torch.randn_like(x))", ("sửa x tại chỗ",)),
+    ("return (x + std * torch.randn_like(x)).cpu()", ("chép tensor về CPU",)),
+    ("return x + std * torch.randn_like(x[0])", ()),
+    ("return 'noisy'", ("phải trả về một tensor",)),
+], ids=["cpu-noise", "copied", "float32", "uniform", "no-std", "variance", "no-x", "in-place", "moved-back",
+        "wrong-shape", "not-a-tensor"])
+def test_task1_typical_mistakes(body, fragments, tmp_path):
+    assert_fails(check(task1, noise(body, tmp_path)), *fragments)
+
+
+def test_task1_error_in_learner_code_is_summarised(tmp_path):
+    feedback = check(task1, noise("return x + std * undefined_name", tmp_path))
+    assert_fails(feedback, "báo lỗi", "NameError")
+    assert "Traceback" not in str(feedback)
+
+
+def test_task1_keeps_the_learners_random_state(tmp_path):
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    check(task1, load(task1.solution_code, tmp_path, "add_noise"))
+    assert torch.equal(torch.rand(3), expected)
+
+
+# --------------------------------------------------------------------------- task 2: move_keep
+
+MOVE = '''
+def move(batch, device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {key: move(value, device) for key, value in batch.items()}
+    if isinstance(batch, list):
+        return [move(value, device) for value in batch]
+    if isinstance(batch, tuple):
+        return tuple(move(value, device) for value in batch)
+    return batch                      # chuỗi, số, None…: không phải tensor, giữ nguyên
+'''
+
+
+def mover(body: str, tmp_path: Path):
+    return load("def move_keep(batch, device):\n" + textwrap.indent(textwrap.dedent(body), "    "), tmp_path,
+                "move_keep")
+
+
+def test_task2_solution_passes(tmp_path):
+    feedback = check(task2, load(task2.solution_code, tmp_path, "move_keep"))
+    assert feedback.passed, str(feedback)
+
+
+def test_task2_blanks(tmp_path):
+    assert check(task2, None).status == "missing"
+    feedback = check(task2, mover("return None   # TODO", tmp_path))
+    assert feedback.status == "missing" and "chưa trả về" in str(feedback)
+
+
+def test_task2_the_notebooks_move_loses_namedtuples(tmp_path):
+    move = load(MOVE, tmp_path, "move")
+    assert_fails(check(task2, move), "namedtuple Box", "tuple thường", "type(batch)(*")
+
+
+@pytest.mark.parametrize(("body", "fragments"), [
+    ('''
+     if isinstance(batch, torch.Tensor):
+         return batch.to(device)
+     if isinstance(batch, dict):
+         return {k: move_keep(v, device) for k, v in batch.items()}
+     if isinstance(batch, (list, tuple)):
+         return type(batch)(move_keep(v, device) for v in batch)
+     return batch
+     ''', ("missing 1 required positional argument", "không nhận một iterable", "type(batch)(*")),
+    ('''
+     if isinstance(batch, torch.Tensor):
+         return batch.to(device)
+     if isinstance(batch, dict):
+         return {k: move_keep(v, device) for k, v in batch.items()}
+     if isinstance(batch, (list, tuple)):
+         return [move_keep(v, device) for v in batch]
+     return batch
+     ''', ("là namedtuple Box nhưng kết quả là list", "giữ nguyên kiểu container")),
+    ('''
+     for key in batch:
+         if isinstance(batch[key], torch.Tensor):
+             batch[key] = batch[key].to(device)
+     return batch
+     ''', ("đã sửa batch gốc", "batch['pixels']")),
+    ('''
+     return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+     ''', ("batch['boxes'][0].coords vẫn ở cpu", "đệ quy")),
+    ('''
+     from collections.abc import Sequence
+     if isinstance(batch, torch.Tensor):
+         return batch.to(device)
+     if isinstance(batch, dict):
+         return {k: move_keep(v, device) for k, v in batch.items()}
+     if isinstance(batch, Sequence):
+         return [move_keep(v, device) for v in batch]
+     return batch
+     ''', ("RecursionError", "Sequence")),
+    ('''
+     if isinstance(batch, dict):
+         return {k: move_keep(v, device) for k, v in batch.items()}
+     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+         return type(batch)(*(move_keep(v, device) for v in batch))
+     if isinstance(batch, (list, tuple)):
+         return type(batch)(move_keep(v, device) for v in batch)
+     return batch.to(device)
+     ''', ("không phải tensor", "trả về nguyên giá trị")),
+    ('''
+     if isinstance(batch, torch.Tensor):
+         return batch.to(device, dtype=torch.float32)
+     if isinstance(batch, dict):
+         return {k: move_keep(v, device) for k, v in batch.items()}
+     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+         return type(batch)(*(move_keep(v, device) for v in batch))
+     if isinstance(batch, (list, tuple)):
+         return type(batch)(move_keep(v, device) for v in batch)
+     return batch
+     ''', ("batch['labels'] đổi dtype/shape",)),
+    ('''
+     if isinstance(batch, torch.Tensor):
+         return batch.to(device)
+     if isinstance(batch, dict):
+         return {k: move_keep(v, device) for k, v in batch.items() if k != "scale"}
+     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+         return type(batch)(*(move_keep(v, device) for v in batch))
+     if isinstance(batch, (list, tuple)):
+         return type(batch)(move_keep(v, device) for v in batch)
+     return batch
+     ''', ("giữ nguyên mọi khoá",)),
+    ('''
+     if isinstance(batch, torch.Tensor):
+         return batch.to(device)
+     if isinstance(batch, dict):
+         return {k: move_keep(v, device) for k, v in batch.items()}
+     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+         return type(batch)(*(move_keep(v, device) for v in batch))
+     if isinstance(batch, (list, tuple)):
+         return type(batch)(move_keep(v, device) for v in batch)
+     return str(batch)
+     ''', ("không phải tensor nên phải giữ nguyên", "0.5")),
+], ids=["namedtuple-iterable", "all-lists", "in-place", "shallow", "str-as-sequence", "to-on-str", "dtype",
+        "lost-key", "stringified"])
+def test_task2_typical_mistakes(body, fragments, tmp_path):
+    assert_fails(check(task2, mover(body, tmp_path)), *fragments)
+
+
+def test_task2_checking_only_for_box_fails_on_other_namedtuples(tmp_path):
+    box = namedtuple("Box", "coords label")
+    only_box = load(task2.solution_code.replace('hasattr(batch, "_fields")', "type(batch).__name__ == 'Box'"),
+                    tmp_path, "move_keep")
+    assert only_box(box(torch.ones(1), "a"), "meta").label == "a"
+    assert_fails(check(task2, only_box), "Sample", "chỉ nhận ra namedtuple tên Box", "_fields")
+
+
+def test_task2_single_tensor(tmp_path):
+    no_tensor_branch = mover('''
+        if isinstance(batch, dict):
+            return {k: move_keep(v, device) for k, v in batch.items()}
+        if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+            return type(batch)(*(move_keep(v, device) for v in batch))
+        if isinstance(batch, (list, tuple)):
+            return type(batch)(move_keep(v, device) for v in batch)
+        return batch.to(device) if hasattr(batch, "to") and not isinstance(batch, str) else batch
+    ''', tmp_path)
+    assert check(task2, no_tensor_branch).passed  # tensors reached through the last branch are fine
+    only_dicts = mover("return {k: move_keep(v, device) for k, v in batch.items()} if isinstance(batch, dict) "
+                       "else (batch.to(device) if isinstance(batch, torch.Tensor) and batch.dim() > 1 else batch)",
+                       tmp_path)
+    assert_fails(check(task2, only_dicts))
+
+
+def test_sample_batch_is_fresh_each_time():
+    a, b = sample_batch(), sample_batch()
+    assert a["pixels"] is not b["pixels"] and a.keys() == b.keys()
+
+
+# --------------------------------------------------------------------------- both tasks
+
+WEIRD = [0, "x", 3.5, [], {}, object(), torch.zeros(2), lambda *a, **k: 1 / 0, torch.nn.Linear(2, 2)]
+
+
+@pytest.mark.parametrize("exercise", [task1, task2], ids=["task1", "task2"])
+def test_checkers_never_raise(exercise, capsys):
+    for value in WEIRD:
+        exercise.check(value)
+        exercise.check(value, value)
+        exercise.check(value, extra=value)
+        out = capsys.readouterr().out
+        assert out.startswith(("❌", "⏳", "✅")), out
+
+
+def test_english_messages(tmp_path):
+    i18n.set_language("en")
+    try:
+        text = str(check(task1, noise("return x + std * torch.rand_like(x)", tmp_path)))
+    finally:
+        i18n.set_language("vi")
+    assert "uniform on [0, 1)" in text
+
+
+def test_progress_lists_both_tasks(capsys):
+    _core.progress("lesson02")
+    out = capsys.readouterr().out
+    assert "Nhiệm vụ 1" in out and "Nhiệm vụ 2" in out
+
+
+# --------------------------------------------------------------------------- the notebooks
+
+
+def _code_cells(path: Path) -> list[str]:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+
+
+def _task_cell(path: Path, key: str) -> str:
+    (cell,) = [c for c in _code_cells(path) if f"{key}.check(" in c]
+    return cell
+
+
+@pytest.mark.parametrize("exercise", [task1, task2], ids=["task1", "task2"])
+def test_solution_notebook_holds_the_solution_and_learner_notebook_the_blank(exercise):
+    assert exercise.solution_code in _task_cell(SOLUTION_NB, exercise.key)
+    learner = _task_cell(LEARNER_NB, exercise.key)
+    assert "TODO" in learner and "return None" in learner
+
+
+@pytest.mark.parametrize("exercise", [task1, task2], ids=["task1", "task2"])
+@pytest.mark.parametrize(("path", "status"), [(SOLUTION_NB, "pass"), (LEARNER_NB, "missing")], ids=["solution", "learner"])
+def test_the_task_cells_run_in_both_notebooks(exercise, path, status, capsys):
+    exec(compile(_task_cell(path, exercise.key), str(path), "exec"), {"torch": torch})
+    out = capsys.readouterr().out
+    assert exercise.last_status == status, out
+    assert out.startswith("✅" if status == "pass" else "⏳"), out
+
+
+def test_the_notebooks_move_is_the_one_tested_here():
+    assert textwrap.dedent(MOVE).strip() in "\n".join(_code_cells(LEARNER_NB))
