@@ -19,7 +19,7 @@ from lessons_lib.memory import (
     cuda_memory_cap,
     find_max_batch_size,
     format_bytes,
-    gpu_memory_snapshot,
+    gpu_memory_stats,
     gradient_snapshot,
     is_oom_error,
     oom_demo,
@@ -421,31 +421,31 @@ def test_parse_oom_message_bad_input():
         parse_oom_message(RuntimeError("CUDA out of memory"))
 
 
-# --------------------------------------------------------------------------- GPU snapshots and the OOM demo
+# --------------------------------------------------------------------------- GPU allocator stats and the OOM demo
 
 
 def test_cuda_seam_lives_in_the_cuda_submodule():
     # the one place to patch: lessons_lib.memory.cuda._cuda (a package-level _cuda would be patched in vain)
     assert not hasattr(memory, "_cuda")
     assert memory.release_cached_memory is memory_cuda.release_cached_memory
-    assert memory.gpu_memory_snapshot.__module__ == memory_cuda.__name__
+    assert memory.gpu_memory_stats.__module__ == memory_cuda.__name__
 
 
-def test_snapshot_off_cuda_says_not_available(monkeypatch):
+def test_stats_off_cuda_says_not_available(monkeypatch):
     monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
-    snap = gpu_memory_snapshot()
+    snap = gpu_memory_stats()
     assert not snap.available and snap.allocated is None and snap.cached is None and snap.driver_used is None
     assert snap.outside_pytorch is None
     assert "không khả dụng" in str(snap)
-    cpu = gpu_memory_snapshot("cpu")
+    cpu = gpu_memory_stats("cpu")
     assert not cpu.available and "không phải CUDA" in cpu.reason
 
 
 @pytest.mark.parametrize(("device", "error", "match"), [(1.5, TypeError, "cuda"), (True, TypeError, "cuda"),
                                                         ("gpu-ish", ValueError, "cuda"), (-1, ValueError, "GPU")])
-def test_snapshot_bad_device(device, error, match):
+def test_stats_bad_device(device, error, match):
     with pytest.raises(error, match=match):
-        gpu_memory_snapshot(device)
+        gpu_memory_stats(device)
 
 
 class FakeCuda:
@@ -511,16 +511,16 @@ class FakeCuda:
         return tensor
 
 
-def test_snapshot_reads_the_allocator(monkeypatch):
+def test_stats_reads_the_allocator(monkeypatch):
     fake = FakeCuda()
     monkeypatch.setattr(memory_cuda, "_cuda", fake)
     keep = fake.allocate((256, 1024), torch.float32, 0)  # 1 MiB
     fake.cached = 2**20
-    snap = gpu_memory_snapshot("cuda:0")
+    snap = gpu_memory_stats("cuda:0")
     assert snap.available and snap.allocated == 2**20 and snap.reserved == 2 * 2**20 and snap.cached == 2**20
     assert snap.driver_used == 2 * 2**20 and snap.outside_pytorch == 0 and "FakeGPU" in str(snap)
     with pytest.raises(ValueError, match="cuda:3"):
-        gpu_memory_snapshot("cuda:3")
+        gpu_memory_stats("cuda:3")
     del keep
 
 
@@ -804,7 +804,7 @@ def test_messages_switch_to_english(monkeypatch):
 
     monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
     i18n.set_language("en")
-    assert "not available" in str(gpu_memory_snapshot("cpu"))
+    assert "not available" in str(gpu_memory_stats("cpu"))
     assert "Tried to allocate 1.22 GiB: the size of ONE allocation" in parse_oom_message(NEW_FORMAT).explain()
     with pytest.raises(TypeError, match="must be an int"):
         sharded_training_memory("7B")
