@@ -246,6 +246,28 @@ def test_meter_total_loss_keeps_graphs_alive_item_does_not():
     assert freed.live_bytes == 0 and freed.peak_bytes == sizes[0]
 
 
+def test_meter_timeline_rises_in_forward_and_falls_in_backward():
+    lin = nn.Linear(4, 3)
+    x = torch.randn(5, 4)
+    with SavedTensorMeter(exclude=lin) as meter:
+        out = torch.relu(lin(x)).sum()
+        forward_end = len(meter.timeline)
+    out.backward()
+    # starts at 0; + x (addmm), + relu's output; backward lets both go
+    assert meter.timeline[:forward_end] == [0, 5 * 4 * F32, 5 * 4 * F32 + 5 * 3 * F32]
+    assert meter.timeline[-1] == 0 and max(meter.timeline) == meter.peak_bytes
+    assert len(meter.timeline) == forward_end + 2
+
+
+def test_meter_timeline_is_bounded(monkeypatch):
+    monkeypatch.setattr(SavedTensorMeter, "TIMELINE_LIMIT", 3)
+    w = torch.randn(10, requires_grad=True)
+    with SavedTensorMeter() as meter:
+        kept = [(w * i).exp() for i in range(5)]
+    assert len(meter.timeline) == 3 and meter.live_bytes == 5 * 10 * F32  # the counters keep going
+    del kept
+
+
 def test_meter_works_on_meta_device():
     lin = nn.Linear(1024, 4096, device="meta")
     x = torch.randn(8, 1024, device="meta")
