@@ -735,7 +735,7 @@ def test_retry_loop_lowers_micro_batch_and_matches_training_at_that_size():
     log = train_with_oom_retry(model, loss_fn, x, y, sgd, batch_size=64, budget_bytes=budget)
     assert [micro for _, micro, _ in log.oom_events] == [64]
     assert log.micro_batch_sizes == [32, 32] and len(log.losses) == 2
-    assert "OOM" in str(log)
+    assert "OOM" in str(log) and "bước 1: OOM với micro-batch 64" in str(log)  # printed steps count from 1
 
     reference = _mlp()
     sgd_ref = torch.optim.SGD(reference.parameters(), lr=0.1)

@@ -40,6 +40,12 @@ def test_skips_empty_parts_and_keeps_extra_ones():
     assert len(ax.patches) == 2 and ax.get_title() == "x" and ax.get_ylabel() == "bộ nhớ (B)"
 
 
+def test_extra_parts_get_their_own_colours():
+    ax = plot_memory_breakdown({"a": {"params": 100, "workspace": 50, "batch": 25}})
+    colours = [tuple(p.get_facecolor()) for p in ax.patches]
+    assert len(set(colours)) == 3
+
+
 def test_uses_given_axes():
     import matplotlib.pyplot as plt
 

@@ -10,6 +10,7 @@ from ._axes import get_ax
 
 _ORDER = ("params", "grads", "optimizer", "activations")
 _COLORS = {"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52"}
+_EXTRA_COLORS = ("#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD")  # other parts, in order
 _UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
 
 
@@ -94,12 +95,13 @@ def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *, meas
     offset = width / 2 if measured else 0.0
     xs = range(len(labels))
     bottoms = [0.0] * len(labels)
+    extras = [part for part in parts if part not in _COLORS]
     for part in parts:
         heights = [rows[label].get(part, 0) / unit_size for label in labels]
         if not any(heights):
             continue
-        ax.bar([x - offset for x in xs], heights, width, bottom=bottoms, label=_label(part),
-               color=_COLORS.get(part))
+        color = _COLORS.get(part) or _EXTRA_COLORS[extras.index(part) % len(_EXTRA_COLORS)]
+        ax.bar([x - offset for x in xs], heights, width, bottom=bottoms, label=_label(part), color=color)
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     if measured:
         heights = [measured.get(label, 0) / unit_size for label in labels]
@@ -157,8 +159,8 @@ def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None
             label=tr("activation autograd đang giữ", "activations held by autograd"))
     for label, index in marks.items():
         ax.axvline(index, color="gray", linestyle="--", linewidth=1)
-        ax.annotate(label, (index, largest / unit_size), xytext=(4, -12), textcoords="offset points",
-                    fontsize="small", color="dimgray")
+        ax.annotate(label, (index, 1.0), xycoords=("data", "axes fraction"), xytext=(4, -12),
+                    textcoords="offset points", fontsize="small", color="dimgray")
     ax.set_xlabel(tr("sự kiện (lưu hoặc thả một tensor)", "event (a tensor saved or let go)"))
     ax.set_ylabel(tr(f"bộ nhớ ({unit_name})", f"memory ({unit_name})"))
     ax.set_ylim(0, largest / unit_size * 1.15)
