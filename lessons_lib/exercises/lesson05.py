@@ -107,7 +107,7 @@ def _check_call(report: Report, events: list[tuple], amp_dtype: torch.dtype, sho
     """Diagnose one call's events; record problems (the first found per kind)."""
     forwards = [e for e in events if e[0] == "forward"]
     if forwards and all(e[1] != amp_dtype for e in forwards):
-        report.problem(f"đầu ra của model là {forwards[0][1]}, không phải {short}: forward và loss phải nằm trong "
+        report.problem(f"đầu ra của mô hình là {forwards[0][1]}, không phải {short}: forward và loss phải nằm trong "
                        "`with torch.autocast(device_type=x.device.type, dtype=amp_dtype):`.",
                        f"the model outputs {forwards[0][1]}, not {short}: the forward and the loss belong inside "
                        "`with torch.autocast(device_type=x.device.type, dtype=amp_dtype):`.")

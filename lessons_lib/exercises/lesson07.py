@@ -74,8 +74,8 @@ def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
         report.missing_part("hàm chưa làm gì (chưa có forward, chưa gọi optimizer.step()).",
                             "the function does nothing yet (no forward, no optimizer.step()).", stop=True)
     if max(seen, default=0) > MICRO:
-        report.problem(f"model nhận một batch {max(seen)} mẫu, lớn hơn micro-batch ({MICRO}): đưa TỪNG micro-batch "
-                       "vào model, đó là chỗ tiết kiệm bộ nhớ.",
+        report.problem(f"mô hình nhận một batch {max(seen)} mẫu, lớn hơn micro-batch ({MICRO}): đưa TỪNG micro-batch "
+                       "vào mô hình, đó là chỗ tiết kiệm bộ nhớ.",
                        f"the model got a batch of {max(seen)} samples, more than a micro-batch ({MICRO}): feed EACH "
                        "micro-batch to the model; that is where the memory is saved.", stop=True)
     if len(seen) < N_MICRO:
