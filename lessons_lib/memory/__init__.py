@@ -6,8 +6,8 @@ GPU allocator stats and the OOM demo, which need CUDA and say so instead of fail
 - `format_bytes`: 1536 -> "1.50 KiB" (``_bytes``).
 - `training_state_sizes`: exact bytes of parameters, gradients and optimizer state (after a real step)
   (``sizes``).
-- `SavedTensorMeter`: a context manager that counts the bytes autograd saves for backward (activations)
-  (``meter``); `gradient_snapshot` and `compare_gradients` check two ways of training agree (``gradients``).
+- `SavedTensorMeter`: a context manager that counts the bytes autograd saves for backward (activations),
+  with a ``timeline`` of the bytes held after each change (``meter``); `gradient_snapshot` and `compare_gradients` check two ways of training agree (``gradients``).
 - `gpu_memory_stats`: allocated / reserved / peak of the CUDA caching allocator, or "not available"
   (``cuda``). (Named "stats", not "snapshot": PyTorch's own memory snapshot is
   ``torch.cuda.memory._dump_snapshot``, a different tool.)
