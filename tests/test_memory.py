@@ -19,7 +19,7 @@ from lessons_lib.memory import (
     cuda_memory_cap,
     find_max_batch_size,
     format_bytes,
-    gpu_memory_snapshot,
+    gpu_memory_stats,
     gradient_snapshot,
     is_oom_error,
     oom_demo,
@@ -246,6 +246,28 @@ def test_meter_total_loss_keeps_graphs_alive_item_does_not():
     assert freed.live_bytes == 0 and freed.peak_bytes == sizes[0]
 
 
+def test_meter_timeline_rises_in_forward_and_falls_in_backward():
+    lin = nn.Linear(4, 3)
+    x = torch.randn(5, 4)
+    with SavedTensorMeter(exclude=lin) as meter:
+        out = torch.relu(lin(x)).sum()
+        forward_end = len(meter.timeline)
+    out.backward()
+    # starts at 0; + x (addmm), + relu's output; backward lets both go
+    assert meter.timeline[:forward_end] == [0, 5 * 4 * F32, 5 * 4 * F32 + 5 * 3 * F32]
+    assert meter.timeline[-1] == 0 and max(meter.timeline) == meter.peak_bytes
+    assert len(meter.timeline) == forward_end + 2
+
+
+def test_meter_timeline_is_bounded(monkeypatch):
+    monkeypatch.setattr(SavedTensorMeter, "TIMELINE_LIMIT", 3)
+    w = torch.randn(10, requires_grad=True)
+    with SavedTensorMeter() as meter:
+        kept = [(w * i).exp() for i in range(5)]
+    assert len(meter.timeline) == 3 and meter.live_bytes == 5 * 10 * F32  # the counters keep going
+    del kept
+
+
 def test_meter_works_on_meta_device():
     lin = nn.Linear(1024, 4096, device="meta")
     x = torch.randn(8, 1024, device="meta")
@@ -421,31 +443,31 @@ def test_parse_oom_message_bad_input():
         parse_oom_message(RuntimeError("CUDA out of memory"))
 
 
-# --------------------------------------------------------------------------- GPU snapshots and the OOM demo
+# --------------------------------------------------------------------------- GPU allocator stats and the OOM demo
 
 
 def test_cuda_seam_lives_in_the_cuda_submodule():
     # the one place to patch: lessons_lib.memory.cuda._cuda (a package-level _cuda would be patched in vain)
     assert not hasattr(memory, "_cuda")
     assert memory.release_cached_memory is memory_cuda.release_cached_memory
-    assert memory.gpu_memory_snapshot.__module__ == memory_cuda.__name__
+    assert memory.gpu_memory_stats.__module__ == memory_cuda.__name__
 
 
-def test_snapshot_off_cuda_says_not_available(monkeypatch):
+def test_stats_off_cuda_says_not_available(monkeypatch):
     monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
-    snap = gpu_memory_snapshot()
+    snap = gpu_memory_stats()
     assert not snap.available and snap.allocated is None and snap.cached is None and snap.driver_used is None
     assert snap.outside_pytorch is None
     assert "không khả dụng" in str(snap)
-    cpu = gpu_memory_snapshot("cpu")
+    cpu = gpu_memory_stats("cpu")
     assert not cpu.available and "không phải CUDA" in cpu.reason
 
 
 @pytest.mark.parametrize(("device", "error", "match"), [(1.5, TypeError, "cuda"), (True, TypeError, "cuda"),
                                                         ("gpu-ish", ValueError, "cuda"), (-1, ValueError, "GPU")])
-def test_snapshot_bad_device(device, error, match):
+def test_stats_bad_device(device, error, match):
     with pytest.raises(error, match=match):
-        gpu_memory_snapshot(device)
+        gpu_memory_stats(device)
 
 
 class FakeCuda:
@@ -511,16 +533,16 @@ class FakeCuda:
         return tensor
 
 
-def test_snapshot_reads_the_allocator(monkeypatch):
+def test_stats_reads_the_allocator(monkeypatch):
     fake = FakeCuda()
     monkeypatch.setattr(memory_cuda, "_cuda", fake)
     keep = fake.allocate((256, 1024), torch.float32, 0)  # 1 MiB
     fake.cached = 2**20
-    snap = gpu_memory_snapshot("cuda:0")
+    snap = gpu_memory_stats("cuda:0")
     assert snap.available and snap.allocated == 2**20 and snap.reserved == 2 * 2**20 and snap.cached == 2**20
     assert snap.driver_used == 2 * 2**20 and snap.outside_pytorch == 0 and "FakeGPU" in str(snap)
     with pytest.raises(ValueError, match="cuda:3"):
-        gpu_memory_snapshot("cuda:3")
+        gpu_memory_stats("cuda:3")
     del keep
 
 
@@ -713,7 +735,7 @@ def test_retry_loop_lowers_micro_batch_and_matches_training_at_that_size():
     log = train_with_oom_retry(model, loss_fn, x, y, sgd, batch_size=64, budget_bytes=budget)
     assert [micro for _, micro, _ in log.oom_events] == [64]
     assert log.micro_batch_sizes == [32, 32] and len(log.losses) == 2
-    assert "OOM" in str(log)
+    assert "OOM" in str(log) and "bước 1: OOM với micro-batch 64" in str(log)  # printed steps count from 1
 
     reference = _mlp()
     sgd_ref = torch.optim.SGD(reference.parameters(), lr=0.1)
@@ -804,7 +826,7 @@ def test_messages_switch_to_english(monkeypatch):
 
     monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
     i18n.set_language("en")
-    assert "not available" in str(gpu_memory_snapshot("cpu"))
+    assert "not available" in str(gpu_memory_stats("cpu"))
     assert "Tried to allocate 1.22 GiB: the size of ONE allocation" in parse_oom_message(NEW_FORMAT).explain()
     with pytest.raises(TypeError, match="must be an int"):
         sharded_training_memory("7B")

@@ -1,10 +1,11 @@
-"""Tests of lessons_lib.plots.memory.plot_memory_breakdown."""
+"""Tests of lessons_lib.plots.memory: plot_memory_breakdown and plot_activation_timeline."""
 
 from __future__ import annotations
 
 import pytest
 
-from lessons_lib.plots import plot_memory_breakdown
+from lessons_lib.memory import SavedTensorMeter
+from lessons_lib.plots import plot_activation_timeline, plot_memory_breakdown
 
 ROWS = {
     "SGD": {"params": 4 * 2**20, "grads": 4 * 2**20, "optimizer": 0, "activations": 2 * 2**20},
@@ -39,6 +40,12 @@ def test_skips_empty_parts_and_keeps_extra_ones():
     assert len(ax.patches) == 2 and ax.get_title() == "x" and ax.get_ylabel() == "bộ nhớ (B)"
 
 
+def test_extra_parts_get_their_own_colours():
+    ax = plot_memory_breakdown({"a": {"params": 100, "workspace": 50, "batch": 25}})
+    colours = [tuple(p.get_facecolor()) for p in ax.patches]
+    assert len(set(colours)) == 3
+
+
 def test_uses_given_axes():
     import matplotlib.pyplot as plt
 
@@ -62,3 +69,44 @@ def test_uses_given_axes():
 def test_bad_input(kwargs, error, match):
     with pytest.raises(error, match=match):
         plot_memory_breakdown(**kwargs)
+
+
+# --------------------------------------------------------------------------- plot_activation_timeline
+
+
+def test_timeline_from_a_meter_with_a_mark():
+    import torch
+
+    w = torch.randn(256, 1024, requires_grad=True)
+    with SavedTensorMeter() as meter:
+        loss = w.exp().sum()
+        forward_end = len(meter.timeline)
+    loss.backward()
+    ax = plot_activation_timeline(meter, marks={"backward": forward_end}, title="t")
+    (line,) = [ln for ln in ax.lines if ln.get_linestyle() == "-"]
+    assert list(line.get_ydata()) == [0.0, 1.0, 0.0]  # exp saves its 1 MiB output, backward lets it go
+    assert ax.get_ylabel() == "bộ nhớ (MiB)" and ax.get_title() == "t"
+    assert any(t.get_text() == "backward" for t in ax.texts)
+
+
+def test_timeline_from_a_list_in_a_given_unit():
+    ax = plot_activation_timeline([0, 2048, 1024, 0], unit="KiB")
+    assert list(ax.lines[0].get_ydata()) == [0.0, 2.0, 1.0, 0.0] and ax.get_ylabel() == "bộ nhớ (KiB)"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"timeline": []}, TypeError, "timeline"),
+        ({"timeline": "0 1 2"}, TypeError, "timeline"),
+        ({"timeline": 5}, TypeError, "timeline"),
+        ({"timeline": [0, -1]}, TypeError, "byte"),
+        ({"timeline": [0, 1], "marks": {"x": 9}}, ValueError, "timeline"),
+        ({"timeline": [0, 1], "marks": {"x": "1"}}, TypeError, "marks"),
+        ({"timeline": [0, 1], "unit": "MB"}, ValueError, "unit"),
+        ({"timeline": [0, 1], "ax": "left"}, TypeError, "Axes"),
+    ],
+)
+def test_timeline_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        plot_activation_timeline(**kwargs)

@@ -1,15 +1,16 @@
-"""Where training memory goes, measured: state sizes, saved activations, GPU snapshots, OOM and its fixes.
+"""Where training memory goes, measured: state sizes, saved activations, GPU allocator stats, OOM and its fixes.
 
 Everything here is measured from real tensors on any device (CPU, CUDA, MPS, even ``meta``), except the
-GPU snapshot and the OOM demo, which need CUDA and say so instead of failing:
+GPU allocator stats and the OOM demo, which need CUDA and say so instead of failing:
 
 - `format_bytes`: 1536 -> "1.50 KiB" (``_bytes``).
 - `training_state_sizes`: exact bytes of parameters, gradients and optimizer state (after a real step)
   (``sizes``).
-- `SavedTensorMeter`: a context manager that counts the bytes autograd saves for backward (activations)
-  (``meter``); `gradient_snapshot` and `compare_gradients` check two ways of training agree (``gradients``).
-- `gpu_memory_snapshot`: allocated / reserved / peak of the CUDA caching allocator, or "not available"
-  (``cuda``).
+- `SavedTensorMeter`: a context manager that counts the bytes autograd saves for backward (activations),
+  with a ``timeline`` of the bytes held after each change (``meter``); `gradient_snapshot` and `compare_gradients` check two ways of training agree (``gradients``).
+- `gpu_memory_stats`: allocated / reserved / peak of the CUDA caching allocator, or "not available"
+  (``cuda``). (Named "stats", not "snapshot": PyTorch's own memory snapshot is
+  ``torch.cuda.memory._dump_snapshot``, a different tool.)
 - `cuda_memory_cap` and `oom_demo`: a capped, guarded CUDA out-of-memory demo that always restores the cap
   (``cuda``).
 - `is_oom_error`, `OOM_ERRORS`, `MemoryBudgetExceeded`: what counts as out of memory (``oom``).
@@ -29,10 +30,10 @@ from __future__ import annotations
 from ._bytes import format_bytes, parse_bytes
 from .batch_size import BatchSizeSearch, find_max_batch_size
 from .cuda import (
-    GpuMemorySnapshot,
+    GpuMemoryStats,
     OomDemoResult,
     cuda_memory_cap,
-    gpu_memory_snapshot,
+    gpu_memory_stats,
     oom_demo,
     release_cached_memory,
 )
@@ -53,7 +54,7 @@ from .sizes import (
 __all__ = [
     "OOM_ERRORS",
     "BatchSizeSearch",
-    "GpuMemorySnapshot",
+    "GpuMemoryStats",
     "GradientComparison",
     "MemoryBudgetExceeded",
     "OomDemoResult",
@@ -67,7 +68,7 @@ __all__ = [
     "cuda_memory_cap",
     "find_max_batch_size",
     "format_bytes",
-    "gpu_memory_snapshot",
+    "gpu_memory_stats",
     "gradient_snapshot",
     "is_oom_error",
     "oom_demo",

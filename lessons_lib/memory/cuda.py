@@ -1,4 +1,4 @@
-"""Read and cap CUDA memory through one seam (`_cuda`): snapshots, cache release, a guarded OOM demo."""
+"""Read and cap CUDA memory through one seam (`_cuda`): allocator stats, cache release, a guarded OOM demo."""
 
 from __future__ import annotations
 
@@ -102,11 +102,11 @@ def _not_cuda_reason(device) -> str:
     return tr("không có GPU CUDA trên máy này", "no CUDA GPU on this machine")
 
 
-# --------------------------------------------------------------------------- snapshots
+# --------------------------------------------------------------------------- allocator stats
 
 
 @dataclass(frozen=True)
-class GpuMemorySnapshot:
+class GpuMemoryStats:
     """The CUDA caching allocator's counters for one GPU, or the reason they are not available."""
 
     available: bool
@@ -152,17 +152,17 @@ class GpuMemorySnapshot:
         return "\n".join(lines)
 
 
-def gpu_memory_snapshot(device: str | int | torch.device | None = None) -> GpuMemorySnapshot:
+def gpu_memory_stats(device: str | int | torch.device | None = None) -> GpuMemoryStats:
     """Return allocated / reserved / peak bytes of the CUDA caching allocator and the driver's view.
 
-    Off CUDA (CPU, MPS, no GPU) it returns a snapshot with ``available=False`` and the reason,
+    Off CUDA (CPU, MPS, no GPU) it returns stats with ``available=False`` and the reason,
     instead of raising, so a notebook cell can print it everywhere.
     """
     index = _cuda_index(device)
     if index is None:
-        return GpuMemorySnapshot(False, str(device or "cuda"), reason=_not_cuda_reason(device))
+        return GpuMemoryStats(False, str(device or "cuda"), reason=_not_cuda_reason(device))
     free, total = _cuda.mem_get_info(index)
-    return GpuMemorySnapshot(
+    return GpuMemoryStats(
         available=True,
         device=f"cuda:{index} ({_cuda.name(index)})",
         allocated=_cuda.allocated(index),

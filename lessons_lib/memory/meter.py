@@ -76,7 +76,12 @@ class SavedTensorMeter:
             counts again).
         saved_count: How many tensors were saved (before de-duplication).
         excluded_count: How many of them were excluded.
+        timeline: ``live_bytes`` after every change (a storage newly held or let go), starting at 0: a
+            small CPU-visible cousin of PyTorch's memory timeline, for activations only (at most
+            `TIMELINE_LIMIT` points; later changes still update the counters).
     """
+
+    TIMELINE_LIMIT = 100_000
 
     def __init__(self, exclude=None):
         self._excluded = _exclusion_keys(exclude)
@@ -88,6 +93,11 @@ class SavedTensorMeter:
         self.total_bytes = 0
         self.saved_count = 0
         self.excluded_count = 0
+        self.timeline: list[int] = [0]
+
+    def _record(self) -> None:
+        if len(self.timeline) < self.TIMELINE_LIMIT:
+            self.timeline.append(self.live_bytes)
 
     # -- hooks
     def _pack(self, tensor: torch.Tensor):
@@ -104,6 +114,7 @@ class SavedTensorMeter:
                 self.live_bytes += nbytes
                 self.total_bytes += nbytes
                 self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+                self._record()
             else:
                 entry[0] += 1
         weakref.finalize(packed, self._release, key)
@@ -118,6 +129,7 @@ class SavedTensorMeter:
             if entry[0] == 0:
                 del self._held[key]
                 self.live_bytes -= entry[1]
+                self._record()
 
     @staticmethod
     def _unpack(packed: _Packed) -> torch.Tensor:

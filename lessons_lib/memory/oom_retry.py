@@ -108,7 +108,10 @@ def oom_safe_train_step(model: torch.nn.Module, loss_fn: Callable, x: torch.Tens
 
 @dataclass
 class RetryLog:
-    """What `train_with_oom_retry` did: the loss of each step, its micro-batch size, and each OOM."""
+    """What `train_with_oom_retry` did: the loss of each step, its micro-batch size, and each OOM.
+
+    ``oom_events`` holds (step index from 0, micro-batch size, message); the printed log counts steps from 1.
+    """
 
     batch_size: int
     losses: list[float] = field(default_factory=list)
@@ -121,8 +124,8 @@ class RetryLog:
                     f"{len(self.losses)} steps, effective batch {self.batch_size}; last micro-batch "
                     f"{self.micro_batch_sizes[-1] if self.micro_batch_sizes else '-'}; {len(self.oom_events)} OOM(s).")]
         for step, micro, message in self.oom_events:
-            lines.append(tr(f"  bước {step}: OOM với micro-batch {micro} → thử lại với {max(1, micro // 2)}",
-                            f"  step {step}: OOM at micro-batch {micro} → retry with {max(1, micro // 2)}"))
+            lines.append(tr(f"  bước {step + 1}: OOM với micro-batch {micro} → thử lại với {max(1, micro // 2)}",
+                            f"  step {step + 1}: OOM at micro-batch {micro} → retry with {max(1, micro // 2)}"))
             lines.append("    " + (message.splitlines() or [""])[0][:160])
         return "\n".join(lines)
 

@@ -10,6 +10,7 @@ from ._axes import get_ax
 
 _ORDER = ("params", "grads", "optimizer", "activations")
 _COLORS = {"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52"}
+_EXTRA_COLORS = ("#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD")  # other parts, in order
 _UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
 
 
@@ -94,12 +95,13 @@ def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *, meas
     offset = width / 2 if measured else 0.0
     xs = range(len(labels))
     bottoms = [0.0] * len(labels)
+    extras = [part for part in parts if part not in _COLORS]
     for part in parts:
         heights = [rows[label].get(part, 0) / unit_size for label in labels]
         if not any(heights):
             continue
-        ax.bar([x - offset for x in xs], heights, width, bottom=bottoms, label=_label(part),
-               color=_COLORS.get(part))
+        color = _COLORS.get(part) or _EXTRA_COLORS[extras.index(part) % len(_EXTRA_COLORS)]
+        ax.bar([x - offset for x in xs], heights, width, bottom=bottoms, label=_label(part), color=color)
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     if measured:
         heights = [measured.get(label, 0) / unit_size for label in labels]
@@ -112,4 +114,56 @@ def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *, meas
         ax.set_title(title)
     ax.set_ylim(0, largest / unit_size * 1.45)  # headroom for the legend above the bars
     ax.legend(fontsize="small", loc="upper center", ncol=2)
+    return ax
+
+
+def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None, ax=None, unit: str | None = None,
+                             title: str | None = None):
+    """Draw the bytes autograd holds for backward after each change, as a staircase (forward up, backward down).
+
+    Args:
+        timeline: A `SavedTensorMeter` (its ``timeline``) or a sequence of byte counts, one per change.
+        marks: Optional {label: index into the timeline}, drawn as vertical lines (e.g. where backward starts:
+            ``len(meter.timeline)`` read after the forward pass).
+        ax: Axes to draw on (a new figure when None).
+        unit: "B", "KiB", "MiB", "GiB" or "TiB"; chosen from the peak when None.
+        title: Optional title.
+
+    Returns:
+        The axes.
+    """
+    values = getattr(timeline, "timeline", timeline)
+    if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__len__") or len(values) == 0:
+        raise TypeError(tr("timeline phải là một SavedTensorMeter hoặc danh sách số byte khác rỗng",
+                           "timeline must be a SavedTensorMeter or a non-empty list of byte counts"))
+    points = [_check_bytes(f"timeline[{i}]", v) for i, v in enumerate(values)]
+    marks = dict(marks or {})
+    for label, index in marks.items():
+        if not isinstance(label, str) or isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(tr(f"marks phải là {{nhãn str: chỉ số int}}, lỗi ở {label!r}",
+                               f"marks must be {{str label: int index}}, wrong at {label!r}"))
+        if not 0 <= index <= len(points):
+            raise ValueError(tr(f"marks[{label!r}] = {index} nằm ngoài timeline (0…{len(points)})",
+                                f"marks[{label!r}] = {index} is outside the timeline (0…{len(points)})"))
+    largest = max(max(points), 1.0)
+    if unit is None:
+        unit_name, unit_size = _pick_unit(largest)
+    else:
+        sizes = dict(_UNITS)
+        if unit not in sizes:
+            raise ValueError(tr(f"unit phải là một trong {list(sizes)}, nhận {unit!r}",
+                                f"unit must be one of {list(sizes)}, got {unit!r}"))
+        unit_name, unit_size = unit, sizes[unit]
+    ax = get_ax(ax)
+    ax.step(range(len(points)), [p / unit_size for p in points], where="post", color=_COLORS["activations"],
+            label=tr("activation autograd đang giữ", "activations held by autograd"))
+    for label, index in marks.items():
+        ax.axvline(index, color="gray", linestyle="--", linewidth=1)
+        ax.annotate(label, (index, 1.0), xycoords=("data", "axes fraction"), xytext=(4, -12),
+                    textcoords="offset points", fontsize="small", color="dimgray")
+    ax.set_xlabel(tr("sự kiện (lưu hoặc thả một tensor)", "event (a tensor saved or let go)"))
+    ax.set_ylabel(tr(f"bộ nhớ ({unit_name})", f"memory ({unit_name})"))
+    ax.set_ylim(0, largest / unit_size * 1.15)
+    if title:
+        ax.set_title(title)
     return ax

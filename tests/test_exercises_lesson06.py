@@ -1,0 +1,104 @@
+"""Lesson 06's checked task (bytes of parameters, gradients and Adam state by hand): the solution passes, each typical
+slip fails with its own message, a blank is "not done yet", and nothing raises."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _lesson_tasks import WEIRD, assert_fails, assert_missing, assert_passes, load
+
+from lessons_lib import i18n
+from lessons_lib.exercises import _core
+from lessons_lib.exercises.lesson06 import _cases, measured_bytes, task1
+from lessons_lib.memory import training_state_sizes
+
+RIGHT = '''
+def training_bytes(model):
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    grads = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return params, grads, 2 * grads
+'''
+
+
+def test_the_group_lists_the_task():
+    assert _core.GROUPS["lesson06"] == {"task1": task1}
+
+
+def test_solution_passes(tmp_path):
+    assert_passes(task1.evaluate(load(task1.solution_code, tmp_path, "training_bytes")))
+    assert_passes(task1.evaluate(load(RIGHT, tmp_path, "training_bytes")))
+
+
+def test_counting_the_step_counters_too_is_accepted(tmp_path):
+    code = RIGHT.replace("2 * grads", "2 * grads + 4 * sum(1 for p in model.parameters() if p.requires_grad)")
+    assert_passes(task1.evaluate(load(code, tmp_path, "training_bytes")))
+
+
+def test_measured_bytes_agree_with_training_state_sizes_after_a_real_step():
+    for _, _, model in _cases():
+        params, grads, adam = measured_bytes(model)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.Adam(trainable)
+        for p in trainable:
+            p.grad = torch.zeros_like(p)
+        optimizer.step()
+        sizes = training_state_sizes(model, optimizer)
+        assert (sizes.params, sizes.grads) == (params, grads)
+        assert sizes.optimizer_by_key["exp_avg"] + sizes.optimizer_by_key["exp_avg_sq"] == adam
+    assert measured_bytes(_cases()[1][2])[1] < measured_bytes(_cases()[0][2])[1]   # the frozen layer has no gradient
+
+
+@pytest.mark.parametrize(
+    ("code", "fragment"),
+    [
+        ("n = sum(p.numel() for p in model.parameters())\n    return n, n, 2 * n", "số phần tử"),
+        ("n = sum(p.numel() for p in model.parameters())\n    return 32 * n, 32 * n, 64 * n", "bit"),
+        ("n = sum(p.numel() for p in model.parameters() if p.requires_grad)\n"
+         "    a = sum(p.numel() for p in model.parameters())\n    return 4 * a, 4 * n, 8 * n", "đừng viết cứng 4"),
+        ("w = sum(m.weight.numel() * 4 for m in model.modules() if isinstance(m, nn.Linear))\n    return w, w, 2 * w",
+         "quên bias"),
+        ("b = sum(p.numel() * p.element_size() for p in model.parameters())\n    return b, b, 2 * b",
+         "requires_grad=False không có gradient"),
+        ("b = sum(p.numel() * p.element_size() for p in model.parameters())\n"
+         "    g = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)\n"
+         "    return b, g, 2 * b", "chỉ giữ trạng thái cho tham số được train"),
+        ("b = sum(p.numel() * p.element_size() for p in model.parameters())\n    return b, b, b", "HAI buffer"),
+        ("b = sum(p.numel() * p.element_size() for p in model.parameters())\n    return b, b, 4 * b", "quá lớn"),
+        ("b = sum(p.numel() * p.element_size() for p in model.parameters())\n    return b, b, 2 * b + 7", "adam = "),
+        ("return 1, 2", "bộ ba"),
+        ("return 'a', 'b', 'c'", "số byte"),
+    ],
+    ids=["elements", "bits", "hard-coded-4", "no-bias", "frozen-grads", "frozen-adam", "adam-1x", "adam-total",
+         "adam-off", "pair", "strings"],
+)
+def test_typical_slips_fail_with_their_message(tmp_path, code, fragment):
+    answer = load(f"def training_bytes(model):\n    {code}\n", tmp_path, "training_bytes")
+    assert_fails(task1.evaluate(answer), fragment)
+
+
+def test_blank_answers_are_not_done_yet(tmp_path):
+    assert_missing(task1.evaluate(None), "training_bytes")
+    blank = load("def training_bytes(model):\n    params = grads = adam = ...\n    return params, grads, adam\n",
+                 tmp_path, "training_bytes")
+    assert_missing(task1.evaluate(blank), "params, grads, adam")
+    assert_missing(task1.evaluate(load("def training_bytes(model):\n    pass\n", tmp_path, "training_bytes")))
+
+
+def test_an_error_in_the_answer_is_reported_not_raised(tmp_path):
+    answer = load("def training_bytes(model):\n    return model.weight.numel()\n", tmp_path, "training_bytes")
+    assert_fails(task1.evaluate(answer), "training_bytes(model)")
+
+
+def test_never_raises(capsys):
+    for value in WEIRD:
+        task1.check(value)
+        task1.check(value, value)
+        out = capsys.readouterr().out
+        assert out.startswith(("❌", "⏳", "✅")), out
+
+
+def test_english_messages(tmp_path):
+    i18n.set_language("en")
+    answer = load("def training_bytes(model):\n    n = sum(p.numel() for p in model.parameters())\n    return n, n, 2 * n\n",
+                  tmp_path, "training_bytes")
+    assert_fails(task1.evaluate(answer), "number of elements")

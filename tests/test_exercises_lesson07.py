@@ -1,0 +1,156 @@
+"""Lesson 07's checked tasks (a training loop with gradient accumulation; per-GPU bytes under ZeRO): the solutions
+pass, each typical slip fails with its own message, a blank is "not done yet", and nothing raises."""
+
+from __future__ import annotations
+
+import pytest
+from _lesson_tasks import WEIRD, assert_fails, assert_missing, assert_passes, load
+
+from lessons_lib import i18n
+from lessons_lib.exercises import _core
+from lessons_lib.exercises.lesson07 import task1, task2
+
+
+def test_the_group_lists_both_tasks():
+    assert _core.GROUPS["lesson07"] == {"task1": task1, "task2": task2}
+
+
+# --------------------------------------------------------------------------- task 1: accumulation loop
+
+LOOP = '''
+def train_accumulated(model, optimizer, micro_batches, accum_steps):
+{body}
+'''
+RIGHT = '''    optimizer.zero_grad()
+    for i, (xb, yb) in enumerate(micro_batches):
+        loss = F.cross_entropy(model(xb), yb) / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()'''
+
+
+def loop(tmp_path, body):
+    return load(LOOP.format(body=body), tmp_path, "train_accumulated")
+
+
+def test_accumulation_solution_passes(tmp_path):
+    assert_passes(task1.evaluate(load(task1.solution_code, tmp_path, "train_accumulated")))
+    assert_passes(task1.evaluate(loop(tmp_path, RIGHT)))
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (RIGHT.replace(" / accum_steps", ""), "chưa chia cho accum_steps"),
+        (RIGHT.replace("        loss = F", "        optimizer.zero_grad()\n        loss = F"), "zero_grad trước MỖI"),
+        (RIGHT.replace("            optimizer.step()\n            optimizer.zero_grad()", "            optimizer.step()"),
+         "thiếu optimizer.zero_grad() sau"),
+        (RIGHT.replace("(i + 1) % accum_steps == 0", "i % accum_steps == 0"), "step sai micro-batch"),
+        (RIGHT.replace("if (i + 1) % accum_steps == 0:", "if True:"), "sau MỖI micro-batch"),
+        (RIGHT.replace("(i + 1) % accum_steps == 0", "i == 3"), "được gọi 1 lần"),
+        (RIGHT.replace("            optimizer.step()\n", ""), "không có optimizer.step()"),
+        ("    x = torch.cat([b[0] for b in micro_batches])\n    y = torch.cat([b[1] for b in micro_batches])\n"
+         "    optimizer.zero_grad()\n    F.cross_entropy(model(x), y).backward()\n    optimizer.step()",
+         "lớn hơn micro-batch"),
+        (RIGHT.replace("enumerate(micro_batches)", "enumerate(micro_batches[:4])"), "chỉ có 4 lần forward"),
+        (RIGHT.replace("/ accum_steps", "/ accum_steps * 0.5"), "khác train trên batch lớn"),
+    ],
+    ids=["no-division", "zero-each", "no-zero-after-step", "offset", "step-each", "one-step", "no-step", "concat",
+         "half-the-data", "other"],
+)
+def test_accumulation_slips_fail_with_their_message(tmp_path, body, fragment):
+    assert_fails(task1.evaluate(loop(tmp_path, body)), fragment)
+
+
+def test_accumulation_blank_is_not_done_yet(tmp_path):
+    assert_missing(task1.evaluate(None), "train_accumulated")
+    assert_missing(task1.evaluate(loop(tmp_path, "    ...  # TODO")), "chưa làm gì")
+
+
+def test_accumulation_error_is_reported_not_raised(tmp_path):
+    assert_fails(task1.evaluate(loop(tmp_path, "    for xb in micro_batches:\n        model(xb)")),
+                 "train_accumulated(model, optimizer, micro_batches")
+
+
+# --------------------------------------------------------------------------- task 2: bytes per GPU under ZeRO
+
+SHARD = '''
+def per_gpu_bytes(num_params, num_gpus, stage):
+    params, grads, optimizer = {p} * num_params, {g} * num_params, {o} * num_params
+    if stage >= {s_opt}:
+        optimizer /= num_gpus
+    if stage >= {s_grad}:
+        grads /= num_gpus
+    if stage >= {s_param}:
+        params /= num_gpus
+    return (params + grads + optimizer) / {unit}
+'''
+
+
+def shard(tmp_path, p=2, g=2, o=12, s_opt=1, s_grad=2, s_param=3, unit=1):
+    code = SHARD.format(p=p, g=g, o=o, s_opt=s_opt, s_grad=s_grad, s_param=s_param, unit=unit)
+    return load(code, tmp_path, "per_gpu_bytes")
+
+
+def test_sharding_solution_passes(tmp_path):
+    assert_passes(task2.evaluate(load(task2.solution_code, tmp_path, "per_gpu_bytes")))
+    assert_passes(task2.evaluate(shard(tmp_path)))
+
+
+def test_sharding_with_ceil_division_passes(tmp_path):
+    code = '''
+import math
+def per_gpu_bytes(num_params, num_gpus, stage):
+    shard = math.ceil(num_params / num_gpus)
+    parts = [(2, stage >= 3), (2, stage >= 2), (12, stage >= 1)]
+    return sum(b * (shard if split else num_params) for b, split in parts)
+'''
+    assert_passes(task2.evaluate(load(code, tmp_path, "per_gpu_bytes")))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"s_opt": 9, "s_grad": 9, "s_param": 9}, "bạn chưa chia gì"),
+        ({"s_grad": 1, "s_param": 1}, "stage 1: bạn chia trạng thái optimizer, gradient, tham số"),
+        ({"s_param": 2}, "stage 2: bạn chia"),
+        ({"o": 8}, "12 byte/tham số"),
+        ({"p": 4, "g": 4, "o": 8}, "Adam FP32"),
+        ({"unit": "1e9"}, "BYTE"),
+        ({"unit": "2**30"}, "BYTE"),
+        ({"o": 11}, "đúng là"),
+    ],
+    ids=["no-sharding", "all-at-stage-1", "params-at-stage-2", "no-master-copy", "fp32", "gb", "gib", "other"],
+)
+def test_sharding_slips_fail_with_their_message(tmp_path, kwargs, fragment):
+    assert_fails(task2.evaluate(shard(tmp_path, **kwargs)), fragment)
+
+
+def test_sharding_blank_is_not_done_yet(tmp_path):
+    assert_missing(task2.evaluate(None), "per_gpu_bytes")
+    blank = load("def per_gpu_bytes(num_params, num_gpus, stage):\n    ...  # TODO\n", tmp_path, "per_gpu_bytes")
+    assert_missing(task2.evaluate(blank), "thiếu return")
+
+
+def test_sharding_non_number_fails(tmp_path):
+    answer = load("def per_gpu_bytes(num_params, num_gpus, stage):\n    return '16 GB'\n", tmp_path, "per_gpu_bytes")
+    assert_fails(task2.evaluate(answer), "số byte")
+
+
+# --------------------------------------------------------------------------- both
+
+
+@pytest.mark.parametrize("task", [task1, task2], ids=["task1", "task2"])
+def test_never_raises(task, capsys):
+    for value in WEIRD:
+        task.check(value)
+        task.check(value, value)
+        out = capsys.readouterr().out
+        assert out.startswith(("❌", "⏳", "✅")), out
+
+
+def test_english_messages(tmp_path):
+    i18n.set_language("en")
+    assert_fails(task1.evaluate(loop(tmp_path, RIGHT.replace(" / accum_steps", ""))), "not divided by accum_steps")
+    assert_fails(task2.evaluate(shard(tmp_path, o=8)), "FP32 master copy")
