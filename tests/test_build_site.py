@@ -275,6 +275,15 @@ def test_stage_refuses_to_build_when_a_notebook_fails(tmp_path, monkeypatch):
         build_site.stage(None, stage_dir=tmp_path, notebooks=[ROOT / "notebooks" / "x.ipynb"])
 
 
+def test_build_site_rejects_a_bad_gpu_run_and_a_clean_of_a_foreign_folder(tmp_path):
+    with pytest.raises(ValueError, match="auto"):
+        build_site.build_site("newest")
+    (tmp_path / "notes.txt").write_text("not a site")
+    with pytest.raises(ValueError, match="not a Sphinx output"):
+        build_site.build_site(None, out=tmp_path, clean=True)
+    assert (tmp_path / "notes.txt").exists()
+
+
 def test_index_markdown_lists_lessons_then_solutions():
     text = build_site.index_markdown(["notebooks/01_a"], ["notebooks/solutions/01_a_solutions"], [RUN], None, 0, 4)
     lessons, _, solutions = text.partition(":caption: Lời giải")
@@ -322,3 +331,9 @@ def test_licence_links_prefer_the_copy_inside_the_site(tmp_path):
     assert code == {"covers": "Mã nguồn", "licence": "MIT", "local": True, "href": "LICENSE.txt"}
     assert content["local"] is False and content["href"] == "https://github.com/o/r/blob/main/LICENSE-CONTENT"
     assert content["licence"] == "CC BY 4.0"
+
+
+def test_main_says_why_a_gpu_run_folder_is_unusable(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert build_site.main(["--gpu-run", str(tmp_path / "empty")]) == 1
+    assert "needs environment.txt and executed/" in capsys.readouterr().err

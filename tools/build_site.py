@@ -348,6 +348,8 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
             print(f"note: the GPU run has no executed copy of {repo_path}", file=sys.stderr)
         measured += prepared.gpu_measured
         skipped += prepared.gpu_skipped
+        for reason, count in Counter(prepared.notes).items():
+            print(f"note: {repo_path}: {count} %%gpu cell(s) not from the GPU run: {reason}", file=sys.stderr)
         runs.append(result.run)
         _write_if_changed(stage_dir / repo_path, nbformat.writes(prepared.nb).encode(), written)
         (solutions if is_solution else lessons).append(repo_path.removesuffix(".ipynb"))
@@ -379,9 +381,13 @@ def run_sphinx(stage_dir: Path = STAGE, out: Path = OUT, doctrees: Path = DOCTRE
 
 def build_site(gpu_run: GpuRun | None | str = "auto", out: Path = OUT, clean: bool = False) -> SiteBuild:
     """Build the whole site into `out`; `gpu_run` is a GpuRun, None (no GPU outputs) or "auto" (newest found)."""
-    if gpu_run == "auto":
+    if isinstance(gpu_run, str):
+        if gpu_run != "auto":
+            raise ValueError(f'gpu_run must be a GpuRun, None or "auto", got {gpu_run!r}')
         gpu_run = find_gpu_run()
     if clean:
+        if out.exists() and not (out / ".buildinfo").is_file():
+            raise ValueError(f"--clean would delete {out}, which is not a Sphinx output folder (no .buildinfo)")
         for folder in (STAGE, DOCTREES, out):
             shutil.rmtree(folder, ignore_errors=True)
     build = stage(gpu_run)
