@@ -284,6 +284,15 @@ def test_build_site_rejects_a_bad_gpu_run_and_a_clean_of_a_foreign_folder(tmp_pa
     assert (tmp_path / "notes.txt").exists()
 
 
+def test_prune_pages_removes_pages_of_deleted_notebooks_only(tmp_path):
+    for page in ("index", "search", "genindex", "notebooks/01_a", "notebooks/99_gone", "_static/x"):
+        (tmp_path / f"{page}.html").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"{page}.html").write_text("<html></html>")
+    removed = build_site.prune_pages(tmp_path, ["index", "notebooks/01_a"])
+    assert removed == [tmp_path / "notebooks" / "99_gone.html"]
+    assert (tmp_path / "_static" / "x.html").exists() and (tmp_path / "search.html").exists()
+
+
 def test_index_markdown_lists_lessons_then_solutions():
     text = build_site.index_markdown(["notebooks/01_a"], ["notebooks/solutions/01_a_solutions"], [RUN], None, 0, 4)
     lessons, _, solutions = text.partition(":caption: Lời giải")

@@ -172,7 +172,7 @@ def skipped_note(needed: int, reason: str) -> nbformat.NotebookNode:
 
 def measured_note(run: GpuRun) -> nbformat.NotebookNode:
     """Return the label put above the outputs taken from the GPU run."""
-    text = f"Đo trên {run.gpu}, {run.date} (lần chạy GPU của khoá học; trang này chạy trên CPU)."
+    text = f"Đo trên {run.gpu}, {run.date} (lần chạy GPU của khoá học; máy dựng trang không chạy được ô này)."
     return _note("measured", "🟢 " + html.escape(text), "🟢 " + text)
 
 
@@ -379,6 +379,19 @@ def run_sphinx(stage_dir: Path = STAGE, out: Path = OUT, doctrees: Path = DOCTRE
         raise RuntimeError(f"Sphinx failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}")
 
 
+SPHINX_PAGES = {"search", "genindex", "py-modindex"}
+
+
+def prune_pages(out: Path, pages: list[str]) -> list[Path]:
+    """Delete pages Sphinx left in `out` from notebooks that no longer exist; return what was deleted."""
+    keep = set(pages) | SPHINX_PAGES
+    stale = [p for p in Path(out).rglob("*.html") if not {"_static", "_images"} & set(p.relative_to(out).parts)
+             and p.relative_to(out).with_suffix("").as_posix() not in keep]
+    for page in stale:
+        page.unlink()
+    return stale
+
+
 def build_site(gpu_run: GpuRun | None | str = "auto", out: Path = OUT, clean: bool = False) -> SiteBuild:
     """Build the whole site into `out`; `gpu_run` is a GpuRun, None (no GPU outputs) or "auto" (newest found)."""
     if isinstance(gpu_run, str):
@@ -393,6 +406,7 @@ def build_site(gpu_run: GpuRun | None | str = "auto", out: Path = OUT, clean: bo
     build = stage(gpu_run)
     start = time.perf_counter()
     run_sphinx(out=out)
+    prune_pages(out, build.pages)
     build.out = out
     build.seconds["sphinx"] = time.perf_counter() - start
     return build
