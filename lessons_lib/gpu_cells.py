@@ -8,6 +8,7 @@ from .i18n import tr
 from .platforms import how_to_get_gpu
 
 MARKER = "%%gpu"
+SKIP_MARK = "⏭️"  # first characters of the notice a skipped cell prints (what the website build looks for)
 _MARKER_LINE = re.compile(r"^%%gpu(?:\s+(\d+))?\s*(?:#.*)?$")
 
 
@@ -48,7 +49,7 @@ def missing_hardware(needed: int, available: int) -> str | None:
     else:
         what = tr(f"cần ít nhất {needed} GPU", f"needs at least {needed} GPUs")
     have = tr(f"máy này có {available}", f"this machine has {available}")
-    return tr("⏭️ Bỏ qua ô này: ", "⏭️ Skipped this cell: ") + f"{what} ({have}). {how_to_get_gpu(needed)}"
+    return SKIP_MARK + tr(" Bỏ qua ô này: ", " Skipped this cell: ") + f"{what} ({have}). {how_to_get_gpu(needed)}"
 
 
 def skip_reason(source: str, available: int | None = None) -> str | None:

@@ -16,6 +16,7 @@ from .widget_display import show_widget
 
 QUIZ_CLASS = "lessons-quiz"
 FEEDBACK_CLASS = "lessons-quiz-feedback"
+STATIC_CLASS = "lessons-quiz-static"  # the HTML of a static page (course website): answer behind a click
 
 
 @dataclass
@@ -87,6 +88,27 @@ class Question:
                         "   (No buttons? Call .answer on the question's variable, e.g. q1.answer('A'))"))
         return "\n".join(lines)
 
+    def as_html(self) -> str:
+        """Return the question as static HTML: prompt and options, the answer hidden in a click-to-open <details>."""
+        def esc(text: str) -> str:
+            return html.escape(text, quote=False)
+
+        options = "".join(f"<li><b>{_LETTERS[i]}.</b> {esc(option)}</li>" for i, option in enumerate(self.options))
+        right = f"{_LETTERS[self.correct]}. {esc(self.options[self.correct])}"
+        wrong = "".join(
+            f"<li><b>{_LETTERS[i]}</b>: {esc(reason)}</li>" for i, reason in sorted(self.why_wrong.items())
+            if isinstance(i, int) and 0 <= i < len(self.options) and i != self.correct and reason
+        )
+        return (
+            f'<div class="{STATIC_CLASS}">'
+            f"<p><b>❓ {esc(self.prompt)}</b></p>"
+            f'<ul class="lessons-quiz-options">{options}</ul>'
+            f'<details class="lessons-quiz-answer"><summary>{tr("Xem đáp án", "Show the answer")}</summary>'
+            f"<p>✅ <b>{right}</b>" + (f" — {esc(self.explanation)}" if self.explanation else "") + "</p>"
+            + (f'<p>{tr("Vì sao không phải:", "Why not:")}</p><ul>{wrong}</ul>' if wrong else "")
+            + "</details></div>"
+        )
+
     def __repr__(self) -> str:
         return self.as_text()
 
@@ -117,7 +139,7 @@ class Question:
         return handler
 
     def _ipython_display_(self) -> None:
-        show_widget(self.widget, self.as_text())
+        show_widget(self.widget, self.as_text(), static_html=self.as_html())
 
 
 _LETTERS = "ABCDEFGHIJ"

@@ -155,8 +155,16 @@ class SpeedControl:
     def __repr__(self) -> str:
         return self.text()
 
+    def static_html(self) -> str:
+        """Return the last result as HTML for a static page, with a note that the controls need a live notebook."""
+        note = tr("🎛️ Trên trang tĩnh không có thanh trượt: mở notebook (Colab, Kaggle hoặc máy bạn) để chọn N, "
+                  "dtype và đo lại.",
+                  "🎛️ A static page has no slider: open the notebook (Colab, Kaggle or your machine) to pick N and "
+                  "the dtype and measure again.")
+        return f'<div class="{CONTROL_CLASS}">{self._html(self.text())}<p><em>{html.escape(note)}</em></p></div>'
+
     def _ipython_display_(self) -> None:
-        show_widget(self.widget, self.text())
+        show_widget(self.widget, self.text(), static_html=self.static_html())
 
 
 def speed_control(device: str | torch.device | None = None, **kwargs) -> SpeedControl:

@@ -35,6 +35,7 @@ def test_missing_hardware_messages_are_one_vietnamese_line():
     assert "cần GPU CUDA" in one and "Runtime → Change runtime type → T4 GPU" in one
     assert "cần ít nhất 2 GPU" in two and "GPU T4 ×2" in two
     assert "\n" not in one and "\n" not in two
+    assert one.startswith(gpu_cells.SKIP_MARK + " ") and two.startswith(gpu_cells.SKIP_MARK + " ")
 
 
 def test_missing_hardware_none_when_enough():

@@ -47,6 +47,56 @@ def test_widget_click_updates_feedback():
     assert q.attempts == [0, 1]
 
 
+def test_as_html_hides_the_answer_behind_a_click():
+    from html.parser import HTMLParser
+
+    q = quiz.choice("Which <tag> & why?", ["red", "green <b>", "blue"], answer=1, explanation="because <i>",
+                    why_wrong={0: "red is wrong", 2: ""})
+    page = q.as_html()
+    before, _, hidden = page.partition("<details")
+    assert quiz.STATIC_CLASS in before and "Which &lt;tag&gt; &amp; why?" in before
+    assert "<b>A.</b> red" in before and "<b>B.</b> green &lt;b&gt;" in before and "<b>C.</b> blue" in before
+    assert "because" not in before and "red is wrong" not in before  # nothing of the answer shows before the click
+    summary, _, answer = hidden.partition("</summary>")
+    assert summary.endswith("<summary>Xem đáp án")
+    assert "✅ <b>B. green &lt;b&gt;</b> — because &lt;i&gt;" in answer and "<b>A</b>: red is wrong" in answer
+    assert "<b>C</b>" not in answer  # an empty reason is left out
+
+    class Balance(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.open = []
+
+        def handle_starttag(self, tag, attrs):
+            self.open.append(tag)
+
+        def handle_endtag(self, tag):
+            assert self.open.pop() == tag
+
+    checker = Balance()
+    checker.feed(page)
+    assert checker.open == []
+
+
+def test_as_html_in_english_and_without_reasons():
+    from lessons_lib import i18n
+
+    i18n.set_language("en")
+    page = quiz.yes_no("GPU?", answer=True, explanation="yes").as_html()
+    assert "<summary>Show the answer</summary>" in page and "Why not" not in page and "✅ <b>A. Có</b> — yes" in page
+
+
+def test_display_in_a_kernel_carries_the_static_html_in_metadata(monkeypatch):
+    from lessons_lib import widget_display
+
+    shown = []
+    monkeypatch.setattr(quiz, "show_widget", lambda make_box, text, static_html=None: shown.append((text, static_html)))
+    q = make_choice()
+    q._ipython_display_()
+    assert shown == [(q.as_text(), q.as_html())]
+    assert widget_display.STATIC_HTML_KEY == "lessons_lib"
+
+
 def test_display_outside_kernel_prints_text(capsys):
     make_choice()._ipython_display_()
     assert "A. red" in capsys.readouterr().out

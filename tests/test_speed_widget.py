@@ -85,6 +85,15 @@ def test_result_html_is_escaped(control):
     assert SpeedControl._html("<b>&") == "<pre style='white-space: pre-wrap; margin: 0'>&lt;b&gt;&amp;</pre>"
 
 
+def test_static_html_shows_the_result_and_says_the_controls_need_a_notebook(control, monkeypatch):
+    page = control.static_html()
+    assert CONTROL_CLASS in page and "N=16 fp32" in page and "thanh trượt" in page
+    shown = []
+    monkeypatch.setattr(speed_widget, "show_widget", lambda make_box, text, static_html=None: shown.append(static_html))
+    control._ipython_display_()
+    assert shown == [page]
+
+
 def test_plain_text_display_without_a_widget_frontend(control, capsys):
     control._ipython_display_()
     assert "N=16 fp32" in capsys.readouterr().out

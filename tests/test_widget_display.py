@@ -16,15 +16,47 @@ def test_in_a_kernel_displays_a_widget_bundle(monkeypatch):
 
     shown = []
     monkeypatch.setattr(widget_display, "widget_frontend_possible", lambda: True)
-    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append((obj, raw)))
+    monkeypatch.setattr(IPython.display, "display",
+                        lambda obj, raw=False, metadata=None: shown.append((obj, raw, metadata)))
     box = ipywidgets.VBox([])
     widget_display.show_widget(lambda: box, "fallback")
-    (bundle, raw), = shown
-    assert raw and bundle["text/plain"] == "fallback"
+    (bundle, raw, metadata), = shown
+    assert raw and bundle["text/plain"] == "fallback" and metadata is None
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == box.model_id
+    assert set(bundle) == {"text/plain", "application/vnd.jupyter.widget-view+json"}
 
 
-@pytest.mark.parametrize("make_box, text, match", [(None, "t", "make_box"), (lambda: None, 3, "text")])
-def test_rejects_bad_arguments(make_box, text, match):
+def test_static_html_goes_to_metadata_not_to_the_bundle(monkeypatch):
+    import IPython.display
+    import ipywidgets
+
+    shown = []
+    monkeypatch.setattr(widget_display, "widget_frontend_possible", lambda: True)
+    monkeypatch.setattr(IPython.display, "display",
+                        lambda obj, raw=False, metadata=None: shown.append((obj, metadata)))
+    widget_display.show_widget(lambda: ipywidgets.VBox([]), "fallback", static_html="<p>static</p>")
+    (bundle, metadata), = shown
+    assert "text/html" not in bundle  # Jupyter/Colab/VS Code keep choosing between the same two forms
+    assert metadata == {widget_display.STATIC_HTML_KEY: {"static_html": "<p>static</p>"}}
+
+
+def test_static_html_in_a_real_kernel_shell_output(monkeypatch):
+    """Through IPython's real display machinery, the metadata reaches the published output."""
+    import ipywidgets
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    published = []
+    monkeypatch.setattr(shell.display_pub, "publish",
+                        lambda data, metadata=None, **kwargs: published.append((data, metadata)))
+    monkeypatch.setattr(widget_display, "widget_frontend_possible", lambda: True)
+    widget_display.show_widget(lambda: ipywidgets.VBox([]), "fallback", static_html="<p>s</p>")
+    (data, metadata), = published
+    assert data["text/plain"] == "fallback" and metadata["lessons_lib"]["static_html"] == "<p>s</p>"
+
+
+@pytest.mark.parametrize("make_box, text, static_html, match", [
+    (None, "t", None, "make_box"), (lambda: None, 3, None, "text"), (lambda: None, "t", b"<p>", "static_html")])
+def test_rejects_bad_arguments(make_box, text, static_html, match):
     with pytest.raises(TypeError, match=match):
-        widget_display.show_widget(make_box, text)
+        widget_display.show_widget(make_box, text, static_html)

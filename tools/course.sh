@@ -2,6 +2,7 @@
 # The course's two commands. Both do all set-up on a fresh machine (a virtualenv in .venv).
 #   bash tools/course.sh lab    set up, then open the course in JupyterLab
 #   bash tools/course.sh test   set up, then run every test (unit tests + every notebook under nbval)
+#   bash tools/course.sh site   set up, then build the course website into build/site/ (tools/build_site.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -41,8 +42,13 @@ case "${1:-}" in
     shift
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
+  site)
+    setup
+    shift
+    exec "$VENV/bin/python" tools/build_site.py "$@"
+    ;;
   *)
-    echo "usage: bash tools/course.sh lab|test [pytest args]" >&2
+    echo "usage: bash tools/course.sh lab|test [pytest args]|site [build_site args]" >&2
     exit 2
     ;;
 esac

@@ -62,6 +62,12 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+@pytest.fixture(scope="session")
+def e2e_summary() -> dict[str, str]:
+    """Lines ("key: value") printed at the end of the run, e.g. how long the site build took."""
+    return _SUMMARY
+
+
 def _missing_browser_reason() -> str | None:
     if not os.access(CHROMIUM, os.X_OK):
         return (f"Chromium không có ở {CHROMIUM}: cài bằng `apt-get install -y chromium` (`bash tools/course.sh "

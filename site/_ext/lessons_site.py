@@ -1,0 +1,90 @@
+"""Sphinx extension of the course website: Vietnamese search, the licence links and the course version.
+
+Search: Sphinx has no Vietnamese search language, and its English fallback would stem Vietnamese words with
+English rules. The ``vi`` language here indexes every word without its diacritics (and đ → d), and the browser
+does the same to the query, so "thiết bị" and "thiet bi" find the same pages.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+
+from sphinx.search import SearchLanguage
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10 (Sphinx itself needs tomli there)
+    import tomli as tomllib
+
+LICENCES = (  # (file in the repository, its name on the site, what it covers, licence)
+    ("LICENSE", "LICENSE.txt", "Mã nguồn", "MIT"),
+    ("LICENSE-CONTENT", "LICENSE-CONTENT.txt", "Nội dung", "CC BY 4.0"),
+)
+EXTRA_DIR = "_extra"  # inside the Sphinx source folder: files copied as they are to the site's root
+
+
+def fold(word: str) -> str:
+    """Return `word` lower-cased, without diacritics, đ as d (how the index and the query compare words)."""
+    decomposed = unicodedata.normalize("NFD", word.lower())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).replace("đ", "d")
+
+
+class SearchVietnamese(SearchLanguage):
+    """Search language ``vi``: whole words, compared without diacritics."""
+
+    lang = "vi"
+    language_name = "Vietnamese"
+    js_stemmer_code = """
+var Stemmer = function() {
+  this.stemWord = function(w) {
+    return w.toLowerCase().normalize("NFD").replace(/[\\u0300-\\u036f]/g, "").replace(/đ/g, "d");
+  };
+};
+"""
+    _word_re = re.compile(r"\w+")
+
+    def split(self, input: str) -> list[str]:
+        """Split text into words (composed form first, so a decomposed diacritic never splits a word)."""
+        return self._word_re.findall(unicodedata.normalize("NFC", input))
+
+    def stem(self, word: str) -> str:
+        """Fold the word as the browser folds the query."""
+        return fold(word)
+
+
+def course_version(root: Path) -> str:
+    """Return the course version: [project] version in pyproject.toml, or lessons_lib.__version__ if dynamic."""
+    project = tomllib.loads((Path(root) / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})
+    if "version" in project:
+        return project["version"]
+    init = Path(root) / "lessons_lib" / "__init__.py"
+    found = re.search(r'^__version__\s*=\s*["\']([^"\']+)["\']', init.read_text(encoding="utf-8"), re.M) \
+        if init.exists() else None
+    return found.group(1) if found else "?"
+
+
+def licence_links(srcdir: Path, repo_url: str, branch: str) -> list[dict]:
+    """Return the footer's licence links: the copy inside the site when present, else the repository's file."""
+    links = []
+    for repo_name, site_name, covers, licence in LICENCES:
+        local = (Path(srcdir) / EXTRA_DIR / site_name).is_file()
+        links.append({"covers": covers, "licence": licence, "local": local,
+                      "href": site_name if local else f"{repo_url}/blob/{branch}/{repo_name}"})
+    return links
+
+
+def _config_inited(app, config) -> None:
+    extra = Path(app.srcdir) / EXTRA_DIR
+    if extra.is_dir():
+        config.html_extra_path = [*config.html_extra_path, str(extra)]
+    context = config.html_context
+    context["lessons_licences"] = licence_links(Path(app.srcdir), context.get("lessons_repo_url", ""),
+                                                context.get("lessons_branch", "main"))
+
+
+def setup(app):
+    app.add_search_language(SearchVietnamese)
+    app.connect("config-inited", _config_inited)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,295 @@
+"""The course website in headless Chromium: built by tools/build_site.py, served from 127.0.0.1, nothing else.
+
+The build reads the executed notebooks from tools/execute_course.py's cache (the re-run test uses the same
+copies, so each notebook runs once per test command). Every page is visited once: no console error, no failed
+request and no request to another host; every internal link (with its #anchor) and image resolves; each lesson
+shows a plot or a table; every %%gpu cell shows something; math is typeset; the vendored Vietnamese fonts are
+the ones in use. Then a quiz's answer stays hidden until its "Xem đáp án" is clicked, and search finds the same
+pages with and without diacritics. Screenshots of a lesson's plot and of a quiz go to the kept screenshots folder.
+Skip with ``-m "not site"`` (or ``-m "not browser"``).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "site" / "_ext"))
+import build_site  # noqa: E402
+from build_course import colab_url, kaggle_url, load_config  # noqa: E402
+from lessons_site import course_version  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.site]
+VIEWPORT = {"width": 1400, "height": 1000}
+
+# Everything the checks need from one page, read in one evaluation after MathJax and the fonts are done.
+READ_PAGE = """async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
+  await document.fonts.ready;
+  const visible = (el) => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
+  const cells = [...document.querySelectorAll('div.cell')];
+  const gpuCells = cells.filter((c) => (c.querySelector('.cell_input pre')?.innerText || '').startsWith('%%gpu'));
+  const loadedFaces = [...document.fonts].filter((f) => f.status === 'loaded');
+  return {
+    links: [...document.querySelectorAll('a[href]')].map((a) => a.href),
+    assets: [...document.querySelectorAll('link[href], script[src]')].map((e) => e.href || e.src),
+    images: [...document.querySelectorAll('img')].map((i) => ({src: i.src, ok: i.complete && i.naturalWidth > 0})),
+    plotsOrTables: [...document.querySelectorAll('.cell_output img, .cell_output table')].filter(visible).length,
+    launch: [...document.querySelectorAll('.lessons-launch a')].map((a) => a.href),
+    runLabel: document.querySelector('p.lessons-run-label')?.innerText || '',
+    gpuCells: gpuCells.length,
+    blankGpuCells: gpuCells.filter((c) => !(c.querySelector('.cell_output')?.innerText || '').trim()).length,
+    gpuNotes: [...document.querySelectorAll('div.lessons-gpu-note')].filter(visible).map((n) => n.className),
+    quizzes: document.querySelectorAll('div.lessons-quiz-static').length,
+    mathSource: document.querySelectorAll('span.math, div.math').length,
+    mathTypeset: document.querySelectorAll('mjx-container').length,
+    textFont: getComputedStyle(document.body).fontFamily,
+    codeFont: document.querySelector('pre') ? getComputedStyle(document.querySelector('pre')).fontFamily : null,
+    vietnameseFaces: loadedFaces.filter((f) => f.unicodeRange.includes('1EA0')).map((f) => f.family),
+    footer: document.querySelector('.lessons-footer')?.innerText || '',
+  };
+}"""
+
+
+@dataclass
+class Visit:
+    """One page as the browser saw it."""
+
+    path: str
+    problems: list[str]
+    data: dict
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # keep the test output clean
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(e2e_summary):
+    start = time.monotonic()
+    build = build_site.build_site()
+    gpu = (f"{build.gpu_measured} %%gpu cells from {build.gpu_run.folder.name}" if build.gpu_run
+           else "no GPU run")
+    e2e_summary["site build"] = (f"{time.monotonic() - start:.1f} s ({len(build.pages)} pages; notebooks executed "
+                                 f"{build.executed}, from cache {build.cached}; {gpu}) → {build.out}")
+    return build
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    """Serve the built site on 127.0.0.1 (a free port); yield its base URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site.out)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def site_page(browser, server):
+    """A page that records console errors, failed requests, HTTP errors and any request to another host."""
+    context = browser.new_context(viewport=VIEWPORT, locale="vi-VN")
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    problems: list[str] = []
+    page.on("console", lambda msg: problems.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.on("requestfailed", lambda request: problems.append(f"request failed: {request.url} ({request.failure})"))
+    page.on("response", lambda response: problems.append(f"HTTP {response.status}: {response.url}")
+            if response.status >= 400 else None)
+
+    def route(route):
+        if route.request.url.startswith(server):
+            route.continue_()
+        else:  # the site must work offline: no CDN, no font or badge host
+            problems.append(f"request to another host: {route.request.url}")
+            route.abort()
+
+    page.route("**/*", route)
+    page.problems = problems
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def _page_paths(out: Path) -> list[str]:
+    return sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html")
+                  if not {"_static", "_images", "_sources"} & set(p.relative_to(out).parts))
+
+
+def _open(page, server: str, path: str) -> list[str]:
+    page.problems.clear()
+    page.goto(server + path, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    return page.problems
+
+
+@pytest.fixture(scope="module")
+def visits(site, server, site_page) -> dict[str, Visit]:
+    """Every page of the site, visited once."""
+    result = {}
+    for path in _page_paths(site.out):
+        _open(site_page, server, path)
+        data = site_page.evaluate(READ_PAGE)
+        result[path] = Visit(path, list(site_page.problems), data)  # includes what loaded while reading
+    return result
+
+
+def _lesson_paths(visits) -> list[str]:
+    return [p for p in visits if p.startswith("notebooks/")]
+
+
+def _teaching_paths(visits) -> list[str]:
+    """Lesson pages that teach (not the exercise set, not solutions): each must show a plot or a table."""
+    return [p for p in _lesson_paths(visits) if "/solutions/" not in p and "_exercises" not in p]
+
+
+# ----------------------------------------------------------------------------------------------- every page
+
+
+def test_the_site_has_every_notebook_as_a_page(site, visits):
+    expected = {p.relative_to(REPO).with_suffix(".html").as_posix() for p in build_site.course_notebooks()}
+    assert expected <= set(visits) and "index.html" in visits and "search.html" in visits
+
+
+def test_every_page_loads_with_no_console_error_and_no_failed_or_outside_request(visits):
+    bad = {path: visit.problems for path, visit in visits.items() if visit.problems}
+    assert not bad, "\n".join(f"{path}:\n  " + "\n  ".join(problems) for path, problems in bad.items())
+
+
+def _status(url: str, cache: dict) -> tuple[int, str]:
+    if url not in cache:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                cache[url] = (response.status, response.read().decode("utf-8", "replace"))
+        except urllib.error.HTTPError as error:
+            cache[url] = (error.code, "")
+    return cache[url]
+
+
+def test_every_internal_link_anchor_and_image_resolves(visits, server):
+    fetched: dict[str, tuple[int, str]] = {}
+    broken = []
+    for path, visit in visits.items():
+        for image in visit.data["images"]:
+            if not image["ok"]:
+                broken.append(f"{path}: image not shown: {image['src']}")
+        for url in visit.data["links"] + visit.data["assets"]:
+            if not url.startswith(server):
+                continue
+            target, _, anchor = url.partition("#")
+            status, body = _status(target, fetched)
+            if status != 200:
+                broken.append(f"{path}: HTTP {status} for {target}")
+            elif anchor and f'id="{urllib.parse.unquote(anchor)}"' not in body:
+                broken.append(f"{path}: no #{anchor} in {target}")
+    assert not broken, "\n".join(sorted(set(broken)))
+    assert len(fetched) > 20  # the check really followed the site's links
+
+
+def test_each_lesson_shows_a_plot_or_a_table(visits):
+    lessons = _teaching_paths(visits)
+    assert lessons
+    empty = [p for p in lessons if visits[p].data["plotsOrTables"] == 0]
+    assert not empty, f"lesson pages without a plot or table output: {empty}"
+
+
+def test_each_notebook_page_opens_the_same_notebook_in_colab_and_kaggle_and_says_where_it_ran(visits):
+    config = load_config()
+    for path in _lesson_paths(visits):
+        notebook = path.removesuffix(".html") + ".ipynb"
+        data = visits[path].data
+        assert data["launch"] == [colab_url(config, notebook), kaggle_url(config, notebook)], path
+        label = data["runLabel"]
+        assert label.startswith("Chạy trên ") and " lõi" in label and "torch " in label, (path, label)
+        assert any(ch.isdigit() for ch in label.rsplit(",", 1)[-1]), (path, label)  # ends with the run's date
+
+
+def test_no_gpu_cell_is_blank_and_each_says_skipped_or_where_it_was_measured(site, visits):
+    cells = sum(v.data["gpuCells"] for v in visits.values())
+    notes = [n for v in visits.values() for n in v.data["gpuNotes"]]
+    assert cells > 0 and all(v.data["blankGpuCells"] == 0 for v in visits.values())
+    assert sum("lessons-gpu-skipped" in n for n in notes) == site.gpu_skipped
+    assert sum("lessons-gpu-measured" in n for n in notes) == site.gpu_measured
+    assert site.gpu_skipped + site.gpu_measured <= cells
+
+
+def test_math_is_typeset_offline(visits):
+    with_math = [p for p, v in visits.items() if v.data["mathSource"]]
+    assert with_math, "no page has math: nothing proves MathJax works"
+    for path in with_math:
+        assert visits[path].data["mathTypeset"] >= visits[path].data["mathSource"], path
+
+
+def test_text_and_code_use_the_vendored_fonts_with_vietnamese_glyphs(visits):
+    for path, visit in visits.items():
+        assert visit.data["textFont"].startswith('"Be Vietnam Pro"'), (path, visit.data["textFont"])
+        code_font = visit.data["codeFont"]
+        assert code_font is None or code_font.startswith('"JetBrains Mono"'), (path, code_font)
+    lesson = visits[_teaching_paths(visits)[0]].data
+    assert lesson["codeFont"] is not None
+    assert {"Be Vietnam Pro", "JetBrains Mono"} <= set(lesson["vietnameseFaces"]), lesson["vietnameseFaces"]
+
+
+def test_footer_has_the_licences_and_the_version(visits):
+    footer = visits["index.html"].data["footer"]
+    assert f"phiên bản {course_version(REPO)}" in footer and "MIT" in footer and "CC BY 4.0" in footer
+
+
+# ----------------------------------------------------------------------------------------------- interactions
+
+
+def test_quiz_answer_is_hidden_until_clicked(visits, server, site_page, screenshots):
+    path = next(p for p in _lesson_paths(visits) if visits[p].data["quizzes"])
+    assert not _open(site_page, server, path)
+    quiz = site_page.locator("div.lessons-quiz-static").first
+    answer = quiz.locator("details > p").first
+    assert quiz.locator("details").evaluate("d => d.open") is False
+    assert answer.is_hidden()
+    quiz.scroll_into_view_if_needed()
+    quiz.locator("summary").click()
+    assert answer.is_visible() and "✅" in answer.inner_text()
+    site_page.evaluate("() => window.scrollBy(0, -150)")
+    site_page.screenshot(path=str(screenshots / "site-quiz.png"))
+
+
+def test_lesson_plot_screenshot(visits, server, site_page, screenshots):
+    lessons = _teaching_paths(visits)
+    path = next((p for p in lessons if "04_" in p and visits[p].data["plotsOrTables"]), lessons[0])
+    assert not _open(site_page, server, path)
+    plot = site_page.locator(".cell_output img").first
+    plot.scroll_into_view_if_needed()
+    site_page.evaluate("() => window.scrollBy(0, -200)")
+    site_page.screenshot(path=str(screenshots / "site-plot.png"))
+    assert plot.evaluate("i => i.naturalWidth") > 100
+
+
+def _search(page, server: str, query: str) -> list[str]:
+    assert not _open(page, server, "search.html?q=" + urllib.parse.quote(query))
+    page.wait_for_function("() => document.querySelector('#search-results p.search-summary') !== null")
+    return sorted(page.eval_on_selector_all("#search-results ul.search li > a", "els => els.map(e => e.href)"))
+
+
+def test_search_works_offline_with_and_without_diacritics(server, site_page):
+    with_marks = _search(site_page, server, "bộ nhớ")
+    assert with_marks, "searching 'bộ nhớ' found nothing"
+    assert _search(site_page, server, "bo nho") == with_marks
+    assert _search(site_page, server, "BỘ NHỚ") == with_marks

@@ -1,0 +1,134 @@
+"""Tests of tools/execute_course.py: the content-keyed cache of executed notebooks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import execute_course  # noqa: E402
+
+
+def write_notebook(path: Path, *sources: str) -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def test_course_notebooks_lists_lessons_then_solutions(tmp_path):
+    for name in ("02_b.ipynb", "01_a.ipynb", "solutions/01_a_solutions.ipynb", ".ipynb_checkpoints/01_a-checkpoint.ipynb"):
+        write_notebook(tmp_path / name, "1")
+    found = [p.relative_to(tmp_path).as_posix() for p in execute_course.course_notebooks(tmp_path)]
+    assert found == ["01_a.ipynb", "02_b.ipynb", "solutions/01_a_solutions.ipynb"]
+
+
+def test_course_notebooks_of_this_repository_are_all_there():
+    found = execute_course.course_notebooks()
+    assert found == sorted(found, key=lambda p: (len(p.relative_to(execute_course.NOTEBOOKS).parts), p.name))
+    assert {p.name for p in found} == {p.name for p in (ROOT / "notebooks").rglob("*.ipynb")
+                                       if ".ipynb_checkpoints" not in p.parts}
+
+
+def test_environment_digest_follows_every_library_file(tmp_path):
+    library = tmp_path / "lib"
+    (library / "sub").mkdir(parents=True)
+    (library / "a.py").write_text("x = 1\n")
+    (library / "sub" / "b.py").write_text("y = 2\n")
+    first = execute_course.environment_digest(library)
+    assert execute_course.environment_digest(library) == first
+    (library / "sub" / "b.py").write_text("y = 3\n")
+    assert execute_course.environment_digest(library) != first
+    (library / "__pycache__").mkdir()
+    (library / "__pycache__" / "a.pyc").write_bytes(b"\0")  # bytecode does not count
+    second = execute_course.environment_digest(library)
+    (library / "__pycache__" / "a.pyc").write_bytes(b"\1")
+    assert execute_course.environment_digest(library) == second
+
+
+def test_cache_key_changes_with_the_notebook_and_the_environment(tmp_path):
+    path = write_notebook(tmp_path / "n.ipynb", "1")
+    key = execute_course.cache_key(path, "env")
+    assert execute_course.cache_key(path, "env") == key
+    assert execute_course.cache_key(path, "other env") != key
+    write_notebook(path, "2")
+    assert execute_course.cache_key(path, "env") != key
+
+
+def test_cached_path_mirrors_the_repository_layout(tmp_path):
+    target = execute_course.cached_path(ROOT / "notebooks" / "solutions" / "x.ipynb", tmp_path)
+    assert target == tmp_path / "notebooks" / "solutions" / "x.ipynb"
+
+
+def test_runs_twice_keeps_the_last_pass_then_answers_from_the_cache(tmp_path):
+    source = write_notebook(tmp_path / "nb" / "n.ipynb", "counter = globals().get('counter', 0) + 1\nprint('run', counter)")
+    cache = tmp_path / "cache"
+    first = execute_course.execute_cached(source, cache_dir=cache)
+    assert first.error is None and not first.cached
+    (cell,) = first.nb.cells  # the probe cell is gone
+    assert cell.outputs[0]["text"] == "run 2\n"  # the second pass, in the same kernel
+    run = first.run
+    assert run["key"] == execute_course.cache_key(source) and run["repeat"] == 2 and run["cores"] >= 1
+    assert run["cpu"] and run["torch"] and run["python"] and len(run["date"]) == 10 and run["gpus"] == []
+    saved = execute_course.cached_path(source, cache)
+    assert nbformat.read(saved, as_version=4).metadata["lessons_run"]["key"] == run["key"]
+    again = execute_course.execute_cached(source, cache_dir=cache)
+    assert again.cached and again.nb.cells[0].outputs == cell.outputs
+
+
+def test_a_changed_notebook_runs_again(tmp_path, monkeypatch):
+    source = write_notebook(tmp_path / "n.ipynb", "print(1)")
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(execute_course, "execute_notebook", lambda *a, **k: _fake_run(source))
+    assert not execute_course.execute_cached(source, cache_dir=cache).cached
+    assert execute_course.execute_cached(source, cache_dir=cache).cached
+    write_notebook(source, "print(2)")
+    changed = execute_course.execute_cached(source, cache_dir=cache)
+    assert not changed.cached and changed.nb.cells[0].source == "print(2)"
+    assert execute_course.execute_cached(source, cache_dir=cache, force=True).cached is False
+
+
+def test_a_failed_run_is_reported_and_not_cached(tmp_path, monkeypatch):
+    from run_notebooks import Execution
+
+    source = write_notebook(tmp_path / "bad.ipynb", "raise ValueError('boom')")
+    failed = Execution(nb=nbformat.read(source, as_version=4), wall_s=0.1, error="ValueError: boom", probe_text="")
+    monkeypatch.setattr(execute_course, "execute_notebook", lambda *a, **k: failed)
+    result = execute_course.execute_cached(source, cache_dir=tmp_path / "cache")
+    assert result.nb is None and result.run == {} and "boom" in result.error
+    assert not execute_course.cached_path(source, tmp_path / "cache").exists()
+
+
+def test_a_corrupt_cached_copy_is_run_again(tmp_path, monkeypatch):
+    source = write_notebook(tmp_path / "n.ipynb", "print(1)")
+    cache = tmp_path / "cache"
+    target = execute_course.cached_path(source, cache)
+    target.parent.mkdir(parents=True)
+    target.write_text("{ not json")
+    ran = []
+    monkeypatch.setattr(execute_course, "execute_notebook", lambda *a, **k: ran.append(1) or _fake_run(source))
+    result = execute_course.execute_cached(source, cache_dir=cache)
+    assert ran == [1] and result.error is None and not result.cached
+    assert nbformat.read(target, as_version=4).metadata["lessons_run"]["cpu"] == "fake cpu"
+
+
+def _fake_run(source: Path):
+    from run_notebooks import Execution
+
+    nb = nbformat.read(source, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("probe"))
+    return Execution(nb=nb, wall_s=0.1, error=None,
+                     probe_text='LESSONS_RUN {"cpu": "fake cpu", "cores": 1, "gpus": [], "torch": "t", '
+                                '"python": "3", "platform": "p", "date": "2026-01-01"}\n')
+
+
+@pytest.mark.parametrize("bad", ["missing.ipynb", "notes.txt"])
+def test_rejects_a_path_that_is_not_a_notebook(tmp_path, bad):
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"\.ipynb"):
+        execute_course.execute_cached(tmp_path / bad, cache_dir=tmp_path / "cache")

@@ -1,0 +1,193 @@
+"""Execute the course notebooks twice in one kernel and keep the executed copies in a content-keyed cache.
+
+Each notebook runs top to bottom twice in one kernel (learners re-run cells); the second pass, with its
+outputs, is saved under ``build/executed/<relative notebook path>``. The saved notebook's metadata
+(``lessons_run``) records the cache key and where it ran: CPU model, cores, GPU, torch, Python, date. The key
+hashes the notebook's JSON, every file of ``lessons_lib``, the torch and Python versions and this executor's
+settings, so a notebook runs again only when one of those changed. A failed run is never cached.
+
+The re-run test (``tests/test_rerun.py``) and the website build (``tools/build_site.py``) both read from this
+cache, so one test command executes each notebook once for both.
+
+Usage:
+    python tools/execute_course.py                      # every notebook under notebooks/ (cached)
+    python tools/execute_course.py notebooks/01_device_basics.ipynb --force
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_notebooks import execute_notebook  # noqa: E402  (tools/ is not a package)
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+LIBRARY = ROOT / "lessons_lib"
+CACHE_DIR = Path(os.environ.get("BAI14_EXECUTED_DIR", ROOT / "build" / "executed"))
+REPEAT = 2
+SETTINGS = f"execute_course v1; repeat={REPEAT}; kernel=python3"
+RUN_KEY = "lessons_run"
+# Packages whose version changes what a notebook prints (torch first: the brief's key names it).
+VERSIONED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "ipython")
+
+# Printed by a cell appended after the notebook: where it ran, measured inside the kernel itself.
+PROBE = r'''
+import json as _json, os as _os, platform as _platform, subprocess as _sp, sys as _sys, datetime as _dt
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as _f:
+            for _line in _f:
+                if _line.lower().startswith(("model name", "hardware")):
+                    return _line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if _sys.platform == "darwin":
+        try:
+            return _sp.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                           timeout=5).stdout.strip() or _platform.machine()
+        except (OSError, _sp.SubprocessError):
+            pass
+    return _platform.processor() or _platform.machine()
+def _cores():
+    try:
+        return len(_os.sched_getaffinity(0))
+    except AttributeError:
+        return _os.cpu_count() or 1
+import torch as _torch
+_gpus = [_torch.cuda.get_device_name(_i) for _i in range(_torch.cuda.device_count())] if _torch.cuda.is_available() else []
+print("LESSONS_RUN", _json.dumps({
+    "cpu": _cpu_model(), "cores": _cores(), "gpus": _gpus, "torch": _torch.__version__,
+    "python": _platform.python_version(), "platform": _platform.platform(terse=True),
+    "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
+}))
+'''.strip()
+
+
+@dataclass
+class Executed:
+    """One notebook from the cache: the executed notebook (None if the run failed), its error and provenance."""
+
+    source: Path
+    nb: nbformat.NotebookNode | None
+    error: str | None
+    cached: bool
+    wall_s: float
+
+    @property
+    def run(self) -> dict:
+        """Return where and when it ran (the ``lessons_run`` metadata), or {} for a failed run."""
+        return dict(self.nb.metadata.get(RUN_KEY, {})) if self.nb is not None else {}
+
+
+def course_notebooks(root: Path = NOTEBOOKS) -> list[Path]:
+    """Return every course notebook under `root`: lessons first, then sub-folders (solutions), each sorted."""
+    paths = [p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+    return sorted(paths, key=lambda p: (len(p.relative_to(root).parts), p.relative_to(root).as_posix()))
+
+
+def environment_digest(library: Path = LIBRARY) -> str:
+    """Return a SHA-256 over lessons_lib's files, the versions of Python, torch and the kernel's packages, and the settings."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in library.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(library).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for package in VERSIONED:
+        try:
+            version = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            version = "none"
+        digest.update(f"{package}=={version}\0".encode())
+    digest.update(f"python {platform.python_version()}\0{SETTINGS}".encode())
+    return digest.hexdigest()
+
+
+def cache_key(path: Path, environment: str | None = None) -> str:
+    """Return the cache key of the notebook at `path` (its bytes + ``environment_digest()``)."""
+    environment = environment_digest() if environment is None else environment
+    return hashlib.sha256(Path(path).read_bytes() + b"\0" + environment.encode()).hexdigest()
+
+
+def cached_path(path: Path, cache_dir: Path = CACHE_DIR) -> Path:
+    """Return where the executed copy of `path` lives in `cache_dir` (its path relative to the repository)."""
+    path = Path(path).resolve()
+    relative = path.relative_to(ROOT) if path.is_relative_to(ROOT) else Path(path.name)
+    return Path(cache_dir) / relative
+
+
+def _parse_probe(text: str) -> dict:
+    for line in text.splitlines():
+        if line.startswith("LESSONS_RUN "):
+            return json.loads(line.split(" ", 1)[1])
+    return {}
+
+
+def execute_cached(path: Path, cache_dir: Path = CACHE_DIR, force: bool = False, timeout: int = 600) -> Executed:
+    """Return the executed notebook for `path` from the cache, running it (twice in one kernel) on a miss.
+
+    Args:
+        path: The course notebook (.ipynb).
+        cache_dir: The cache folder; the executed copy is saved at ``cached_path(path, cache_dir)``.
+        force: Run even when the cache holds a copy with the same key.
+        timeout: Seconds allowed per cell.
+
+    Returns:
+        The ``Executed`` notebook; on a failed run ``nb`` is None, ``error`` holds the last lines of the
+        error, and nothing is written to the cache.
+    """
+    path = Path(path)
+    if path.suffix != ".ipynb" or not path.is_file():
+        raise ValueError(f"path must be an existing .ipynb notebook, got {str(path)!r}")
+    key = cache_key(path)
+    target = cached_path(path, cache_dir)
+    if not force and target.is_file():
+        try:
+            nb = nbformat.read(target, as_version=4)
+        except (OSError, ValueError):
+            nb = None  # unreadable (e.g. a half-written file from a killed run): run again
+        if nb is not None and nb.metadata.get(RUN_KEY, {}).get("key") == key:
+            return Executed(path, nb, None, True, float(nb.metadata[RUN_KEY].get("wall_s", 0.0)))
+    run = execute_notebook(path.resolve(), PROBE, timeout=timeout, repeat=REPEAT)
+    if run.error is not None:
+        return Executed(path, None, run.error, False, run.wall_s)
+    nb = run.nb
+    nb.cells = nb.cells[:-1]  # drop the probe cell
+    info = _parse_probe(run.probe_text)
+    nb.metadata[RUN_KEY] = {"key": key, "wall_s": round(run.wall_s, 1), "repeat": REPEAT, **info}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    nbformat.write(nb, partial)
+    partial.replace(target)  # atomic: a reader never sees a half-written notebook
+    return Executed(path, nb, None, False, run.wall_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to execute (default: all)")
+    parser.add_argument("--force", action="store_true", help="run even when the cache is up to date")
+    parser.add_argument("--cache-dir", type=Path, default=CACHE_DIR, help=f"cache folder (default {CACHE_DIR})")
+    args = parser.parse_args(argv)
+    failed = False
+    start = time.perf_counter()
+    paths = args.notebooks or course_notebooks()
+    for path in paths:
+        result = execute_cached(path, cache_dir=args.cache_dir, force=args.force)
+        status = "cached" if result.cached else f"ran {result.wall_s:.1f} s"
+        print(f"{path}: {status}" + (f"\n  ERROR: {result.error.splitlines()[-1]}" if result.error else ""), flush=True)
+        failed |= result.error is not None
+    print(f"{len(paths)} notebooks in {time.perf_counter() - start:.1f} s; cache: {args.cache_dir}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
