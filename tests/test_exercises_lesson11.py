@@ -360,3 +360,13 @@ def test_learner_notebook_runs_and_reports_not_done(fresh_statuses):
     assert "✅ Nhiệm vụ" not in out and "❌" not in out, out
     assert L.task1.last_status == L.task2.last_status == "missing"
     assert "Tiến độ: 0/2" in out
+
+
+def test_importing_the_tasks_does_not_import_scikit_learn():
+    """scikit-learn is not a dependency of lessons_lib: only a running check imports it."""
+    import subprocess
+    import sys
+
+    code = "import sys, lessons_lib.exercises.lesson11; assert 'sklearn' not in sys.modules, 'sklearn imported'"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -56,6 +56,7 @@ def plot_confusion_matrix(cm, labels: Sequence[str] | None = None, ax=None, titl
                            f"labels must be a list of {n} class names, in the order of cm's rows."))
     ax = get_ax(ax, figsize=(5.2, 4.6))
     image = ax.imshow(rows, cmap="Blues")
+    ax.grid(False)  # the course style draws a grid; over an image it only hides the cells
     largest = max(max(row) for row in rows)
     for i, row in enumerate(rows):
         for j, value in enumerate(row):
@@ -69,8 +70,8 @@ def plot_confusion_matrix(cm, labels: Sequence[str] | None = None, ax=None, titl
     total = sum(sum(row) for row in rows)
     correct = sum(rows[i][i] for i in range(n))
     if title is None and total:
-        title = tr(f"Ma trận nhầm lẫn: đúng {correct}/{total} ({correct / total:.1%}); ngoài đường chéo là nhầm",
-                   f"Confusion matrix: {correct}/{total} right ({correct / total:.1%}); off the diagonal = mistakes")
+        title = tr(f"Ma trận nhầm lẫn: đúng {correct}/{total} ({correct / total:.1%})\nngoài đường chéo là nhầm",
+                   f"Confusion matrix: {correct}/{total} right ({correct / total:.1%})\noff the diagonal = mistakes")
     if title:
         ax.set_title(title, fontsize=10)
     ax.figure.colorbar(image, ax=ax, label=tr("số mẫu", "samples"))
