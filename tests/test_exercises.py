@@ -12,7 +12,9 @@ import re
 import sys
 import textwrap
 import time
+import weakref
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -118,7 +120,8 @@ def test_gpu_exercises_without_a_gpu_say_so(exercise):
 # --------------------------------------------------------------------------- never raises
 
 
-WEIRD = [0, "x", 3.5, [], {}, object(), torch.zeros(2), lambda *a, **k: 1 / 0, nn.Linear(2, 2)]
+WEIRD = [0, "x", 3.5, [], {}, object(), torch.zeros(2), lambda *a, **k: 1 / 0, nn.Linear(2, 2),
+         float("nan"), 10**30, lambda *a, **k: None, lambda *a, **k: "?", lambda *a, **k: [1, 2], int]
 
 
 @pytest.mark.parametrize("key", list(ex.REGISTRY))
@@ -370,6 +373,113 @@ def test_ex4_gpu_logic_with_fake_counters(monkeypatch):
     assert_fails(run(ex.ex4_gpu, 10 * mib, 10 * mib, 10 * mib), "NGAY TRƯỚC")
     assert_missing(run(ex.ex4_gpu, 10 * mib, 1000 * mib, None), "after_cleanup")
     assert_fails(run(ex.ex4_gpu, 10 * mib, 1000 * mib, 1.5), "số byte")
+    # baseline read while the previous run's list was still alive (the OOM cell re-run without dropping it)
+    assert_fails(run(ex.ex4_gpu, 1000 * mib, 990 * mib, 10 * mib), "lần chạy TRƯỚC")
+
+
+class _FakeCudaTensor:
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+
+
+class _FakeCudaMemory:
+    """Just enough of torch for the two OOM cells: live fake CUDA tensors are counted until Python drops them."""
+
+    def __init__(self):
+        self.live: weakref.WeakSet = weakref.WeakSet()
+        self.cap: int | None = None
+        self.torch = SimpleNamespace(
+            randn=self.randn, OutOfMemoryError=torch.OutOfMemoryError,
+            cuda=SimpleNamespace(memory_allocated=self.allocated, empty_cache=lambda: None))
+
+    def allocated(self) -> int:
+        return sum(t.nbytes for t in self.live)
+
+    def randn(self, *shape, device=None):
+        assert device == "cuda"
+        nbytes = 4 * shape[0] * shape[1]
+        if self.cap is not None and self.allocated() + nbytes > self.cap:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 MiB (fake)")
+        tensor = _FakeCudaTensor(nbytes)
+        self.live.add(tensor)
+        return tensor
+
+    @contextlib.contextmanager
+    def cap_context(self, room_bytes, device=None):
+        self.cap = self.allocated() + room_bytes
+        try:
+            yield self.cap
+        finally:
+            self.cap = None
+
+
+def _oom_cells(path: Path) -> tuple[str, str]:
+    gpu = [c.split("\n", 1)[1] for c in _code(path) if c.startswith("%%gpu")]
+    oom_cell = next(c for c in gpu if "cuda_memory_cap" in c)
+    cleanup = next(c for c in gpu if "ex4_gpu.check" in c)
+    return oom_cell, cleanup
+
+
+@pytest.mark.parametrize("order", [
+    ("oom", "cleanup"), ("oom", "oom", "cleanup"), ("oom", "cleanup", "cleanup"),
+    ("oom", "cleanup", "oom", "cleanup"), ("oom", "oom", "oom", "cleanup", "cleanup"),
+])
+def test_ex4_gpu_cells_can_be_rerun_in_any_order(order, monkeypatch, capsys):
+    """The notebook's OOM and clean-up cells, run against a fake CUDA memory counter, pass in every re-run order."""
+    fake = _FakeCudaMemory()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: fake.allocated())
+    monkeypatch.setattr("lessons_lib.memory.cuda_memory_cap", fake.cap_context)
+    oom_cell, cleanup = _oom_cells(SOLUTION_NB)
+    ns = {"torch": fake.torch, "format_bytes": oom.format_bytes, "ex4_gpu": ex.ex4_gpu}
+    fake.randn(4096, 4096, device="cuda")  # dropped at once: a stray temporary must not matter
+    keep = [fake.randn(1024, 1024, device="cuda")]  # something else the notebook keeps on the GPU
+    for step in order:
+        exec(oom_cell if step == "oom" else cleanup, ns)
+        if step == "cleanup":
+            out = capsys.readouterr().out
+            assert "✅" in out and "❌" not in out, (order, out)
+            assert fake.allocated() == keep[0].nbytes
+    assert "OOM:" in capsys.readouterr().out or order[-1] == "cleanup"
+
+
+def test_ex4_gpu_rerun_without_dropping_the_old_list_is_caught(monkeypatch, capsys):
+    """The old OOM cell (baseline read before the previous list was dropped) gave a false ❌; the checker says why."""
+    fake = _FakeCudaMemory()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: fake.allocated())
+    monkeypatch.setattr("lessons_lib.memory.cuda_memory_cap", fake.cap_context)
+    oom_cell, cleanup = _oom_cells(SOLUTION_NB)
+    old_cell = oom_cell.replace("tensors = []", "pass").replace(
+        "baseline, before_error = torch.cuda.memory_allocated(), None",
+        "baseline, before_error, tensors = torch.cuda.memory_allocated(), None, []")
+    assert old_cell != oom_cell
+    ns = {"torch": fake.torch, "format_bytes": oom.format_bytes, "ex4_gpu": ex.ex4_gpu}
+    for cell in (old_cell, old_cell, cleanup):
+        exec(cell, ns)
+    assert "lần chạy TRƯỚC" in capsys.readouterr().out
+
+
+def test_every_gpu_cell_of_notebook_10_compiles():
+    for path in (LEARNER_NB, SOLUTION_NB):
+        for source in _code(path):
+            if source.startswith("%%gpu"):
+                compile(source.split("\n", 1)[1], f"<{path.name} %%gpu cell>", "exec")
+
+
+def test_gpu_timing_cell_runs_with_cpu_standing_in_for_cuda(capsys):
+    """Dry-run the %%gpu timing solution on the CPU (small sizes): it prints one comparison line per size."""
+    cell = next(c for c in _code(SOLUTION_NB) if c.startswith("%%gpu") and "t_copy" in c).split("\n", 1)[1]
+    cell = (cell.replace('"cuda"', '"cpu"').replace("torch.cuda.synchronize", "(lambda: None)")
+            .replace("(64, 500, 5000)", "(64, 96, 128)"))
+    ns: dict = {}
+    exec(ex.ex2a.solution_code, ns)
+    exec(ex.ex2b.solution_code, ns)
+    ns.update(torch=torch, cpu_times={64: 1e-5, 96: 2e-5})
+    exec(cell, ns)
+    out = capsys.readouterr().out
+    assert len(re.findall(r"^N=\d+: CPU", out, re.M)) == 3 and "GPU + chép" in out and "ước lượng từ N=96" in out
+    assert re.search(r"(nhanh|CHẬM) hơn \d", out)
 
 
 # --------------------------------------------------------------------------- exercise 5

@@ -1,5 +1,6 @@
 """Exercise 4: out of memory. CPU: the largest batch whose saved activations fit a budget (measured with
-`SavedTensorMeter`). GPU: trigger a real, capped CUDA OOM, read ``memory_allocated`` before it, clean up.
+`SavedTensorMeter`). GPU: trigger a real, capped CUDA OOM (caught as ``torch.OutOfMemoryError``), read
+``memory_allocated`` before it, clean up.
 """
 
 from __future__ import annotations
@@ -201,6 +202,15 @@ def _evaluate_gpu(report: Report, baseline=None, before_error=None, after_cleanu
             report.problem(f"{name} phải là số byte (torch.cuda.memory_allocated()), không phải {type(value).__name__}.",
                            f"{name} must be bytes (torch.cuda.memory_allocated()), not {type(value).__name__}.",
                            stop=True)
+    if before_error <= baseline and after_cleanup + _SLACK < baseline:
+        report.problem(f"baseline ({format_bytes(baseline)}) còn lớn hơn cả lúc đã dọn xong "
+                       f"({format_bytes(after_cleanup)}): khi đọc baseline, các tensor của lần chạy TRƯỚC vẫn còn "
+                       "sống. Trong ô OOM, bỏ list cũ (tensors = []) rồi mới đọc torch.cuda.memory_allocated(), "
+                       "sau đó chạy lại ô OOM và ô này.",
+                       f"baseline ({format_bytes(baseline)}) is even above the value after the cleanup "
+                       f"({format_bytes(after_cleanup)}): when baseline was read, the tensors of the PREVIOUS run were "
+                       "still alive. In the OOM cell drop the old list (tensors = []) before reading "
+                       "torch.cuda.memory_allocated(), then run the OOM cell and this one again.", stop=True)
     if before_error <= baseline:
         report.problem("before_error không lớn hơn baseline: đọc memory_allocated() NGAY TRƯỚC mỗi lần cấp phát trong "
                        "vòng lặp (khi danh sách đã chứa các tensor trước).",
@@ -208,10 +218,11 @@ def _evaluate_gpu(report: Report, baseline=None, before_error=None, after_cleanu
                        "loop (while the list holds the earlier tensors).")
     if after_cleanup > baseline + _SLACK:
         report.problem(f"sau khi dọn vẫn còn {format_bytes(after_cleanup - baseline)} so với lúc đầu: còn tham chiếu "
-                       "tới các tensor (del tensors) — empty_cache() không trả được bộ nhớ của tensor còn sống.",
+                       "tới các tensor (tensors.clear() hoặc del tensors) — empty_cache() không trả được bộ nhớ của "
+                       "tensor còn sống.",
                        f"after the cleanup {format_bytes(after_cleanup - baseline)} more than at the start is still "
-                       "allocated: something still references the tensors (del tensors); empty_cache() cannot free "
-                       "live tensors.")
+                       "allocated: something still references the tensors (tensors.clear() or del tensors); "
+                       "empty_cache() cannot free live tensors.")
     if report.problems:
         return
     reserved = torch.cuda.memory_reserved()
@@ -219,8 +230,10 @@ def _evaluate_gpu(report: Report, baseline=None, before_error=None, after_cleanu
                    f"(lúc đầu {format_bytes(baseline)}); reserved bây giờ {format_bytes(reserved)}.",
                    f"before the error: {format_bytes(before_error)} allocated; after del: {format_bytes(after_cleanup)} "
                    f"(at the start {format_bytes(baseline)}); reserved now {format_bytes(reserved)}.")
-    report.note("memory_allocated giảm nhờ del; memory_reserved chỉ giảm khi gọi torch.cuda.empty_cache().",
-                "memory_allocated drops thanks to del; memory_reserved only drops with torch.cuda.empty_cache().")
+    report.note("memory_allocated giảm khi tensor mất tham chiếu cuối cùng; memory_reserved chỉ giảm khi gọi "
+                "torch.cuda.empty_cache().",
+                "memory_allocated drops when a tensor loses its last reference; memory_reserved only drops with "
+                "torch.cuda.empty_cache().")
 
 
 ex4_gpu = Exercise(
@@ -228,13 +241,13 @@ ex4_gpu = Exercise(
     ("Bài 4 (GPU) · Gây OOM an toàn rồi dọn dẹp", "Exercise 4 (GPU) · A safe OOM and the cleanup"),
     _evaluate_gpu,
     hints=[
-        ("Dọn dẹp sau khi RA KHỎI khối except: del tensors, torch.cuda.empty_cache(), rồi đọc lại "
-         "torch.cuda.memory_allocated().",
-         "Clean up AFTER leaving the except block: del tensors, torch.cuda.empty_cache(), then read "
-         "torch.cuda.memory_allocated() again."),
+        ("Dọn dẹp sau khi RA KHỎI khối except: tensors.clear() (bỏ mọi tham chiếu; khác với del tensors, chạy lại "
+         "ô vẫn được), torch.cuda.empty_cache(), rồi đọc lại torch.cuda.memory_allocated().",
+         "Clean up AFTER leaving the except block: tensors.clear() (drops every reference; unlike del tensors, the "
+         "cell can be run again), torch.cuda.empty_cache(), then read torch.cuda.memory_allocated() again."),
     ],
     solution='''
-del tensors                          # bỏ tham chiếu: tensor được giải phóng
+tensors.clear()                      # bỏ mọi tham chiếu: các tensor được giải phóng (chạy lại được)
 torch.cuda.empty_cache()             # trả cache của PyTorch về driver
 after_cleanup = torch.cuda.memory_allocated()
 ''',

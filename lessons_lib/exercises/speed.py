@@ -1,4 +1,4 @@
-"""Exercise 2: time a matmul correctly (warm-up, synchronize, median), compute GFLOP/s, explain small-N losses.
+"""Exercise 2: time a matmul correctly (warm-up, synchronize, median), compute GFLOP/s, explain small-matrix losses.
 
 The timer check needs no GPU: it hands the learner's ``time_it`` a fake "GPU" whose work is queued
 asynchronously (``fn()`` returns at once, ``sync()`` waits for the queued work), whose first call is slow
@@ -197,20 +197,20 @@ def gflops(n, seconds):
 )
 
 
-# --------------------------------------------------------------------------- 2c: why can N=500 lose on a GPU?
+# --------------------------------------------------------------------------- 2c: why can a small matmul lose on a GPU?
 
 #: The statements learners judge, as (vi, en) pairs; the notebook lists them with these letters.
 WHY_OPTIONS = {
     "A": ("Mỗi lần chạy một phép trên GPU có chi phí cố định (Python → dispatcher → khởi chạy kernel, đồng bộ), cỡ "
-          "micro-giây; N=500 chỉ có 0,25 GFLOP nên chi phí cố định chiếm phần đáng kể.",
-          "Every GPU op has a fixed cost (Python → dispatcher → kernel launch, synchronization) of microseconds; "
-          "N=500 is only 0.25 GFLOP, so the fixed cost is a large share."),
+          "vài micro-giây; N=64 chỉ có khoảng 0,5 triệu phép tính nên chi phí cố định chiếm gần hết thời gian.",
+          "Every GPU op has a fixed cost (Python → dispatcher → kernel launch, synchronization) of a few microseconds; "
+          "N=64 is only about 0.5 million operations, so the fixed cost is nearly all of the time."),
     "B": ("GPU tính sai với ma trận nhỏ nên phải tính lại.",
           "The GPU computes small matrices wrongly and has to redo them."),
-    "C": ("N=500 không đủ việc để lấp đầy hàng nghìn lõi của GPU, trong khi CPU xử lý ma trận nhỏ nằm gọn trong "
-          "cache rất hiệu quả.",
-          "N=500 is not enough work to fill the GPU's thousands of cores, while the CPU handles a small matrix "
-          "that fits in its cache very efficiently."),
+    "C": ("Ma trận nhỏ không đủ việc để lấp đầy hàng nghìn lõi của GPU, trong khi CPU xử lý ma trận nhỏ nằm gọn "
+          "trong cache rất hiệu quả.",
+          "A small matrix is not enough work to fill the GPU's thousands of cores, while the CPU handles a small "
+          "matrix that fits in its cache very efficiently."),
     "D": ("Nếu tính cả việc chép a, b từ RAM sang VRAM và chép kết quả về, thời gian chép có thể lớn hơn thời gian tính.",
           "Counting the copies of a, b from RAM to VRAM and of the result back, copying can take longer than computing."),
     "E": ("GPU luôn chậm hơn CPU với float32; chỉ nhanh hơn với float16.",
@@ -269,7 +269,7 @@ def _evaluate_why(report: Report, answer=None) -> None:
 
 ex2c = Exercise(
     "ex2c",
-    ("Bài 2c · Vì sao N=500 có thể thua trên GPU?", "Exercise 2c · Why can N=500 lose on a GPU?"),
+    ("Bài 2c · Vì sao ma trận nhỏ có thể thua trên GPU?", "Exercise 2c · Why can a small matmul lose on a GPU?"),
     _evaluate_why,
     hints=[
         ("Có ba phát biểu đúng. Nghĩ về: chi phí không phụ thuộc N, số lõi GPU, và dữ liệu đang nằm ở đâu.",

@@ -1,8 +1,9 @@
-"""Plots of the course: speed curves, memory breakdowns, number formats.
+"""Plots of the course: speed curves, memory breakdowns, number formats, confusion matrices.
 
 Every function takes ``ax=None`` (a new figure when None), labels its units and returns the axes.
 """
 
+from .classification import plot_confusion_matrix  # noqa: E402,F401
 from .ddp import plot_ddp_differences, plot_ddp_shards  # noqa: E402,F401
 from .diagrams import cuda_stack  # noqa: E402,F401
 from .formats import plot_number_formats  # noqa: E402,F401

@@ -1,0 +1,372 @@
+"""The capstone's checkers (lessons_lib.exercises.lesson11) check themselves: the solutions pass, each typical wrong
+answer fails with its own message, a blank is "not done yet", nothing raises; and notebook 11's two versions agree
+with the library (the solutions pass every check, the learner version runs and reports "chưa làm")."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import linecache
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from lessons_lib.exercises import _core
+from lessons_lib.exercises import lesson11 as L
+
+ROOT = Path(__file__).resolve().parent.parent
+LEARNER_NB = ROOT / "notebooks" / "11_capstone.ipynb"
+SOLUTION_NB = ROOT / "notebooks" / "solutions" / "11_capstone_solutions.ipynb"
+HAS_CUDA = torch.cuda.is_available()
+
+
+def load(code: str, tmp_path: Path, name: str):
+    """Define `name` from `code` in a real file (as a notebook cell would) and return it."""
+    code = textwrap.dedent(code)
+    path = tmp_path / f"answer_{abs(hash(code))}.py"
+    path.write_text(code, encoding="utf-8")
+    ns = {"torch": torch, "nn": nn, "F": F}
+    exec(compile(code, str(path), "exec"), ns)
+    return ns[name]
+
+
+def assert_fails(feedback: _core.Feedback, *fragments: str) -> None:
+    text = str(feedback)
+    assert feedback.status == "fail", text
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def assert_missing(feedback: _core.Feedback, *fragments: str) -> None:
+    text = str(feedback)
+    assert feedback.status == "missing" and "chưa làm" in text, text
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+# --------------------------------------------------------------------------- the data and the references
+
+
+def test_digits_are_split_like_the_notebook():
+    X_train, y_train, X_test, y_test = L.digits_tensors("cpu")
+    assert X_train.shape == (1347, 64) and X_test.shape == (450, 64)
+    assert X_train.dtype == torch.float32 and y_train.dtype == torch.int64
+    assert 0 <= float(X_train.min()) and float(X_train.max()) == 1.0
+    counts = torch.bincount(y_test)
+    assert int(counts.sum()) == 450 and int(counts.max() - counts.min()) <= 3  # stratified
+    X_again = L.digits_tensors("cpu")[0]
+    X_again.mul_(0)                                  # a learner's in-place change cannot spoil the next check
+    assert float(L.digits_tensors("cpu")[0].max()) == 1.0
+
+
+def test_digits_without_scikit_learn_say_how_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_sklearn(name, *args, **kwargs):
+        if name.startswith("sklearn"):
+            raise ImportError("No module named 'sklearn'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(L, "_DIGITS", {})
+    monkeypatch.setattr(builtins, "__import__", no_sklearn)
+    with pytest.raises(L.MissingScikitLearn, match="pip install scikit-learn"):
+        L.digits_tensors("cpu")
+    feedback = L.task2.evaluate(L.reference_train_epoch)
+    assert_fails(feedback, "pip install scikit-learn")
+
+
+def test_digits_tensors_rejects_bad_devices():
+    with pytest.raises(TypeError):
+        L.digits_tensors(3.5)
+    with pytest.raises(ValueError):
+        L.digits_tensors("cdua")
+
+
+def test_model_is_seeded_and_leaves_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    a, b = L.make_digits_model(), L.make_digits_model()
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    wide = L.make_digits_model(hidden=32, layers=2, dropout=0.5)
+    assert [type(m).__name__ for m in wide] == ["Linear", "ReLU", "Dropout", "Linear", "ReLU", "Dropout", "Linear"]
+    assert wide(torch.zeros(3, 64)).shape == (3, 10)
+
+
+def test_references_are_the_printed_solutions(capsys):
+    import inspect
+
+    assert inspect.getsource(L.reference_evaluate).strip() == L.EVALUATE_SOLUTION.strip()
+    assert inspect.getsource(L.reference_train_epoch).strip() == L.TRAIN_SOLUTION.strip()
+    L.task2.solution()
+    assert L.TRAIN_SOLUTION.strip() in capsys.readouterr().out
+
+
+def test_checks_leave_the_notebooks_random_numbers_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    L.task1.evaluate(L.reference_evaluate)
+    L.task2.evaluate(L.reference_train_epoch)
+    assert torch.equal(torch.rand(3), expected)
+
+
+# --------------------------------------------------------------------------- task 1: evaluate
+
+
+def test_task1_solution_passes_and_blanks_are_not_done():
+    feedback = L.task1.evaluate(L.reference_evaluate)
+    assert feedback.passed, str(feedback)
+    assert_missing(L.task1.evaluate(None), "evaluate")
+    assert_missing(L.task1.evaluate(...))
+    assert_missing(L.task1.evaluate(lambda model, X, y: None), "thiếu return")
+
+
+_EVALUATE = '''
+def evaluate(model, X, y):
+    {eval}
+    with {grad}:
+        pred = model(X).{argmax}
+    return {result}
+'''
+
+
+def _evaluate(tmp_path, eval="model.eval()", grad="torch.no_grad()", argmax="argmax(dim=1)",
+              result="(pred == y).float().mean().item()"):
+    return load(_EVALUATE.format(eval=eval, grad=grad, argmax=argmax, result=result), tmp_path, "evaluate")
+
+
+@pytest.mark.parametrize(("kwargs", "fragments"), [
+    ({"eval": "pass"}, ["chế độ train", "model.eval()"]),
+    ({"grad": "contextlib.nullcontext()"}, ["autograd vẫn bật", "torch.no_grad()"]),
+    ({"eval": "pass", "grad": "contextlib.nullcontext()"}, ["chế độ train", "autograd vẫn bật"]),
+    ({"result": "100 * (pred == y).float().mean().item()"}, ["phần trăm"]),
+    ({"result": "(pred == y).sum().item()"}, ["số ảnh đoán đúng", "len(y) = 450"]),
+    ({"result": "(pred[:64] == y[:64]).float().mean().item()"}, ["argmax(dim=1)", "cả tập"]),
+    ({"argmax": "argmax(dim=0)"}, ["evaluate(model, X_test, y_test) báo lỗi"]),
+    ({"result": "str((pred == y).float().mean().item())"}, ["một số"]),
+])
+def test_task1_names_each_mistake(kwargs, fragments, tmp_path):
+    code = "import contextlib\n" + _EVALUATE.format(**{"eval": "model.eval()", "grad": "torch.no_grad()",
+                                                       "argmax": "argmax(dim=1)",
+                                                       "result": "(pred == y).float().mean().item()", **kwargs})
+    evaluate = load(code, tmp_path, "evaluate")
+    assert_fails(L.task1.evaluate(evaluate), *fragments)
+
+
+def test_task1_accepts_inference_mode_and_a_0d_tensor(tmp_path):
+    assert L.task1.evaluate(_evaluate(tmp_path, grad="torch.inference_mode()")).passed
+    assert L.task1.evaluate(_evaluate(tmp_path, result="(pred == y).float().mean()")).passed
+
+
+def test_task1_catches_autograd_switched_off_for_good(tmp_path):
+    evaluate = load('''
+        def evaluate(model, X, y):
+            model.eval()
+            torch.set_grad_enabled(False)
+            return (model(X).argmax(dim=1) == y).float().mean().item()
+    ''', tmp_path, "evaluate")
+    assert_fails(L.task1.evaluate(evaluate), "torch.set_grad_enabled(False)")
+    assert torch.is_grad_enabled(), "the checker must restore grad mode"
+
+
+def test_task1_result_attached_to_the_graph(tmp_path):
+    evaluate = load('''
+        def evaluate(model, X, y):
+            model.eval()
+            return F.softmax(model(X), dim=1).max(dim=1).values.mean()
+    ''', tmp_path, "evaluate")
+    assert_fails(L.task1.evaluate(evaluate), "autograd vẫn bật", "đồ thị")
+
+
+# --------------------------------------------------------------------------- task 2: train_epoch
+
+
+def test_task2_solution_passes_and_blanks_are_not_done():
+    feedback = L.task2.evaluate(L.reference_train_epoch)
+    assert feedback.passed, str(feedback)
+    assert "≥ 95%" in str(feedback)
+    assert_missing(L.task2.evaluate(None), "train_epoch")
+    assert_missing(L.task2.evaluate(lambda *args: None), "thiếu return")
+
+
+def _train(tmp_path, old: str = "", new: str = ""):
+    code = L.TRAIN_SOLUTION
+    if old:
+        assert old in code, old
+        code = code.replace(old, new)
+    return load(code, tmp_path, "train_epoch")
+
+
+@pytest.mark.parametrize(("old", "new", "fragments"), [
+    ("model.train()  ", "pass  ", ["chế độ eval", "model.train()"]),
+    ("order = torch.randperm(len(X), device=X.device)", "order = torch.arange(len(X), device=X.device)",
+     ["không được xáo trộn", "torch.randperm"]),
+    ("range(0, len(X), batch_size)", "range(0, len(X) - batch_size, batch_size)", ["bỏ sót batch cuối"]),
+    ("model(X[idx]), y[idx]", "model(X), y", ["lớn hơn batch_size=64"]),
+    ("order[start:start + batch_size]", "order[start:start + 32]", ["675/1347", "phủ hết tập train"]),
+    ("        optimizer.zero_grad()\n", "", ["optimizer.zero_grad() mỗi batch"]),
+    ("with torch.autocast(X.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):", "if True:",
+     ["torch.autocast"]),
+    ("scaler.scale(loss).backward()", "loss.backward()", ["chưa dùng scaler.scale(...)"]),
+    ("scaler.step(optimizer)  ", "scaler.step(optimizer); optimizer.step()  ", ["đừng gọi thêm"]),
+    ("scaler.step(optimizer)  ", "pass  ", ["không được step", "tham số không đổi"]),
+    ("scaler.scale(loss).backward()", "scaler.scale(loss)", ["không có lần backward"]),
+    ("scaler.step(optimizer)  ", "optimizer.zero_grad(); scaler.step(optimizer)  ", ["gradient bằng 0"]),
+    ("return (total / len(X)).item()", "return loss", ["đồ thị autograd", ".item()"]),
+    ("return (total / len(X)).item()", "return [total.item()]", ["một số"]),
+    ("F.cross_entropy(model(X[idx]), y[idx])", "F.cross_entropy(model(X[idx]), y[idx].roll(1))",  # X, y misaligned
+     ["sau 10 epoch", "cần ≥ 95%"]),
+])
+def test_task2_names_each_mistake(old, new, fragments, tmp_path):
+    assert_fails(L.task2.evaluate(_train(tmp_path, old, new)), *fragments)
+
+
+def test_task2_fixed_batch_size_is_caught(tmp_path):
+    code = L.TRAIN_SOLUTION.replace("range(0, len(X), batch_size)", "range(0, len(X), 32)").replace(
+        "order[start:start + batch_size]", "order[start:start + 32]")
+    assert_fails(L.task2.evaluate(load(code, tmp_path, "train_epoch")), "batch lớn nhất chỉ có 32", "batch_size=64")
+
+
+def test_task2_new_optimizer_inside_is_caught(tmp_path):
+    train_epoch = _train(tmp_path, "    model.train()  ",
+                         "    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)\n    model.train()  ")
+    assert_fails(L.task2.evaluate(train_epoch), "đừng tạo optimizer mới")
+
+
+def test_task2_accepts_other_right_ways(tmp_path):
+    per_step_item = _train(tmp_path, "total += loss.detach().float() * len(idx)",
+                           "total += loss.item() * len(idx)")
+    assert L.task2.evaluate(per_step_item).passed
+    zero_after_step = load(L.TRAIN_SOLUTION.replace("        optimizer.zero_grad()\n", "").replace(
+        "scaler.update()", "scaler.update(); optimizer.zero_grad(set_to_none=False)"), tmp_path, "train_epoch")
+    assert L.task2.evaluate(zero_after_step).passed
+
+
+def test_task2_fp16_path_as_on_a_gpu(monkeypatch, tmp_path):
+    """With float16 (what a CUDA GPU gets) and an enabled GradScaler, the solution passes and a loop without it fails."""
+    monkeypatch.setattr(L, "amp_dtype_for_check", lambda device: torch.float16)
+    assert L.task2.evaluate(L.reference_train_epoch).passed
+    no_scaler = _train(tmp_path, "scaler.scale(loss).backward()", "loss.backward()")
+    assert_fails(L.task2.evaluate(no_scaler), "float16")
+
+
+def test_amp_dtype_for_check():
+    assert L.amp_dtype_for_check(torch.device("cpu")) == torch.bfloat16
+    assert L.amp_dtype_for_check(torch.device("cuda")) == torch.float16
+    assert L.amp_dtype_for_check(torch.device("mps")) is None
+
+
+# --------------------------------------------------------------------------- never raises, and the API
+
+
+WEIRD = [0, "x", 3.5, [], {}, object(), torch.zeros(2), lambda *a, **k: 1 / 0, nn.Linear(2, 2), float("nan"),
+         lambda *a, **k: "?", lambda *a, **k: [1, 2], lambda *a, **k: torch.ones(3), lambda *a, **k: float("inf"), int]
+
+
+@pytest.mark.parametrize("task", [L.task1, L.task2], ids=lambda t: t.key)
+def test_checkers_never_raise(task, capsys):
+    for value in WEIRD:
+        task.check(value)
+        task.check(value, value)
+        out = capsys.readouterr().out
+        assert out.startswith(("❌", "⏳")), out
+
+
+def test_tasks_belong_to_lesson11(capsys):
+    assert _core.GROUPS["lesson11"] == {"task1": L.task1, "task2": L.task2}
+    assert "task1" not in _core.REGISTRY
+    L.task1.hint()
+    assert "1/2" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- the notebooks
+
+
+def _code(path: Path) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+            if c["cell_type"] == "code"]
+
+
+def _norm(code: str) -> str:
+    return "\n".join(line.rstrip() for line in textwrap.dedent(code).strip().splitlines())
+
+
+def test_solutions_notebook_holds_each_solution_verbatim():
+    solutions = _norm("\n".join(_code(SOLUTION_NB)))
+    learner = _norm("\n".join(_code(LEARNER_NB)))
+    for task in (L.task1, L.task2):
+        assert _norm(task.solution_code) in solutions, f"{task.key}.solution() differs from the notebook"
+        assert _norm(task.solution_code) not in learner, f"the learner notebook gives {task.key}'s answer away"
+        assert f"{task.key}.check(" in solutions and f"{task.key}.check(" in learner
+
+
+def _run_cells(path: Path) -> tuple[str, dict]:
+    """Run the notebook's cells in-process like a CPU kernel, without the setup cell, the %%gpu cells and the
+    epoch-timing cells (nbval runs those; here they would only add seconds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ns: dict = {"__name__": "__main__"}
+    out = io.StringIO()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny model: one thread is fastest, and immune to a busy machine
+    try:
+        for i, source in enumerate(_code(path)):
+            if "Ô cài đặt" in source or source.startswith("%%gpu") or "cpu_times" in source:
+                continue
+            filename = f"<cell-{path.stem}-{i}>"
+            linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+            with contextlib.redirect_stdout(out):
+                exec(compile(source, filename, "exec"), ns)
+    finally:
+        torch.set_num_threads(threads)
+    return out.getvalue(), ns
+
+
+@pytest.fixture
+def fresh_statuses():
+    saved = {task: task.last_status for task in (L.task1, L.task2)}
+    for task in saved:
+        task.last_status = None
+    yield
+    for task, status in saved.items():
+        task.last_status = status
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
+def test_solutions_notebook_passes_both_tasks(fresh_statuses):
+    out, ns = _run_cells(SOLUTION_NB)
+    assert "❌" not in out and "⏳" not in out, out
+    assert L.task1.last_status == L.task2.last_status == "pass"
+    assert "Tiến độ: 2/2 bài đạt" in out
+    torch.manual_seed(0)
+    notebook_model = ns["make_model"]()
+    checker_model = L.make_digits_model()  # the checkers train the notebook's model, with the same weights
+    assert str(notebook_model) == str(checker_model)
+    assert all(torch.equal(a, b) for a, b in zip(notebook_model.parameters(), checker_model.parameters(), strict=True))
+    assert ns["history"]["acc"][-1] >= 0.95
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
+def test_learner_notebook_runs_and_reports_not_done(fresh_statuses):
+    out, _ = _run_cells(LEARNER_NB)
+    assert "✅ Nhiệm vụ" not in out and "❌" not in out, out
+    assert L.task1.last_status == L.task2.last_status == "missing"
+    assert "Tiến độ: 0/2" in out
+
+
+def test_importing_the_tasks_does_not_import_scikit_learn():
+    """scikit-learn is not a dependency of lessons_lib: only a running check imports it."""
+    import subprocess
+    import sys
+
+    code = "import sys, lessons_lib.exercises.lesson11; assert 'sklearn' not in sys.modules, 'sklearn imported'"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,57 @@
+"""Tests of lessons_lib.plots.classification.plot_confusion_matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lessons_lib import i18n
+from lessons_lib.plots import plot_confusion_matrix
+
+CM = [[5, 1, 0], [0, 4, 2], [0, 0, 6]]
+
+
+def test_draws_counts_axes_labels_and_accuracy_title():
+    ax = plot_confusion_matrix(CM)
+    texts = sorted(t.get_text() for t in ax.texts)
+    assert texts == sorted(["5", "1", "4", "2", "6"])  # zeros are left blank
+    assert ax.get_xlabel() == "lớp mô hình đoán" and ax.get_ylabel() == "lớp thật"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2"]
+    assert "đúng 15/18" in ax.get_title() and "83.3%" in ax.get_title()
+
+
+@pytest.mark.parametrize("cm", [torch.tensor(CM), np.array(CM), torch.tensor(CM, dtype=torch.float32)])
+def test_accepts_tensors_and_arrays(cm):
+    ax = plot_confusion_matrix(cm, labels=["a", "b", "c"], title="t")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"] and ax.get_title() == "t"
+
+
+def test_uses_given_axes_and_english_labels():
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots()
+    i18n.set_language("en")
+    assert plot_confusion_matrix(CM, ax=ax) is ax
+    assert ax.get_xlabel() == "predicted class" and "15/18 right" in ax.get_title()
+
+
+def test_all_zero_matrix_has_no_title():
+    assert plot_confusion_matrix([[0, 0], [0, 0]]).get_title() == ""
+
+
+@pytest.mark.parametrize(("cm", "kwargs"), [
+    ([[1, 2], [3]], {}),
+    ([[1, 2]], {}),
+    ([], {}),
+    ("cm", {}),
+    ([[1, -1], [0, 1]], {}),
+    ([[1, 0.5], [0, 1]], {}),
+    ([[1, True], [0, 1]], {}),
+    (CM, {"labels": ["a"]}),
+    (CM, {"labels": "abc"}),
+    (CM, {"ax": "not axes"}),
+])
+def test_bad_input_says_what_to_pass(cm, kwargs):
+    with pytest.raises(TypeError, match="cm phải là ma trận vuông|labels phải là list|ax must be"):
+        plot_confusion_matrix(cm, **kwargs)
