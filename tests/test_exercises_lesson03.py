@@ -119,6 +119,21 @@ def test_task2_solution_passes():
     assert not any("weights_only" in n for n in feedback.notes)
 
 
+def test_task2_the_learner_stub_is_missing():
+    def load_weights(model, path, device):
+        ...
+
+    feedback = task2.evaluate(load_weights)
+    assert feedback.status == _core.MISSING and "..." in text(feedback)
+
+
+def test_task1_the_learner_stub_is_missing():
+    def misplaced(model, device):
+        ...
+
+    assert task1.evaluate(misplaced).status == _core.MISSING
+
+
 def test_task2_map_location_device_passes_too():
     def load_weights(model, path, device):
         model.load_state_dict(torch.load(path, map_location=device, weights_only=True))

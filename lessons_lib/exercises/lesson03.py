@@ -214,6 +214,9 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
                                f"torch.load raised: the file was saved on {tag}, which this machine lacks. Add "
                                "map_location=\"cpu\" (or map_location=device) to torch.load.", stop=True)
             tracker.mark_used(result)
+    if result is None and not loads.calls:
+        report.missing_part("load_weights chưa làm gì (thân hàm còn là ...).",
+                            "load_weights does nothing yet (its body is still ...).", stop=True)
     if not loads.calls:
         report.problem("load_weights không gọi torch.load(path, ...).", "load_weights never calls torch.load(path, ...).",
                        stop=True)
@@ -226,15 +229,15 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
         report.note("ghi rõ weights_only=True: từ PyTorch 2.6 đây là mặc định, nhưng bản cũ hơn mặc định False.",
                     "write weights_only=True explicitly: it is the default since PyTorch 2.6, but not before.")
     if result is None:
-        report.missing_part("load_weights chưa trả về model (thiếu return model).",
+        report.missing_part("load_weights chưa trả về mô hình (thiếu return model).",
                             "load_weights does not return the model yet (no return model).", stop=True)
     if isinstance(result, dict):
-        report.problem("load_weights trả về dict (state_dict), chưa phải model: nạp nó vào model bằng "
+        report.problem("load_weights trả về dict (state_dict), chưa phải mô hình: nạp nó vào model bằng "
                        "model.load_state_dict(...), rồi return model.",
                        "load_weights returns a dict (the state_dict), not the model: load it with "
                        "model.load_state_dict(...), then return model.", stop=True)
     if isinstance(result, tuple) and hasattr(result, "missing_keys"):
-        report.problem("load_state_dict(...) trả về danh sách khoá thiếu/thừa, không phải model: gọi nó rồi "
+        report.problem("load_state_dict(...) trả về danh sách khoá thiếu/thừa, không phải mô hình: gọi nó rồi "
                        "return model.",
                        "load_state_dict(...) returns the missing/unexpected keys, not the model: call it, then "
                        "return model.", stop=True)
@@ -243,8 +246,8 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
                        f"return the model you were given, not {type(result).__name__}.", stop=True)
     moved = any(m.source is p for m in tracker.moves for p in params)
     if not moved:
-        report.problem("chưa đưa model lên device: thêm model.to(device) (map_location chỉ quyết định nơi tensor "
-                       "của FILE được nạp vào; load_state_dict chép chúng vào tham số đang nằm ở đâu thì ở đó).",
+        report.problem("chưa đưa mô hình lên device: thêm model.to(device) (map_location chỉ quyết định nơi tensor "
+                       "của FILE được nạp vào; load_state_dict chép chúng vào tham số, tham số đang ở đâu thì vẫn ở đó).",
                        "the model is not moved to the device: add model.to(device) (map_location only decides where "
                        "the FILE's tensors are loaded; load_state_dict copies them into the parameters wherever those "
                        "are).", stop=True)
@@ -257,7 +260,7 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
             report.problem(f"trọng số {name} không khớp file: gọi model.load_state_dict(torch.load(path, ...)).",
                            f"weight {name} does not match the file: call model.load_state_dict(torch.load(path, ...)).",
                            stop=True)
-    report.success(f"file lưu trên {tag} (GPU mà máy này không có) được nạp, trọng số khớp, model nằm trên {device}.",
+    report.success(f"file lưu trên {tag} (GPU mà máy này không có) được nạp, trọng số khớp, mô hình nằm trên {device}.",
                    f"a file saved on {tag} (a GPU this machine lacks) is loaded, the weights match, the model is on "
                    f"{device}.")
     on_gpu_note(report, device, "cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
@@ -274,7 +277,7 @@ task2 = Exercise(
          "model.load_state_dict(state); model.to(device). Rồi return model.",
          "Three steps: state = torch.load(path, map_location=\"cpu\", weights_only=True); "
          "model.load_state_dict(state); model.to(device). Then return model."),
-        ("map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi model nằm. "
+        ("map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "
          "Cần cả hai.",
          "map_location decides where the FILE's tensors are loaded; model.to(device) decides where the model lives. "
          "You need both."),
@@ -283,7 +286,7 @@ task2 = Exercise(
 def load_weights(model, path, device):
     state = torch.load(path, map_location="cpu", weights_only=True)   # file lưu trên GPU nào cũng được
     model.load_state_dict(state)
-    return model.to(device)                                            # Module.to trả về chính model
+    return model.to(device)                                            # Module.to trả về chính mô hình
 ''',
     group=GROUP,
 )
