@@ -153,3 +153,44 @@ def test_compare_dtypes_bad_input(kwargs, error, match):
     args = {"n": 64, "device": "cpu"} | kwargs
     with pytest.raises(error, match=match):
         compare_dtypes(args.pop("n"), args.pop("device"), **args)
+
+
+# --------------------------------------------------------------------------- the size probe (shared with compare_matmul)
+
+
+class _Size(int):
+    """Stands for a size×size matrix: `a @ b` just returns the size, for the fake measure below."""
+
+    def __matmul__(self, other):
+        return int(self)
+
+
+def _probe_with(monkeypatch, seconds_for_size, n, limit):
+    """Run compare._probe_call_s against a fake device whose size-s matmul takes seconds_for_size(s)."""
+    from lessons_lib.bench import compare
+
+    probed = []
+
+    def fake_inputs(size, dev, dt):
+        probed.append(size)
+        return _Size(size), _Size(size)
+
+    monkeypatch.setattr(compare, "make_matmul_inputs", fake_inputs)
+    monkeypatch.setattr(compare, "measure", lambda fn, **kwargs: timing(seconds_for_size(fn()), device="cpu"))
+    return compare._probe_call_s(n, torch.device("cpu"), torch.float32, 1, limit), probed
+
+
+def test_the_probe_does_not_trust_launch_bound_gpu_timings(monkeypatch):
+    """A T4-like GPU: 20 µs launch cost, 4.5 TFLOP/s. N=8192 takes ~0.24 s, not the 5 s that N=128 suggests."""
+    def gpu(size):
+        return max(20e-6, bench.matmul_flops(size) / 4.5e12)
+
+    estimate, probed = _probe_with(monkeypatch, gpu, 8192, limit=2.0)
+    assert estimate == pytest.approx(bench.matmul_flops(8192) / 4.5e12, rel=0.05) and estimate < 2.0
+    assert probed[0] == 128 and probed[-1] > 128
+
+
+def test_the_probe_stops_early_when_a_trustworthy_probe_is_over_the_limit(monkeypatch):
+    """A slow CPU (2 GFLOP/s): N=128 already takes 2 ms, so N=5000 is clearly over a 1 s limit."""
+    estimate, probed = _probe_with(monkeypatch, lambda size: bench.matmul_flops(size) / 2e9, 5000, limit=1.0)
+    assert estimate > 1.0 and probed == [128]
