@@ -44,7 +44,7 @@ class Comparison:
             f"CHẬM hơn {1 / s:.1f}×", f"SLOWER by {1 / s:.1f}×")
         who = _who(self.other)
         base = _who(self.baseline)
-        copy = tr(" (tính cả copy CPU→GPU→CPU)", " (copies CPU→GPU→CPU included)") if self.include_copy else ""
+        copy = tr(" (tính cả thời gian chép CPU→GPU→CPU)", " (copies CPU→GPU→CPU included)") if self.include_copy else ""
         return tr(f"N={self.n} {self.dtype}: {who}{copy} {faster} so với {base}.",
                   f"N={self.n} {self.dtype}: {who}{copy} is {faster} than {base}.")
 
