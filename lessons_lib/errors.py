@@ -211,9 +211,22 @@ _RULES = (
         "device_side_assert",
         r"device-side assert triggered",
         "Một kernel trên GPU tự kiểm tra và thất bại, thường do nhãn/chỉ số vượt phạm vi (vd nhãn = số lớp trong "
-        "CrossEntropyLoss). Chạy lại đoạn đó trên CPU để thấy lỗi rõ ràng; sau lỗi này phải khởi động lại kernel.",
+        "CrossEntropyLoss). GPU chạy bất đồng bộ nên traceback có thể chỉ SAI dòng: chạy lại đoạn đó trên CPU để "
+        "thấy lỗi rõ ràng, hoặc đặt CUDA_LAUNCH_BLOCKING=1 trước khi import torch. Sau lỗi này CUDA của tiến trình "
+        "hỏng hẳn: phải khởi động lại kernel (runtime).",
         "A GPU kernel's own check failed, usually a label/index out of range (e.g. label = number of classes "
-        "in CrossEntropyLoss). Re-run that part on the CPU to see a clear error; restart the kernel afterwards.",
+        "in CrossEntropyLoss). The GPU runs asynchronously, so the traceback may point at the WRONG line: re-run "
+        "that part on the CPU for a clear error, or set CUDA_LAUNCH_BLOCKING=1 before importing torch. CUDA is "
+        "unusable in this process afterwards: restart the kernel (runtime).",
+    ),
+    _Rule(
+        "target_out_of_range",
+        r"Target -?\d+ is out of bounds",
+        "Có nhãn (target) nằm ngoài khoảng 0 … số lớp − 1. Kiểm tra `y.min()`, `y.max()` và số output của lớp "
+        "cuối (vd nhãn 1…10 thay vì 0…9). Trên GPU cùng lỗi này hiện ra thành `device-side assert triggered`.",
+        "A label (target) is outside 0 … number of classes − 1. Check `y.min()`, `y.max()` and the size of the "
+        "last layer (e.g. labels 1…10 instead of 0…9). On a GPU the same bug shows up as "
+        "`device-side assert triggered`.",
     ),
     _Rule(
         "target_dtype",
@@ -266,7 +279,8 @@ def explain(exc: BaseException) -> str | None:
     Recognised: device mismatch (every current wording, incl. the `meta` device's), dtype mismatch,
     wrong target dtype, CUDA and host out-of-memory, NumPy from a GPU tensor or one that requires grad,
     "Torch not compiled with CUDA enabled", no NVIDIA driver / driver too old, "no kernel image is
-    available" (GPU too old for the build), invalid device ordinal, device-side assert, and a GPU
+    available" (GPU too old for the build), invalid device ordinal, device-side assert, a label out of range
+    (CPU's "Target N is out of bounds"), and a GPU
     checkpoint loaded without ``map_location``.
     """
     if not isinstance(exc, BaseException):

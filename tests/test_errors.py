@@ -163,6 +163,20 @@ def test_explain_recognises_float_targets_for_cross_entropy():
     assert "y.long()" in explain(exc)
 
 
+@pytest.mark.parametrize("labels", [[0, 1, 2, 3], [-1, 0, 1, 2]], ids=["label = classes", "negative label"])
+def test_explain_recognises_a_label_out_of_range_on_the_cpu(labels):
+    exc = raised(lambda: F.cross_entropy(torch.randn(4, 3), torch.tensor(labels)))
+    assert isinstance(exc, IndexError) and "is out of bounds" in str(exc)
+    assert explain_key(exc) == "target_out_of_range"
+    hint = explain(exc)
+    assert "y.max()" in hint and "device-side assert" in hint
+
+
+def test_the_device_side_assert_hint_names_the_wrong_line_and_launch_blocking():
+    hint = explain(ACCELERATOR_ERROR("CUDA error: device-side assert triggered"))
+    assert "CUDA_LAUNCH_BLOCKING=1" in hint and "SAI dòng" in hint and "khởi động lại" in hint
+
+
 def test_explain_recognises_host_out_of_memory():
     exc = raised(lambda: torch.empty(2**50, dtype=torch.uint8))  # 1 PiB: more than any address space
     assert explain_key(exc) == "host_oom", str(exc)
@@ -299,6 +313,13 @@ COPIED = [
      "CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported at some "
      "other API call, so the stacktrace below might be incorrect.\nFor debugging consider passing "
      "CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"),
+    # the same with c10/cuda/CUDAMiscFunctions.cpp's get_cuda_error_help line (newer releases)
+    ("device_side_assert", ACCELERATOR_ERROR,
+     "CUDA error: device-side assert triggered\nSearch for `cudaErrorAssert' in "
+     "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.\n"
+     "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might "
+     "be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"),
 ]
 
 

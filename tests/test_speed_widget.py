@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-from lessons_lib import bench, speed_widget
+from lessons_lib import bench, gpu_specs, speed_widget
+from lessons_lib.bench import precisions
 from lessons_lib.speed_widget import CONTROL_CLASS, RESULT_CLASS, SpeedControl, speed_control
 
 SIZES = [16, 32, 64]
@@ -28,8 +30,75 @@ def test_runs_once_at_creation(control):
 
 def test_default_size_is_the_seed_size_500():
     ctrl = SpeedControl("cpu", run_now=False)
-    assert ctrl.n == 500 and 5000 in ctrl.sizes and ctrl.last is None
+    assert ctrl.n == 500 and 5000 in ctrl.sizes and ctrl.last is None and not ctrl.accelerated
+    assert ctrl.dtype == "fp32"
     assert "chưa đo" in ctrl.text() or "not measured" in ctrl.text()
+
+
+def test_cpu_mode_bounds_each_side_in_time(monkeypatch):
+    seen = {}
+
+    def fake(n, dtype, device, **kwargs):
+        seen.update(kwargs, n=n, dtype=dtype)
+        return bench.Comparison(n, "fp32", None, None, None, False, skipped="⏭️ skipped")
+
+    monkeypatch.setattr(speed_widget.bench, "compare_matmul", fake)
+    SpeedControl("cpu", max_call_s=0.5, max_time_s=1.5)
+    assert seen == {"n": 500, "dtype": "fp32", "max_call_s": 0.5, "max_time_s": 1.5}
+
+
+# --------------------------------------------------------------------------- GPU mode, with a fake GPU
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """A SpeedControl that believes it runs on a CUDA GPU; compare_dtypes is replaced by a recorder."""
+    calls = []
+
+    def fake_compare(n, device, low, **kwargs):
+        calls.append((n, str(device), low, kwargs))
+        sides = (precisions.Side("cuda:0", "fp32", 2, timing=_timing(0.004, n)),
+                 precisions.Side("cuda:0", low, 2, timing=_timing(0.001, n)),
+                 precisions.Side("cpu", "fp32", 2, skipped=f"⏭️ không đo N={n} fp32 trên CPU (2 luồng): chậm"))
+        return precisions.DtypeComparison(n, sides, "Tesla T4", gpu_specs.T4)
+
+    monkeypatch.setattr(speed_widget.bench, "resolve_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(speed_widget.bench, "compare_dtypes", fake_compare)
+    return calls
+
+
+def _timing(seconds, n):
+    return bench.Timing(times_s=(seconds,) * 3, device="cuda:0", threads=2, warmup=2, number=1,
+                        flops=bench.matmul_flops(n), label=f"matmul {n}")
+
+
+def test_gpu_mode_compares_fp32_with_fp16_at_tensor_core_friendly_sizes(gpu):
+    ctrl = speed_control("cuda")
+    assert ctrl.accelerated and ctrl.n == 2048 and ctrl.dtype == "fp16"
+    assert all(n % 8 == 0 for n in ctrl.sizes) and 500 not in ctrl.sizes and 8192 in ctrl.sizes
+    n, device, low, kwargs = gpu[0]
+    assert (n, device, low) == (2048, "cuda", "fp16")
+    assert kwargs == {"cpu_max_call_s": 1.0, "cpu_max_time_s": 2.0}   # the CPU side is bounded in time
+    text = ctrl.text()
+    assert "fp16 (tensor core) nhanh hơn 4.0× so với fp32" in text and "⏭️ không đo N=2048 fp32 trên CPU" in text
+
+
+def test_gpu_mode_widget_menu_is_the_16_bit_dtype(gpu):
+    ctrl = speed_control("cuda")
+    _box, slider, dtype, _button, result = parts(ctrl)
+    assert dtype.description == "fp32 vs" and [v for _, v in dtype.options] == ["fp16", "bf16"]
+    slider.value = 8192
+    assert gpu[-1][:3] == (8192, "cuda", "fp16") and "N=8192" in result.value
+    dtype.value = "bf16"
+    assert gpu[-1][:3] == (8192, "cuda", "bf16") and "bf16" in result.value
+
+
+def test_gpu_mode_rejects_fp32_as_the_compared_dtype(gpu):
+    with pytest.raises(ValueError, match="fp16"):
+        SpeedControl("cuda", dtype="fp32", run_now=False)
+    ctrl = SpeedControl("cuda", run_now=False)
+    with pytest.raises(ValueError, match="16"):
+        ctrl.run(1024, "fp32")
 
 
 def test_widget_has_stable_css_classes(control):
@@ -106,7 +175,7 @@ def test_plain_text_display_without_a_widget_frontend(control, capsys):
         ({"sizes": []}, ValueError, "empty|rỗng"),
         ({"sizes": [32, 16]}, ValueError, "increasing|tăng dần"),
         ({"dtype": "int8"}, ValueError, "fp16"),
-        ({"include_copy": "yes"}, TypeError, "include_copy"),
+        ({"max_time_s": 0}, ValueError, "max_time_s"),
         ({"max_call_s": -1}, ValueError, "max_call_s"),
         ({"device": "tpu"}, ValueError, "cpu"),
     ],

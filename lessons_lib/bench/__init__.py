@@ -20,6 +20,8 @@ Where things live (everything is importable from ``lessons_lib.bench``):
 - `speedup`, `crossover`, `Crossover`, `estimate_seconds`: reading two sweeps (``analysis``).
 - `compare_matmul`, `Comparison`: one size timed two ways (``compare``).
 - `copy_vs_compute`, `CopyCost`: copies vs compute on an accelerator (``copies``).
+- `compare_dtypes`, `DtypeComparison`: fp32 vs fp16/bf16 on an accelerator, next to the CPU, each side bounded
+  in time (``precisions``; what the speed widget shows on a GPU).
 - `matmul_flops`: re-exported from ``lessons_lib.flops``.
 
 Tests that replace a helper must patch the module that looks it up (e.g. ``bench.sweep.make_matmul_inputs``).
@@ -36,6 +38,7 @@ from .devices import cpu_threads, resolve_device, synchronize
 from .dtypes import dtype_label, resolve_dtype
 from .matmul import make_matmul_inputs, matmul_error, matmul_tolerance, time_matmul
 from .memory_fit import fits_in_memory, matmul_bytes, memory_available
+from .precisions import DtypeComparison, compare_dtypes
 from .sweep import (  # noqa: F401  (DEFAULT_BUDGET_S, _check_sizes: used as bench.X)
     DEFAULT_BUDGET_S,
     DEFAULT_SIZES,
@@ -49,8 +52,8 @@ from .timing import Timing, measure
 from .units import format_flops, format_seconds
 
 __all__ = [
-    "DEFAULT_SIZES", "Comparison", "CopyCost", "Crossover", "MatmulRecord", "SweepResult", "Timing",
-    "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover", "default_budget_s", "dtype_label",
+    "DEFAULT_SIZES", "Comparison", "CopyCost", "Crossover", "DtypeComparison", "MatmulRecord", "SweepResult", "Timing",
+    "compare_dtypes", "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover", "default_budget_s", "dtype_label",
     "estimate_seconds", "fits_in_memory", "format_flops", "format_seconds", "make_matmul_inputs",
     "matmul_bytes", "matmul_error", "matmul_flops", "matmul_sweep", "matmul_tolerance", "measure",
     "memory_available", "resolve_device", "resolve_dtype", "speedup", "synchronize", "time_matmul",

@@ -44,7 +44,7 @@ class Comparison:
             f"CHẬM hơn {1 / s:.1f}×", f"SLOWER by {1 / s:.1f}×")
         who = _who(self.other)
         base = _who(self.baseline)
-        copy = tr(" (tính cả copy CPU→GPU→CPU)", " (copies CPU→GPU→CPU included)") if self.include_copy else ""
+        copy = tr(" (tính cả thời gian chép CPU→GPU→CPU)", " (copies CPU→GPU→CPU included)") if self.include_copy else ""
         return tr(f"N={self.n} {self.dtype}: {who}{copy} {faster} so với {base}.",
                   f"N={self.n} {self.dtype}: {who}{copy} is {faster} than {base}.")
 
@@ -71,17 +71,22 @@ def _who(timing: Timing) -> str:
 def _probe_call_s(n: int, dev: torch.device, dt: torch.dtype, threads: int, limit_s: float) -> float:
     """Estimate one N×N matmul's time from smaller ones (scaled as N³), doubling the probe size from 128.
 
-    Small matmuls can run on faster code paths (the data fits in cache), so N³ scaling from a tiny size
-    can underestimate badly; probing stops only when the estimate is far below the limit, over it, or
-    the probe reached N/2. Each probe is the median of 3 calls, so one disturbed call cannot skip a size.
+    Scaling from a tiny size misleads both ways: on a CPU small matmuls run on faster paths (the data fits
+    in cache), so the estimate comes out too low; on a GPU a small matmul is dominated by the fixed launch
+    cost, so the estimate comes out far too high (a T4 would "need" seconds for N=8192). So the probe grows
+    while the estimate is near the limit, and also while it is over the limit but the probe itself took
+    under a millisecond (launch-bound, not to be trusted) and the next probe is still cheap. It stops at
+    N/2 at the latest. Each probe is the median of 3 calls, so one disturbed call cannot skip a size.
     """
     size = min(n, 128)
     while True:
         a, b = make_matmul_inputs(size, dev, dt)
-        t = measure(lambda a=a, b=b: a @ b, device=dev, repeats=3, warmup=1, number=1, threads=threads)
-        estimate = t.median_s * (n / size) ** 3
-        if estimate > limit_s or 4 * estimate < limit_s or 2 * size > n // 2 or size == n:
+        t = measure(lambda a=a, b=b: a @ b, device=dev, repeats=3, warmup=1, number=1, threads=threads).median_s
+        estimate = t * (n / size) ** 3
+        if size == n or 2 * size > n // 2 or 4 * estimate < limit_s:
             return estimate
+        if estimate > limit_s and (t >= 1e-3 or 4 * 8 * t > limit_s):
+            return estimate  # a probe big enough to trust, or probing further would itself be slow
         size *= 2
 
 

@@ -40,10 +40,10 @@ class CopyCost:
         share = 100 * copy / self.total_s
         better = self.total_s < self.cpu.median_s
         return tr(
-            f"N={self.n}: copy {format_seconds(copy)} + tính {format_seconds(self.compute.median_s)} trên "
-            f"{self.device} = {format_seconds(self.total_s)} (copy chiếm {share:.0f}%) so với CPU "
+            f"N={self.n}: chép {format_seconds(copy)} + tính {format_seconds(self.compute.median_s)} trên "
+            f"{self.device} = {format_seconds(self.total_s)} (chép chiếm {share:.0f}%) so với CPU "
             f"{format_seconds(self.cpu.median_s)} → " + ("đáng chuyển sang GPU." if better else
-                                                          "KHÔNG đáng: copy ăn hết phần lợi."),
+                                                          "KHÔNG đáng: thời gian chép ăn hết phần lợi."),
             f"N={self.n}: copy {format_seconds(copy)} + compute {format_seconds(self.compute.median_s)} on "
             f"{self.device} = {format_seconds(self.total_s)} (copies are {share:.0f}%) vs CPU "
             f"{format_seconds(self.cpu.median_s)} → " + ("worth moving to the GPU." if better else

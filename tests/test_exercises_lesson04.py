@@ -1,0 +1,181 @@
+"""Checked tasks of lesson 04: the solutions pass, typical wrong answers fail with their own message, blanks are "missing"."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+import torch
+
+from lessons_lib.exercises import _core
+from lessons_lib.exercises.lesson04 import COMPUTE_S, FakeDevice, FakeGpu, HostTensor, task1, task2
+
+
+def solution_of(exercise, name):
+    scope = {"torch": torch}
+    exec(exercise.solution_code, scope)  # noqa: S102 - the reference solution shipped with the exercise
+    return scope[name]
+
+
+def text(feedback) -> str:
+    return "\n".join(feedback.lines)
+
+
+# --------------------------------------------------------------------------- the fake GPU behaves like CUDA
+
+
+def test_the_fake_gpu_queues_matmuls_and_cpu_waits_for_them():
+    gpu = FakeGpu()
+    a, b, device = HostTensor(gpu, "a"), HostTensor(gpu, "b"), FakeDevice(gpu)
+    a_d, b_d = a.to(device), b.to(device)
+    start = time.perf_counter()
+    c_d = a_d @ b_d
+    queued = time.perf_counter() - start
+    start = time.perf_counter()
+    c_d.cpu()
+    waited = time.perf_counter() - start
+    assert queued < 0.01 and waited >= COMPUTE_S  # the download pays for the queued matmul
+    assert torch.matmul(a_d, b_d).device.type == "cuda" and a.device.type == "cpu"
+    assert gpu.uploads == 2 and gpu.downloads == 1 and gpu.matmuls == 2
+
+
+# --------------------------------------------------------------------------- task 1: split_time
+
+
+def test_task1_solution_passes():
+    feedback = task1.evaluate(solution_of(task1, "split_time"))
+    assert feedback.passed, str(feedback)
+
+
+@pytest.mark.parametrize("blank", [None, ...])
+def test_task1_blank_is_missing(blank):
+    assert task1.evaluate(blank).status == _core.MISSING
+
+
+def test_task1_learner_stub_is_missing():
+    def split_time(a, b, device, sync, repeats=5):
+        ...
+
+    feedback = task1.evaluate(split_time)
+    assert feedback.status == _core.MISSING and "return" in text(feedback)
+
+
+def _timed(a, b, device, sync, repeats, *, warm=True, sync_after_matmul=True, sync_at_all=True, upload=True,
+           download=True, scale=1.0, swap=False):
+    s = sync if sync_at_all else (lambda: None)
+    if warm:
+        (a.to(device) @ b.to(device)).cpu()
+    copies, computes = [], []
+    for _ in range(repeats):
+        s()
+        t0 = time.perf_counter()
+        a_d, b_d = a.to(device), b.to(device)
+        s()
+        t1 = time.perf_counter()
+        c_d = a_d @ b_d
+        if sync_after_matmul:
+            s()
+        t2 = time.perf_counter()
+        c_d.cpu()
+        t3 = time.perf_counter()
+        copies.append(((t1 - t0) if upload else 0) + ((t3 - t2) if download else 0))
+        computes.append(t2 - t1)
+    result = statistics.median(copies) * scale, statistics.median(computes) * scale
+    return result[::-1] if swap else result
+
+
+WRONG_TASK1 = {
+    "no sync after the matmul": (dict(sync_after_matmul=False), "ngay sau phép nhân"),
+    "no sync at all": (dict(sync_at_all=False), "không gọi sync() lần nào"),
+    "no warm-up": (dict(warm=False), "warm-up"),
+    "upload only": (dict(download=False), "chép kết quả về"),
+    "download only": (dict(upload=False), "chép a, b lên"),
+    "milliseconds": (dict(scale=1e3), "mili-giây"),
+    "swapped": (dict(swap=True), "đảo thứ tự"),
+}
+
+
+@pytest.mark.parametrize(("options", "message"), WRONG_TASK1.values(), ids=WRONG_TASK1.keys())
+def test_task1_typical_wrong_answers_fail_with_their_message(options, message):
+    def split_time(a, b, device, sync, repeats=5):
+        return _timed(a, b, device, sync, repeats, **options)
+
+    feedback = task1.evaluate(split_time)
+    assert feedback.status == _core.FAIL, str(feedback)
+    assert message in text(feedback), str(feedback)
+
+
+def test_task1_other_wrong_shapes():
+    assert "HAI số" in text(task1.evaluate(lambda a, b, device, sync, repeats=5: 0.1))
+    assert "TypeError" in text(task1.evaluate(lambda a, b: (0.1, 0.2)))
+    no_copy = task1.evaluate(lambda a, b, device, sync, repeats=5: (a @ b, 0.1))
+    assert no_copy.status == _core.FAIL and "chép a, b lên trước" in text(no_copy)
+
+
+# --------------------------------------------------------------------------- task 2: crossover_n
+
+
+def test_task2_solution_passes():
+    feedback = task2.evaluate(solution_of(task2, "crossover_n"))
+    assert feedback.passed, str(feedback)
+
+
+def test_task2_learner_stub_is_missing():
+    def crossover_n(sizes, cpu_s, gpu_s):
+        ...  # TODO: N nhỏ nhất mà từ đó trở lên GPU luôn nhanh hơn (None nếu không có)
+
+    feedback = task2.evaluate(crossover_n)
+    assert feedback.status == _core.MISSING, str(feedback)
+
+
+def _first_faster(sizes, cpu_s, gpu_s):
+    return next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g < c), None)
+
+
+def _first_slower(sizes, cpu_s, gpu_s):
+    return next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g > c), sizes[-1])
+
+
+def _index(sizes, cpu_s, gpu_s):
+    answer = None
+    for i in reversed(range(len(sizes))):
+        if gpu_s[i] >= cpu_s[i]:
+            break
+        answer = i
+    return answer
+
+
+def _never_none(sizes, cpu_s, gpu_s):
+    answer = sizes[-1]
+    for n, c, g in reversed(list(zip(sizes, cpu_s, gpu_s, strict=True))):
+        if g >= c:
+            break
+        answer = n
+    return answer
+
+
+def _speedup(sizes, cpu_s, gpu_s):
+    return cpu_s[-1] / gpu_s[-1]
+
+
+WRONG_TASK2 = {
+    "first faster point": (_first_faster, "LẦN ĐẦU"),
+    "inverted comparison": (_first_slower, "bị đảo"),
+    "index instead of N": (_index, "chỉ số"),
+    "no None when never faster": (_never_none, "None"),
+    "a speedup, not a size": (_speedup, "kích thước N"),
+    "always None": (lambda sizes, cpu_s, gpu_s: None, "trả về None"),
+    "raises": (lambda sizes, cpu_s, gpu_s: sizes[99], "báo lỗi"),
+}
+
+
+@pytest.mark.parametrize(("fn", "message"), WRONG_TASK2.values(), ids=WRONG_TASK2.keys())
+def test_task2_typical_wrong_answers_fail_with_their_message(fn, message):
+    feedback = task2.evaluate(fn)
+    assert feedback.status == _core.FAIL, str(feedback)
+    assert message in text(feedback), str(feedback)
+
+
+def test_lesson04_tasks_are_grouped():
+    assert set(_core.GROUPS["lesson04"]) == {"task1", "task2"}
