@@ -42,7 +42,9 @@ def test_wheel_metadata_matches_pyproject(wheel):
         meta_name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         meta = Parser().parsestr(zf.read(meta_name).decode())
         entry_points = zf.read(meta_name.replace("METADATA", "entry_points.txt")).decode()
-    assert meta["Version"] == project["version"] == lessons_lib.__version__
+    assert "version" in project["dynamic"] and "version" not in project, "one version: lessons_lib.__version__"
+    assert meta["Version"] == lessons_lib.__version__
+    assert meta["License-Expression"] == project["license"] == "MIT"
     assert meta["Requires-Python"] == project["requires-python"]
     assert sorted(r.replace(" ", "") for r in meta.get_all("Requires-Dist")) == sorted(
         d.replace(" ", "") for d in project["dependencies"])
