@@ -1,13 +1,18 @@
 """pytest plugin: nbval reports `%%gpu` cells as skipped when this machine lacks the GPUs they need.
 
-Installed with lessons_lib (entry point ``pytest11``), so it works from any checkout.
+Installed with lessons_lib (entry point ``pytest11``), so it works from any checkout. It also prints, in the
+session header, the torch build and the GPUs torch and nvidia-smi see; and a session that collects `%%gpu`
+cells stops at once when nvidia-smi lists an NVIDIA GPU that torch cannot use (those cells would all be
+skipped and the run would look green), unless LESSONS_ALLOW_NO_CUDA=1.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from . import gpu_cells
+from . import __version__, gpu_cells, gpu_check
 
 
 def _cell_source(item) -> str | None:
@@ -16,6 +21,25 @@ def _cell_source(item) -> str | None:
     if source is None and isinstance(cell, dict):
         source = cell.get("source")
     return source if isinstance(source, str) else None
+
+
+def pytest_report_header(config) -> list[str]:
+    """Name the torch build and the GPUs torch and nvidia-smi see (imports torch only when the header shows)."""
+    return gpu_check.header_lines(gpu_check.read_nvidia_smi(), gpu_check.read_torch(), __version__)
+
+
+def _stop_if_gpus_are_unusable() -> None:
+    """Raise pytest.UsageError when nvidia-smi lists a GPU that torch cannot use (see LESSONS_ALLOW_NO_CUDA)."""
+    if os.environ.get(gpu_check.ALLOW_NO_CUDA_ENV) == "1":
+        return
+    smi = gpu_check.read_nvidia_smi()
+    if not smi.gpus:
+        return
+    problem = gpu_check.torch_cannot_use_gpus(smi, gpu_check.read_torch())
+    if problem is not None:
+        raise pytest.UsageError(
+            f"{problem}\n(Chạy tiếp dù vậy, các ô %%gpu bị bỏ qua / go on anyway, %%gpu cells skipped: "
+            f"{gpu_check.ALLOW_NO_CUDA_ENV}=1)")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -27,6 +51,8 @@ def pytest_collection_modifyitems(config, items) -> None:
             continue
         if available is None:
             available = gpu_cells.cuda_gpu_count()
+            if available == 0:
+                _stop_if_gpus_are_unusable()
         reason = gpu_cells.skip_reason(source, available)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
