@@ -48,17 +48,6 @@ def fresh_checkout(dest: Path) -> Path:
     return dest
 
 
-def environment_mode() -> str:
-    """Return "0" or "1" (COURSE_SYSTEM_TORCH) for the running environment, or skip if course.py did not set it up."""
-    stamp = Path(sys.prefix) / course.STAMP
-    recorded = stamp.read_text(encoding="utf-8").strip() if stamp.exists() else None
-    for mode in ("0", "1"):
-        if recorded == course.wanted_stamp(mode == "1"):
-            return mode
-    pytest.skip(f"this environment ({sys.prefix}) was not set up by tools/course.py from this checkout's "
-                "requirements.txt and pyproject.toml: run the test through `bash tools/course.sh test`")
-
-
 def _get(url: str, token: str, timeout: float = 5) -> tuple[int, bytes]:
     request = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
     try:
@@ -83,8 +72,7 @@ def _unprivileged_can_run(python: Path) -> str | None:
 
 
 @pytest.mark.parametrize("who", ["current-user", "unprivileged-user"])
-def test_lab_serves_the_course_from_a_fresh_clone_and_shuts_down(tmp_path, who):
-    mode = environment_mode()
+def test_lab_serves_the_course_from_a_fresh_clone_and_shuts_down(tmp_path, who, course_env_vars):
     python = course.venv_python(Path(sys.prefix))
     if who == "unprivileged-user":
         why_not = _unprivileged_can_run(python)
@@ -96,7 +84,8 @@ def test_lab_serves_the_course_from_a_fresh_clone_and_shuts_down(tmp_path, who):
     port, token = course.free_port("127.0.0.1", first=18800), secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items()
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "COURSE_LAB_IP", "COURSE_NO_BROWSER", "PYTHON")}
-    env.update(COURSE_VENV=sys.prefix, COURSE_SYSTEM_TORCH=mode, COURSE_LAB_PORT=str(port), JUPYTER_TOKEN=token,
+    env.update(course_env_vars)
+    env.update(COURSE_LAB_PORT=str(port), JUPYTER_TOKEN=token,
                HOME=str(home), JUPYTER_CONFIG_DIR=str(home / "cfg"), JUPYTER_RUNTIME_DIR=str(home / "rt"),
                JUPYTER_DATA_DIR=str(home / "data"), JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(home / "lab-workspaces"), PYTHON=sys.executable)
