@@ -26,10 +26,13 @@ import nbclient
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
-_PEAK_CELL = (
-    "import resource as _r, sys as _s\n"
-    "_k = 1 if _s.platform == 'darwin' else 1024\n"
-    "print('PEAK_RSS_BYTES', max(_r.getrusage(_r.RUSAGE_SELF).ru_maxrss, _r.getrusage(_r.RUSAGE_CHILDREN).ru_maxrss) * _k)"
+_PEAK_CELL = (  # no `resource` module on Windows: the peak is then unknown ("?"), not an error
+    "try:\n"
+    "    import resource as _r, sys as _s\n"
+    "    _k = 1 if _s.platform == 'darwin' else 1024\n"
+    "    print('PEAK_RSS_BYTES', max(_r.getrusage(_r.RUSAGE_SELF).ru_maxrss, _r.getrusage(_r.RUSAGE_CHILDREN).ru_maxrss) * _k)\n"
+    "except ImportError:\n"
+    "    pass"
 )
 
 
