@@ -45,6 +45,10 @@ def test_wheel_metadata_matches_pyproject(wheel):
     assert "version" in project["dynamic"] and "version" not in project, "one version: lessons_lib.__version__"
     assert meta["Version"] == lessons_lib.__version__
     assert meta["License-Expression"] == project["license"] == "MIT"
+    with zipfile.ZipFile(wheel) as zf:
+        license_files = [n for n in zf.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert license_files and b"MIT License" in zf.read(license_files[0]), "the MIT notice must travel with the code"
+    assert meta["License-File"] == "LICENSE"
     assert meta["Requires-Python"] == project["requires-python"]
     assert sorted(r.replace(" ", "") for r in meta.get_all("Requires-Dist")) == sorted(
         d.replace(" ", "") for d in project["dependencies"])
