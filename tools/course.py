@@ -129,11 +129,13 @@ def requirements_to_install(text: str, system_torch: bool, installed=_installed)
 # --------------------------------------------------------------------------- setting up
 
 
-def _run(cmd: list, what: str, hint: str = "") -> None:
-    proc = subprocess.run([str(c) for c in cmd])
+def _run(cmd: list, what: str, hint: str = "", quiet: bool = False) -> None:
+    """Run a set-up step; raise SetupError saying what failed (with its output when `quiet` held it back)."""
+    proc = subprocess.run([str(c) for c in cmd], capture_output=quiet, text=True)
     if proc.returncode != 0:
-        raise SetupError(tr(f"course.sh: {what} thất bại (mã {proc.returncode}). {hint}",
-                            f"course.sh: {what} failed (exit {proc.returncode}). {hint}").strip())
+        shown = f"\n{proc.stdout}{proc.stderr}" if quiet else ""
+        raise SetupError(tr(f"course.sh: {what} thất bại (mã {proc.returncode}). {hint}{shown}",
+                            f"course.sh: {what} failed (exit {proc.returncode}). {hint}{shown}").strip())
 
 
 def check_python(version_info=sys.version_info) -> str | None:
@@ -186,7 +188,7 @@ def ensure_env(system_torch: bool, environ=os.environ) -> Path:
     editable = [python, "-m", "pip", "install", "-q", "--no-deps", "-e", ROOT]
     if subprocess.run([str(c) for c in editable[:5] + ["--no-build-isolation"] + editable[5:]],
                       capture_output=True).returncode != 0:
-        _run(editable, tr("cài lessons_lib", "installing lessons_lib"))
+        _run(editable, tr("cài lessons_lib", "installing lessons_lib"), quiet=True)  # setuptools warns a lot
     stamp.write_text(want + "\n", encoding="utf-8")
     return python
 
