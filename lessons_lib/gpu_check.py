@@ -138,6 +138,20 @@ def _driver_fix() -> tuple[str, str]:
     )
 
 
+# Minimum NVIDIA driver per CUDA major version (NVIDIA, "CUDA Compatibility", minor version compatibility table).
+_MIN_DRIVER = {11: 450, 12: 525, 13: 580}
+
+
+def driver_too_old(smi: SmiReport, report: TorchReport) -> bool:
+    """Return True when nvidia-smi's driver is older than the minimum for torch's CUDA major version."""
+    try:
+        cuda_major = int((report.cuda or "").split(".")[0])
+        driver_major = min(int(d.strip().split(".")[0]) for d in (smi.driver or "").split(","))
+    except ValueError:
+        return False
+    return cuda_major in _MIN_DRIVER and driver_major < _MIN_DRIVER[cuda_major]
+
+
 def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport, environ: Mapping[str, str] = os.environ,
                           python: str = sys.executable) -> str | None:
     """Return why torch cannot use the GPUs nvidia-smi lists, with the fix (vi + en); None if it can or none listed.
@@ -174,7 +188,8 @@ def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport, environ: Mapping[
     said = f" torch báo: {report.warning}" if report.warning else ""
     said_en = f" torch warned: {report.warning}" if report.warning else ""
     driver = f", driver {smi.driver}" if smi.driver else ""
-    fix_vi, fix_en = _driver_fix() if "driver" in report.warning.lower() else _fixes()
+    old_driver = driver_too_old(smi, report) or "driver" in report.warning.lower()
+    fix_vi, fix_en = _driver_fix() if old_driver else _fixes()
     return _bilingual(
         f"❌ torch {report.version} ({report.build}) không dùng được {n} GPU NVIDIA ({names}{driver}): "
         f"torch.cuda.is_available() là False.{said} {fix_vi}",

@@ -116,6 +116,18 @@ def test_old_driver_names_the_driver_floor_and_torchs_warning():
     assert "driver >= 580" in en and "COURSE_SYSTEM_TORCH=1" in en and "cuda-compatibility" in en
 
 
+def test_an_old_driver_is_recognised_even_when_torch_said_nothing():
+    silent = TorchReport("2.13.0", cuda="13.0")  # torch warns only once per process: the warning may be gone
+    assert gpu_check.driver_too_old(H200, silent)
+    assert "driver >= 580" in gpu_check.torch_cannot_use_gpus(H200, silent, environ={})
+    assert not gpu_check.driver_too_old(SmiReport(gpus=("T4",), driver="580.95.05"), silent)
+    assert not gpu_check.driver_too_old(SmiReport(gpus=("T4",), driver="535.104.05"),
+                                        TorchReport("2.11.0", cuda="12.8"))
+    assert gpu_check.driver_too_old(SmiReport(gpus=("T4",), driver="470.1"), TorchReport("2.4.0", cuda="12.1"))
+    assert not gpu_check.driver_too_old(SmiReport(gpus=("T4",)), silent), "unknown driver: cannot tell"
+    assert not gpu_check.driver_too_old(H200, CPU_TORCH)
+
+
 def test_hidden_devices_and_missing_torch_are_named():
     hidden = gpu_check.torch_cannot_use_gpus(H200, TorchReport("2.13.0", cuda="13.0"),
                                              environ={"CUDA_VISIBLE_DEVICES": ""})
