@@ -8,7 +8,11 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-import tomllib
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: tomli (requirements.txt)
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -38,7 +42,13 @@ def test_wheel_metadata_matches_pyproject(wheel):
         meta_name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         meta = Parser().parsestr(zf.read(meta_name).decode())
         entry_points = zf.read(meta_name.replace("METADATA", "entry_points.txt")).decode()
-    assert meta["Version"] == project["version"] == lessons_lib.__version__
+    assert "version" in project["dynamic"] and "version" not in project, "one version: lessons_lib.__version__"
+    assert meta["Version"] == lessons_lib.__version__
+    assert meta["License-Expression"] == project["license"] == "MIT"
+    with zipfile.ZipFile(wheel) as zf:
+        license_files = [n for n in zf.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert license_files and b"MIT License" in zf.read(license_files[0]), "the MIT notice must travel with the code"
+    assert meta["License-File"] == "LICENSE"
     assert meta["Requires-Python"] == project["requires-python"]
     assert sorted(r.replace(" ", "") for r in meta.get_all("Requires-Dist")) == sorted(
         d.replace(" ", "") for d in project["dependencies"])

@@ -85,6 +85,14 @@ def test_pins_file_pins_the_colab_notebook_stack():
     assert "googlecolab/backend-info" in head and "retrieved 20" in head, "the pins file must name source and date"
 
 
+@pytest.mark.parametrize("pinned, installed, ok", [
+    ("2.13.0", "2.13.0+cpu", True), ("2.13.0", "2.13.0", True), ("2.13.0+cpu", "2.13.0+cpu", True),
+    ("2.13.0+cpu", "2.13.0", False), ("2.13.0", "2.13.1+cpu", False), ("2.13.0", None, False),
+    ("2.13.0+cpu", "2.13.0+cu128", False)])
+def test_pin_matches_follows_pep440_local_labels(pinned, installed, ok):
+    assert colab_env.pin_matches(pinned, installed) is ok
+
+
 def test_read_pins_rejects_lines_that_do_not_pin(tmp_path):
     good = tmp_path / "good.txt"
     good.write_text("# comment\nJinja2==3.1.6  # note\n\ntorch==2.13.0+cpu\n", encoding="utf-8")
@@ -144,7 +152,7 @@ def test_environment_holds_exactly_the_pinned_packages(colab_python):
     installed.pop("lessons-lib", None)
     pins = colab_env.read_pins()
     drift = {name: (pins.get(name), installed.get(name)) for name in sorted(set(pins) | set(installed))
-             if pins.get(name) != installed.get(name)}
+             if name not in pins or not colab_env.pin_matches(pins[name], installed.get(name))}
     assert not drift, f"pins file vs environment (pinned, installed): {drift}"
     check = subprocess.run([str(colab_python), "-m", "pip", "check"], capture_output=True, text=True,
                            cwd=colab_env.neutral_cwd(), env=colab_env.clean_environ())
@@ -191,7 +199,8 @@ def test_notebook_runs_top_to_bottom_in_colab_env(colab_python, times, notebook)
     assert probe["lessons_lib"].startswith(site_packages), f"the kernel imported {probe['lessons_lib']}, not the wheel"
     pins = colab_env.read_pins()
     for package in KERNEL_STACK:
-        assert probe[package] == pins[colab_env.normalize(package)], f"kernel runs {package} {probe[package]}"
+        assert colab_env.pin_matches(pins[colab_env.normalize(package)], probe[package]), \
+            f"kernel runs {package} {probe[package]}"
 
 
 _FEATURE_CELLS = [

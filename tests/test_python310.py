@@ -16,7 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomllib
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: tomli (requirements.txt)
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lessons_lib"

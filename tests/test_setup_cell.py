@@ -110,6 +110,48 @@ def test_setup_cell_installs_like_the_tested_install():
     assert 'os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input")' in cell and "recursive=True" in cell
 
 
+def test_setup_cell_installs_a_pinned_ref_not_a_branch():
+    config = build_course.load_config()
+    import lessons_lib
+
+    assert build_course.package_version() == lessons_lib.__version__
+    assert config.ref == f"v{lessons_lib.__version__}" or re.fullmatch(r"[0-9a-f]{40}", config.ref), \
+        f"[tool.course] ref {config.ref!r} must be the tag v{lessons_lib.__version__} or a 40-hex commit"
+    assert f"@{config.ref}\"" in build_course.setup_cell_source(config)
+
+
+@pytest.mark.parametrize("ref", ["v0.2.0", "0123456789abcdef0123456789abcdef01234567"])
+def test_check_ref_accepts_the_release_tag_or_a_commit(ref):
+    assert build_course.check_ref(ref, "0.2.0") == ref
+
+
+@pytest.mark.parametrize("ref, why", [("main", "v0.2.0"), ("v0.1.0", "v0.2.0"), ("0.2.0", "v0.2.0"),
+                                      ("0123456789abcdef", "40-hex"), ("0123456789ABCDEF0123456789ABCDEF01234567", "40-hex")])
+def test_check_ref_refuses_branches_other_versions_and_short_commits(ref, why):
+    with pytest.raises(ValueError, match=why):
+        build_course.check_ref(ref, "0.2.0")
+
+
+def test_check_ref_and_package_version_say_what_to_pass(tmp_path):
+    with pytest.raises(TypeError, match="ref and version must be str"):
+        build_course.check_ref(None, "0.2.0")
+    init = tmp_path / "__init__.py"
+    init.write_text('"""No version here."""\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="__version__"):
+        build_course.package_version(init)
+
+
+def test_load_config_refuses_a_moving_branch(tmp_path):
+    (tmp_path / "lessons_lib").mkdir()
+    (tmp_path / "lessons_lib" / "__init__.py").write_text('__version__ = "1.2.3"\n', encoding="utf-8")
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.course]\nrepo = "o/r"\nbranch = "main"\nref = "main"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="v1.2.3"):
+        build_course.load_config(pyproject)
+    pyproject.write_text('[tool.course]\nrepo = "o/r"\nbranch = "main"\nref = "v1.2.3"\n', encoding="utf-8")
+    assert build_course.load_config(pyproject).ref == "v1.2.3"
+
+
 # --------------------------------------------------------------------------- the cell, run offline
 
 

@@ -4,7 +4,8 @@ Sources live in ``course_src/*.md``: Markdown text, with code cells as fenced ``
 ``+++`` on its own line to split Markdown cells, and an empty fenced ```setup block where the
 setup cell goes. Exercise sources may hold ``### BEGIN SOLUTION`` / ``### BEGIN LEARNER`` /
 ``### END`` regions: the learner notebook keeps the LEARNER part, the solutions notebook the
-SOLUTION part. The course repository and ref come from ``[tool.course]`` in pyproject.toml.
+SOLUTION part. The course repository and ref come from ``[tool.course]`` in pyproject.toml; the ref
+must be the release tag ``v<lessons_lib.__version__>`` or a 40-hex commit (never a moving branch).
 
 Usage:
     python tools/build_course.py          # write notebooks/ and colab_badges.md
@@ -45,10 +46,34 @@ class CourseConfig:
     ref: str
 
 
+_VERSION = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.M)
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def package_version(init: Path = ROOT / "lessons_lib" / "__init__.py") -> str:
+    """Return lessons_lib.__version__, read from the source without importing the package."""
+    found = _VERSION.search(init.read_text(encoding="utf-8"))
+    if found is None:
+        raise ValueError(f"{init} must define __version__ = \"X.Y.Z\" (the one version of the course)")
+    return found.group(1)
+
+
+def check_ref(ref: str, version: str) -> str:
+    """Return `ref` if the setup cell may install from it: tag "v<version>" or a 40-hex commit; else raise."""
+    if not isinstance(ref, str) or not isinstance(version, str):
+        raise TypeError(f"ref and version must be str, got {type(ref).__name__} and {type(version).__name__}")
+    if ref == f"v{version}" or _COMMIT.fullmatch(ref):
+        return ref
+    raise ValueError(f"[tool.course] ref = {ref!r}: the setup cell must install a pinned ref, the release tag "
+                     f"'v{version}' (lessons_lib.__version__ is {version!r}) or a full 40-hex commit, "
+                     "never a branch that moves under learners")
+
+
 def load_config(pyproject: Path = ROOT / "pyproject.toml") -> CourseConfig:
-    """Read [tool.course] from pyproject.toml."""
+    """Read [tool.course] from pyproject.toml and check that its ref is pinned."""
     data = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["course"]
-    return CourseConfig(repo=data["repo"], branch=data["branch"], ref=data["ref"])
+    ref = check_ref(data["ref"], package_version(pyproject.parent / "lessons_lib" / "__init__.py"))
+    return CourseConfig(repo=data["repo"], branch=data["branch"], ref=ref)
 
 
 # --------------------------------------------------------------------------- generated cells

@@ -22,8 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "lessons_lib"
-# What the build needs from the checkout (pyproject.toml names README.md as the long description).
-_BUILD_INPUTS = ("pyproject.toml", "README.md", PACKAGE)
+# What the build needs from the checkout (pyproject.toml names README.md as the long description and LICENSE as
+# the licence file every copy of the code must carry).
+_BUILD_INPUTS = ("pyproject.toml", "README.md", "LICENSE", PACKAGE)
 
 
 def package_files(root: Path = ROOT) -> list[Path]:

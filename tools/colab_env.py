@@ -89,6 +89,14 @@ def read_pins(path: Path = PINS) -> dict[str, str]:
     return pins
 
 
+def pin_matches(pinned: str, installed: str | None) -> bool:
+    """Return True when an installed version satisfies `==pinned` (PEP 440: a pin without a local label such
+    as ``2.13.0`` matches ``2.13.0+cpu``; a pin with one matches only itself)."""
+    if installed is None:
+        return False
+    return installed == pinned or ("+" not in pinned and installed.split("+", 1)[0] == pinned)
+
+
 @functools.cache
 def find_python() -> str:
     """Return a Python 3.11 interpreter to create the environment with (see BAI14_COLAB_PYTHON)."""

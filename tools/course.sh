@@ -1,54 +1,31 @@
 #!/usr/bin/env bash
-# The course's two commands. Both do all set-up on a fresh machine (a virtualenv in .venv).
-#   bash tools/course.sh lab    set up, then open the course in JupyterLab
+# The course's two commands. Both do all set-up on a fresh machine (a virtual environment in .venv):
+#   bash tools/course.sh lab    set up, then open the course in JupyterLab (on a working copy: notebooks_cua_toi/)
 #   bash tools/course.sh test   set up, then run every test (unit tests + every notebook under nbval)
 #   bash tools/course.sh site   set up, then build the course website into build/site/ (tools/build_site.py)
-set -euo pipefail
+# tools/course.py does the work (standard library only; its docstring lists the options, e.g.
+# COURSE_SYSTEM_TORCH=1). This script only finds a Python 3.10+ to run it: $PYTHON if set, else python3, python,
+# or the Windows launcher `py -3`. Works in bash 3.2 (macOS) and Git Bash (Windows); in PowerShell run
+# `py tools\course.py lab` (or test) instead.
+set -eu
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
-VENV=.venv
+check='import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'
 
-setup() {
-  local stamp="$VENV/.requirements.sha"
-  local want; want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
-  if [ ! -x "$VENV/bin/python" ]; then
-    "$PYTHON" -m venv "$VENV"
+if [ -n "${PYTHON:-}" ]; then
+  if ! "$PYTHON" -c "$check" >/dev/null 2>&1; then
+    echo "course.sh: PYTHON=$PYTHON không chạy được hoặc cũ hơn Python 3.10 / does not run or is older than 3.10" >&2
+    exit 1
   fi
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -r requirements.txt
-    "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e . 2>/dev/null \
-      || "$VENV/bin/python" -m pip install -q --no-deps -e .
-    echo "$want" > "$stamp"
+  exec "$PYTHON" tools/course.py "$@"
+fi
+for candidate in python3 python; do
+  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c "$check" >/dev/null 2>&1; then
+    exec "$candidate" tools/course.py "$@"
   fi
-}
-
-ensure_chromium() {  # the browser test (tests/e2e, marker "browser") drives Debian's chromium; Playwright never downloads one
-  if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    { DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-      && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null; } \
-      || echo "course.sh: could not install chromium; the browser test will be skipped" >&2
-  fi
-}
-
-case "${1:-}" in
-  lab)
-    setup
-    exec "$VENV/bin/jupyter" lab notebooks/
-    ;;
-  test)
-    setup
-    ensure_chromium
-    shift
-    exec "$VENV/bin/python" -m pytest "$@"
-    ;;
-  site)
-    setup
-    shift
-    exec "$VENV/bin/python" tools/build_site.py "$@"
-    ;;
-  *)
-    echo "usage: bash tools/course.sh lab|test [pytest args]|site [build_site args]" >&2
-    exit 2
-    ;;
-esac
+done
+if command -v py >/dev/null 2>&1 && py -3 -c "$check" >/dev/null 2>&1; then
+  exec py -3 tools/course.py "$@"
+fi
+echo "course.sh: cần Python 3.10 trở lên (python.org; macOS: brew install python@3.12), hoặc đặt PYTHON=/đường/dẫn" >&2
+echo "course.sh: needs Python 3.10 or newer (python.org; macOS: brew install python@3.12), or set PYTHON=/path" >&2
+exit 1

@@ -1,12 +1,15 @@
 """Run notebooks top to bottom with plain nbclient (as "Run all" does) and report time and memory.
 
 For each notebook it prints the wall time and the kernel's peak resident memory, and exits 1 if any
-cell raised. Nothing is written back to the notebooks.
+cell raised. Nothing is written back to the notebooks; ``--save DIR`` writes the executed copies (with their
+outputs, last pass) to ``DIR/<notebook path relative to the repository>`` (or ``DIR/<file name>`` for a notebook
+outside it), e.g. for an instructor to look at the curves.
 
 Usage:
     python tools/run_notebooks.py                       # every notebook under notebooks/
     python tools/run_notebooks.py notebooks/01_device_basics.ipynb --markdown
     python tools/run_notebooks.py --repeat 2            # run every cell twice in one kernel (re-run safety)
+    python tools/run_notebooks.py --save out/executed   # keep the executed notebooks, outputs included
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ import nbclient
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
-_PEAK_CELL = (
-    "import resource as _r, sys as _s\n"
-    "_k = 1 if _s.platform == 'darwin' else 1024\n"
-    "print('PEAK_RSS_BYTES', max(_r.getrusage(_r.RUSAGE_SELF).ru_maxrss, _r.getrusage(_r.RUSAGE_CHILDREN).ru_maxrss) * _k)"
+_PEAK_CELL = (  # no `resource` module on Windows: the peak is then unknown ("?"), not an error
+    "try:\n"
+    "    import resource as _r, sys as _s\n"
+    "    _k = 1 if _s.platform == 'darwin' else 1024\n"
+    "    print('PEAK_RSS_BYTES', max(_r.getrusage(_r.RUSAGE_SELF).ru_maxrss, _r.getrusage(_r.RUSAGE_CHILDREN).ru_maxrss) * _k)\n"
+    "except ImportError:\n"
+    "    pass"
 )
 
 
@@ -79,13 +85,31 @@ def execute_notebook(path: Path, probe_source: str, kernel_name: str = "python3"
     return Execution(nb=nb, wall_s=wall, error=error, probe_text=probe_text)
 
 
-def run_notebook(path: Path, timeout: int = 600, kernel_name: str = "python3", repeat: int = 1) -> dict:
-    """Execute one notebook (`repeat` times in one kernel); return wall time, peak memory and the last error line."""
+def saved_path(path: Path, save_dir: Path) -> Path:
+    """Return where ``--save`` writes the executed copy of `path`: its path relative to the repository, or its name."""
+    path = Path(path).resolve()
+    return Path(save_dir) / (path.relative_to(ROOT) if path.is_relative_to(ROOT) else Path(path.name))
+
+
+def run_notebook(path: Path, timeout: int = 600, kernel_name: str = "python3", repeat: int = 1,
+                 save_dir: Path | None = None) -> dict:
+    """Execute one notebook (`repeat` times in one kernel); return wall time, peak memory and the last error line.
+
+    With `save_dir`, the executed notebook (last pass, outputs included, probe cell removed) is written to
+    ``saved_path(path, save_dir)`` and its path returned under "saved".
+    """
     run = execute_notebook(path, _PEAK_CELL, kernel_name=kernel_name, timeout=timeout, repeat=repeat)
     found = re.search(r"PEAK_RSS_BYTES\s+(\d+)", run.probe_text)
-    return {"notebook": path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path),
-            "wall_s": run.wall_s, "peak_bytes": int(found.group(1)) if found else None,
-            "error": run.error.splitlines()[-1] if run.error else None}
+    result = {"notebook": path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path),
+              "wall_s": run.wall_s, "peak_bytes": int(found.group(1)) if found else None,
+              "error": run.error.splitlines()[-1] if run.error else None}
+    if save_dir is not None:
+        run.nb.cells = run.nb.cells[:-1]  # the probe cell is ours, not the notebook's
+        target = saved_path(path, save_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(run.nb, target)
+        result["saved"] = target
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,13 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", default="python3", help="kernel name (default python3)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table too")
     parser.add_argument("--repeat", type=int, default=1, help="run all cells this many times in one kernel")
+    parser.add_argument("--save", type=Path, metavar="DIR", help="write the executed notebooks (with outputs) here")
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted((ROOT / "notebooks").rglob("*.ipynb"))
     paths = [p.resolve() for p in paths if ".ipynb_checkpoints" not in str(p)]
     results, failed = [], False
     total_start = time.perf_counter()
     for path in paths:
-        result = run_notebook(path, kernel_name=args.kernel, repeat=args.repeat)
+        result = run_notebook(path, kernel_name=args.kernel, repeat=args.repeat, save_dir=args.save)
         results.append(result)
         peak = f"{result['peak_bytes'] / 2**20:7.0f} MiB" if result["peak_bytes"] else "      ?"
         status = "ok" if result["error"] is None else f"ERROR: {result['error']}"

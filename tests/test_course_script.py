@@ -1,0 +1,144 @@
+"""tools/course.py and tools/course.sh: which environment, what gets installed, how JupyterLab is started."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import course  # noqa: E402
+
+REQUIREMENTS = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the environment
+
+
+def test_environment_folder_and_python_per_platform(tmp_path):
+    assert course.venv_dir(False, environ={}, root=tmp_path) == tmp_path / ".venv"
+    assert course.venv_dir(True, environ={}, root=tmp_path) == tmp_path / ".venv-system-torch"
+    assert course.venv_dir(True, environ={"COURSE_VENV": str(tmp_path / "x")}, root=ROOT) == tmp_path / "x"
+    assert course.venv_python(Path("v"), os_name="nt") == Path("v/Scripts/python.exe")  # Windows, Git Bash too
+    assert course.venv_python(Path("v"), os_name="posix") == Path("v/bin/python")
+
+
+def test_system_torch_switch_accepts_only_0_or_1():
+    assert course.system_torch_requested({"COURSE_SYSTEM_TORCH": "1"}) is True
+    assert course.system_torch_requested({}) is False and course.system_torch_requested({"COURSE_SYSTEM_TORCH": "0"}) is False
+    with pytest.raises(course.SetupError, match="must be 1"):
+        course.system_torch_requested({"COURSE_SYSTEM_TORCH": "yes"})
+
+
+def test_stamp_follows_the_inputs_and_the_mode(tmp_path):
+    req, pyproject = tmp_path / "r.txt", tmp_path / "p.toml"
+    req.write_text("torch==2.13.0\n", encoding="utf-8")
+    pyproject.write_text("[project]\n", encoding="utf-8")
+    first = course.wanted_stamp(False, req, pyproject)
+    assert course.wanted_stamp(False, req, pyproject) == first
+    assert course.wanted_stamp(True, req, pyproject) != first
+    req.write_text("torch==2.13.1\n", encoding="utf-8")
+    assert course.wanted_stamp(False, req, pyproject) != first
+
+
+def test_every_requirement_is_installed_normally():
+    lines = course.requirements_to_install(REQUIREMENTS, system_torch=False, installed=lambda name: True)
+    assert "torch==2.13.0" in lines and any(line.startswith("numpy==") for line in lines)
+    assert all("#" not in line for line in lines), "comments are dropped"
+
+
+def test_reusing_the_machines_torch_installs_only_what_it_lacks():
+    have = {"numpy", "matplotlib", "ipython", "ipykernel"}
+    lines = course.requirements_to_install(REQUIREMENTS, system_torch=True, installed=lambda name: name in have)
+    names = {course.requirement_name(line) for line in lines}
+    assert "torch" not in names, "never install torch over the machine's own"
+    assert not names & have, "keep the machine's packages, built to go with its torch"
+    assert {"jupyterlab", "nbval", "pytest", "uv"} <= names
+
+
+@pytest.mark.parametrize("line, name", [("torch==2.13.0", "torch"), ('numpy==2.2.6; python_version < "3.11"', "numpy"),
+                                        ("Jinja2==3.1.6  # x", "jinja2"), ("# comment", None), ("", None),
+                                        ("-r other.txt", None), ("typing_extensions==4", "typing-extensions")])
+def test_requirement_name(line, name):
+    assert course.requirement_name(line) == name
+
+
+def test_python_version_floor():
+    assert course.check_python((3, 10, 0)) is None and course.check_python((3, 13, 1)) is None
+    assert "3.14" in course.check_python((3, 14, 0))
+    with pytest.raises(course.SetupError, match="3.10"):
+        course.check_python((3, 9, 18))
+
+
+# --------------------------------------------------------------------------- JupyterLab
+
+
+def test_lab_command_allows_root_only_for_root_and_skips_the_browser_when_headless():
+    as_root = course.lab_command("py", "/w", "127.0.0.1", 8888, uid=0, no_browser=True)
+    assert as_root == ["py", "-m", "jupyterlab", "--ServerApp.ip=127.0.0.1", "--ServerApp.port=8888",
+                       "--ServerApp.port_retries=0", "--ServerApp.root_dir=/w", "--allow-root", "--no-browser"]
+    as_user = course.lab_command("py", "/w", "127.0.0.1", 8888, uid=1000, no_browser=False, extra=["--x"])
+    assert "--allow-root" not in as_user and "--no-browser" not in as_user and as_user[-1] == "--x"
+    assert "--allow-root" not in course.lab_command("py", "/w", "127.0.0.1", 1, uid=None, no_browser=False)
+
+
+@pytest.mark.parametrize("environ, platform, expected", [
+    ({}, "linux", True), ({"DISPLAY": ":0"}, "linux", False), ({"WAYLAND_DISPLAY": "wayland-0"}, "linux", False),
+    ({}, "darwin", False), ({}, "win32", False), ({"DISPLAY": ":0", "COURSE_NO_BROWSER": "1"}, "linux", True),
+])
+def test_headless_detection(environ, platform, expected):
+    assert course.headless(environ, platform) is expected
+
+
+def test_lab_url_and_free_port():
+    assert course.lab_url("127.0.0.1", 8890, "t0k") == "http://127.0.0.1:8890/lab?token=t0k"
+    assert course.lab_url("0.0.0.0", 8890, "t") == "http://127.0.0.1:8890/lab?token=t"
+    assert course.lab_url("::1", 8890, "t") == "http://[::1]:8890/lab?token=t"
+    port = course.free_port("127.0.0.1", first=20000)
+    assert 20000 <= port < 20100
+
+
+# --------------------------------------------------------------------------- course.sh
+
+
+def _sh(*args, env_extra=None):
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), **(env_extra or {})}
+    return subprocess.run(["bash", str(ROOT / "tools" / "course.sh"), *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on this machine")
+
+
+@needs_bash
+def test_course_sh_runs_course_py_and_says_how_to_use_it():
+    proc = _sh("bogus", env_extra={"PYTHON": sys.executable})
+    assert proc.returncode == 2 and "usage: bash tools/course.sh lab|test" in proc.stderr
+
+
+@needs_bash
+def test_course_sh_refuses_a_python_older_than_3_10(tmp_path):
+    old = tmp_path / "python"
+    old.write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")  # what the version check sees from Python 3.9
+    old.chmod(0o755)
+    proc = _sh("test", env_extra={"PYTHON": str(old)})
+    assert proc.returncode == 1 and "older than 3.10" in proc.stderr and "cũ hơn Python 3.10" in proc.stderr
+    only_old = tmp_path / "bin"  # a PATH whose only python3 is the old one
+    only_old.mkdir()
+    (only_old / "python3").symlink_to(old)
+    (only_old / "dirname").symlink_to(shutil.which("dirname"))
+    proc = subprocess.run([shutil.which("bash"), str(ROOT / "tools" / "course.sh"), "test"], capture_output=True,
+                          text=True, env={"PATH": str(only_old)}, timeout=60)
+    assert proc.returncode == 1 and "needs Python 3.10 or newer" in proc.stderr
+
+
+@needs_bash
+def test_course_sh_is_bash_3_2_compatible():
+    text = (ROOT / "tools" / "course.sh").read_text(encoding="utf-8")
+    for feature in ("mapfile", "readarray", "${!", ",,}", "^^}", "declare -A", "coproc", "|&", "&>>"):
+        assert feature not in text, f"{feature!r} does not exist in bash 3.2 (macOS)"
+    assert subprocess.run(["bash", "-n", str(ROOT / "tools" / "course.sh")]).returncode == 0

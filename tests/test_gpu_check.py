@@ -1,0 +1,163 @@
+"""lessons_lib.gpu_check: what nvidia-smi and torch say, and the messages when they disagree (faked here)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import torch
+
+from lessons_lib import gpu_check
+from lessons_lib.gpu_check import SmiReport, TorchReport
+
+H200 = SmiReport(gpus=("NVIDIA H200",), driver="570.86.15")
+CPU_TORCH = TorchReport(version="2.13.0+cpu")
+CUDA_TORCH_OLD_DRIVER = TorchReport(
+    version="2.13.0", cuda="13.0",
+    warning="CUDA initialization: The NVIDIA driver on your system is too old (found version 12080).")
+
+
+def _runner(stdout="", returncode=0, stderr="", raises=None):
+    calls = []
+
+    def run(cmd, **kwargs):
+        calls.append((cmd, kwargs))
+        if raises is not None:
+            raise raises
+        return subprocess.CompletedProcess(cmd, returncode, stdout, stderr)
+
+    run.calls = calls
+    return run
+
+
+# --------------------------------------------------------------------------- reading nvidia-smi and torch
+
+
+def test_read_nvidia_smi_parses_names_and_driver():
+    run = _runner("NVIDIA H200, 580.95.05\nTesla T4, 580.95.05\n")
+    report = gpu_check.read_nvidia_smi(run=run)
+    assert report == SmiReport(gpus=("NVIDIA H200", "Tesla T4"), driver="580.95.05")
+    assert run.calls[0][0][0] == "nvidia-smi" and run.calls[0][1]["timeout"] == 30
+
+
+def test_read_nvidia_smi_keeps_commas_inside_names():
+    assert gpu_check.read_nvidia_smi(run=_runner("Odd, GPU name, 580.1\n")).gpus == ("Odd, GPU name",)
+
+
+@pytest.mark.parametrize("run, missing, error", [
+    (_runner(raises=FileNotFoundError("nvidia-smi")), True, "command not found"),
+    (_runner(raises=subprocess.TimeoutExpired("nvidia-smi", 30)), False, "TimeoutExpired"),
+    (_runner("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", 9), False,
+     "exited with 9: NVIDIA-SMI has failed"),
+])
+def test_read_nvidia_smi_says_why_it_could_not_list(run, missing, error):
+    report = gpu_check.read_nvidia_smi(run=run)
+    assert report.gpus == () and report.missing is missing and error in report.error
+
+
+def test_read_torch_reports_this_machines_torch():
+    report = gpu_check.read_torch()
+    assert report.version == torch.__version__ and report.cuda == torch.version.cuda
+    assert report.available == torch.cuda.is_available() and report.error is None
+    assert report.count == (torch.cuda.device_count() if report.available else 0)
+
+
+@pytest.mark.parametrize("report, build", [(TorchReport("2.13.0", cuda="13.0"), "CUDA 13.0"),
+                                           (TorchReport("2.9.0", hip="6.4"), "ROCm/HIP 6.4"),
+                                           (CPU_TORCH, "CPU-only")])
+def test_build_in_words(report, build):
+    assert report.build == build
+
+
+# --------------------------------------------------------------------------- the header
+
+
+def test_header_names_torch_build_gpu_count_and_gpu_names():
+    lines = gpu_check.header_lines(SmiReport(gpus=("NVIDIA H200", "NVIDIA H200"), driver="580.1"),
+                                   TorchReport("2.13.0", cuda="13.0", available=True, count=2), "0.2.0")
+    assert lines[0] == ("lessons_lib 0.2.0: torch 2.13.0 (CUDA 13.0 build), 2 CUDA GPU(s) usable by torch "
+                        "-> %%gpu cells run")
+    assert lines[1] == "nvidia-smi: 2 GPU(s) [0: NVIDIA H200; 1: NVIDIA H200], driver 580.1"
+
+
+def test_header_on_a_machine_without_gpu_or_torch():
+    lines = gpu_check.header_lines(SmiReport(missing=True, error="x"), TorchReport(None, error="ImportError: no"),
+                                   "0.2.0")
+    assert "torch cannot be imported (ImportError: no)" in lines[0]
+    assert lines[1] == "nvidia-smi: not found (no NVIDIA driver here)"
+    cpu = gpu_check.header_lines(SmiReport(), CPU_TORCH, "0.2.0")
+    assert "CPU-only build" in cpu[0] and cpu[0].endswith("%%gpu cells are skipped") and "0 GPU(s) [none]" in cpu[1]
+
+
+# --------------------------------------------------------------------------- torch cannot use the GPUs listed
+
+
+def test_no_message_when_torch_uses_the_gpus_or_none_is_listed():
+    good = TorchReport("2.13.0", cuda="13.0", available=True, count=1)
+    assert gpu_check.torch_cannot_use_gpus(H200, good) is None
+    assert gpu_check.torch_cannot_use_gpus(SmiReport(missing=True), CPU_TORCH) is None
+    assert gpu_check.torch_cannot_use_gpus(SmiReport(), CPU_TORCH) is None
+
+
+def test_cpu_only_torch_beside_a_gpu_says_both_languages_and_both_fixes():
+    message = gpu_check.torch_cannot_use_gpus(H200, CPU_TORCH, environ={}, python="/x/.venv/bin/python")
+    vi, en = message.split("\n")
+    assert "NVIDIA H200" in vi and "torch 2.13.0+cpu trong /x/.venv/bin/python là bản CPU-only" in vi
+    assert "CPU-only build" in en and "pass hollow" in en
+    for text in (vi, en):
+        assert "COURSE_SYSTEM_TORCH=1 bash tools/course.sh test" in text and "https://pypi.org/simple" in text
+        assert "pytorch.org/get-started/locally" in text
+
+
+def test_old_driver_names_the_driver_floor_and_torchs_warning():
+    message = gpu_check.torch_cannot_use_gpus(H200, CUDA_TORCH_OLD_DRIVER, environ={})
+    vi, en = message.split("\n")
+    assert "driver 570.86.15" in vi and "is_available() là False" in vi and "too old (found version 12080)" in vi
+    assert "driver >= 580" in en and "COURSE_SYSTEM_TORCH=1" in en and "cuda-compatibility" in en
+
+
+def test_an_old_driver_is_recognised_even_when_torch_said_nothing():
+    silent = TorchReport("2.13.0", cuda="13.0")  # torch warns only once per process: the warning may be gone
+    assert gpu_check.driver_too_old(H200, silent)
+    assert "driver >= 580" in gpu_check.torch_cannot_use_gpus(H200, silent, environ={})
+    assert not gpu_check.driver_too_old(SmiReport(gpus=("T4",), driver="580.95.05"), silent)
+    assert not gpu_check.driver_too_old(SmiReport(gpus=("T4",), driver="535.104.05"),
+                                        TorchReport("2.11.0", cuda="12.8"))
+    assert gpu_check.driver_too_old(SmiReport(gpus=("T4",), driver="470.1"), TorchReport("2.4.0", cuda="12.1"))
+    assert not gpu_check.driver_too_old(SmiReport(gpus=("T4",)), silent), "unknown driver: cannot tell"
+    assert not gpu_check.driver_too_old(H200, CPU_TORCH)
+
+
+def test_hidden_devices_and_missing_torch_are_named():
+    hidden = gpu_check.torch_cannot_use_gpus(H200, TorchReport("2.13.0", cuda="13.0"),
+                                             environ={"CUDA_VISIBLE_DEVICES": ""})
+    assert "CUDA_VISIBLE_DEVICES=''" in hidden and "Unset it" in hidden
+    broken = gpu_check.torch_cannot_use_gpus(H200, TorchReport(None, error="OSError: libcudart.so.13"),
+                                             python="py")
+    assert "py cannot import torch: OSError: libcudart.so.13" in broken
+
+
+def test_torch_cannot_use_gpus_says_what_to_pass():
+    with pytest.raises(TypeError, match="read_nvidia_smi"):
+        gpu_check.torch_cannot_use_gpus(["NVIDIA H200"], CPU_TORCH)
+
+
+# --------------------------------------------------------------------------- no usable CUDA (gpu_validate)
+
+
+@pytest.mark.parametrize("smi, vi, en", [
+    (SmiReport(missing=True, error="nvidia-smi: command not found"), "Không có nvidia-smi", "No nvidia-smi"),
+    (SmiReport(error="nvidia-smi exited with 9: failed"), "nvidia-smi không chạy được", "driver is not loaded"),
+    (SmiReport(), "không liệt kê GPU nào", "lists no GPU"),
+])
+def test_no_usable_cuda_without_a_listed_gpu(smi, vi, en):
+    message = gpu_check.no_usable_cuda(smi, CPU_TORCH)
+    assert vi in message.split("\n")[0] and en in message.split("\n")[1]
+
+
+def test_no_usable_cuda_passes_on_torchs_problem_then_the_first_computation():
+    assert "CPU-only" in gpu_check.no_usable_cuda(H200, CPU_TORCH, environ={})
+    good = TorchReport("2.13.0", cuda="13.0", available=True, count=1)
+    failed = gpu_check.no_usable_cuda(H200, good, init_error="RuntimeError: no kernel image is available")
+    assert "no kernel image" in failed and "phép tính đầu tiên" in failed
+    assert gpu_check.no_usable_cuda(H200, good) is None

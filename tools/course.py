@@ -1,0 +1,324 @@
+"""The course's commands: set up the environment, then open the course in JupyterLab or run the tests.
+
+Standard library only, so any Python 3.10+ runs it before the environment exists; `bash tools/course.sh`
+finds such a Python and runs this file (PowerShell: ``py tools\\course.py lab``).
+
+Usage:
+    python tools/course.py lab [JUPYTERLAB ARGS]   set up, refresh notebooks_cua_toi/, open it in JupyterLab
+    python tools/course.py test [PYTEST ARGS]      set up, then run pytest (every test and every notebook)
+    python tools/course.py site [BUILD_SITE ARGS]  set up, then build the course website into build/site/
+    python tools/course.py python [ARGS]           set up, then run the environment's python
+    python tools/course.py setup                   set up only
+
+Environment variables:
+    PYTHON                 (course.sh only) the Python that creates the environment
+    COURSE_SYSTEM_TORCH=1  reuse the torch of the Python running this script (a GPU image's CUDA torch): the
+                           environment (.venv-system-torch) sees that Python's packages, and only the packages
+                           of requirements.txt that Python lacks are installed (torch never)
+    COURSE_VENV            the environment's folder (default .venv, or .venv-system-torch)
+    COURSE_LAB_IP          the address JupyterLab listens on (default 127.0.0.1: this machine only)
+    COURSE_LAB_PORT        its port (default: the first free one from 8888)
+    COURSE_NO_BROWSER=1    never open a browser (automatic on Linux without DISPLAY / WAYLAND_DISPLAY)
+    JUPYTER_TOKEN          the access token (default: a new random one at each start)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUIREMENTS = ROOT / "requirements.txt"
+PYPROJECT = ROOT / "pyproject.toml"
+STAMP = ".course-setup.sha256"
+RECIPE = "2"  # bump when the set-up steps change in a way that needs them to run again
+SUPPORTED = ((3, 10), (3, 13))  # the Pythons tests/test_requirements_resolve.py proves
+
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+import workspace  # noqa: E402
+
+from lessons_lib.i18n import tr  # noqa: E402 - stdlib-only module; the package's __init__ imports nothing
+
+USAGE = "usage: bash tools/course.sh lab|test|site|python|setup [args]   (PowerShell: py tools\\course.py lab)"
+
+
+class SetupError(RuntimeError):
+    """A set-up step failed; the message says what to do."""
+
+
+# --------------------------------------------------------------------------- where things are
+
+
+def system_torch_requested(environ=os.environ) -> bool:
+    """Return True when COURSE_SYSTEM_TORCH=1 asks to reuse the machine's torch."""
+    value = environ.get("COURSE_SYSTEM_TORCH", "")
+    if value not in ("", "0", "1"):
+        raise SetupError(f"COURSE_SYSTEM_TORCH must be 1 (reuse this machine's torch) or 0, got {value!r}")
+    return value == "1"
+
+
+def venv_dir(system_torch: bool, environ=os.environ, root: Path = ROOT) -> Path:
+    """Return the environment's folder: $COURSE_VENV, else .venv (.venv-system-torch when reusing torch)."""
+    if environ.get("COURSE_VENV"):
+        return Path(environ["COURSE_VENV"]).resolve()
+    return root / (".venv-system-torch" if system_torch else ".venv")
+
+
+def venv_python(venv: Path, os_name: str = os.name) -> Path:
+    """Return the environment's python: Scripts/python.exe on Windows (Git Bash too), bin/python elsewhere."""
+    return venv / "Scripts" / "python.exe" if os_name == "nt" else venv / "bin" / "python"
+
+
+def wanted_stamp(system_torch: bool, requirements: Path = REQUIREMENTS, pyproject: Path = PYPROJECT) -> str:
+    """Return the digest of everything the set-up depends on; the environment records it when set up."""
+    digest = hashlib.sha256(f"recipe {RECIPE}\nsystem_torch {int(system_torch)}\n".encode())
+    for path in (requirements, pyproject):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- which requirements to install
+
+
+def requirement_name(line: str) -> str | None:
+    """Return the distribution name a requirements line asks for (normalised), or None for blanks/comments."""
+    text = line.split("#", 1)[0].strip()
+    if not text or text.startswith("-"):
+        return None
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", text)
+    return re.sub(r"[-_.]+", "-", match.group(0)).lower() if match else None
+
+
+def _installed(name: str) -> bool:
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def requirements_to_install(text: str, system_torch: bool, installed=_installed) -> list[str]:
+    """Return the requirement lines to install: all of them, or, reusing the machine's torch, those it lacks.
+
+    Args:
+        text: The text of requirements.txt.
+        system_torch: Reuse the machine's packages: drop torch, and every package the machine already has.
+        installed: ``installed(name) -> bool`` for the Python running this script (tests pass a fake).
+    """
+    lines = []
+    for line in text.splitlines():
+        name = requirement_name(line)
+        if name is None:
+            continue
+        if system_torch and (name == "torch" or installed(name)):
+            continue
+        lines.append(line.split("#", 1)[0].strip())
+    return lines
+
+
+# --------------------------------------------------------------------------- setting up
+
+
+def _run(cmd: list, what: str, hint: str = "", quiet: bool = False) -> None:
+    """Run a set-up step; raise SetupError saying what failed (with its output when `quiet` held it back)."""
+    proc = subprocess.run([str(c) for c in cmd], capture_output=quiet, text=True)
+    if proc.returncode != 0:
+        shown = f"\n{proc.stdout}{proc.stderr}" if quiet else ""
+        raise SetupError(tr(f"course.sh: {what} thất bại (mã {proc.returncode}). {hint}{shown}",
+                            f"course.sh: {what} failed (exit {proc.returncode}). {hint}{shown}").strip())
+
+
+def check_python(version_info=sys.version_info) -> str | None:
+    """Return a warning when this Python is newer than the checked ones; raise SetupError when it is too old."""
+    have = tuple(version_info[:2])
+    if have < SUPPORTED[0]:
+        raise SetupError(tr(f"course.sh: cần Python 3.10 trở lên, đây là {have[0]}.{have[1]}. Cài Python mới hơn "
+                            "(python.org; macOS: brew install python@3.12) rồi chạy lại, hoặc đặt PYTHON=/đường/dẫn.",
+                            f"course.sh: needs Python 3.10 or newer, this is {have[0]}.{have[1]}. Install a newer "
+                            "one (python.org; macOS: brew install python@3.12), or set PYTHON=/path/to/python."))
+    if have > SUPPORTED[1]:
+        return tr(f"⚠️ Python {have[0]}.{have[1]} chưa được kiểm tra (đã kiểm tra 3.10-3.13); nếu cài đặt lỗi, "
+                  "hãy dùng Python 3.12.",
+                  f"⚠️ Python {have[0]}.{have[1]} is not checked (3.10-3.13 are); if set-up fails, use Python 3.12.")
+    return None
+
+
+def ensure_env(system_torch: bool, environ=os.environ) -> Path:
+    """Create or update the course environment when its inputs changed; return its python."""
+    venv = venv_dir(system_torch, environ)
+    python = venv_python(venv)
+    stamp = venv / STAMP
+    want = wanted_stamp(system_torch)
+    if python.exists() and stamp.exists() and stamp.read_text(encoding="utf-8").strip() == want:
+        return python
+    warning = check_python()
+    if warning:
+        print(warning, file=sys.stderr)
+    if system_torch and importlib.util.find_spec("torch") is None:
+        raise SetupError(tr(f"COURSE_SYSTEM_TORCH=1 nhưng {sys.executable} không có torch. Đặt PYTHON=<python có "
+                            "torch CUDA của máy> rồi chạy lại.",
+                            f"COURSE_SYSTEM_TORCH=1 but {sys.executable} has no torch. Set PYTHON=<the python "
+                            "with the machine's CUDA torch> and run again."))
+    print(tr(f"⏳ Cài đặt môi trường khoá học trong {venv} (lần đầu vài phút)...",
+             f"⏳ Setting up the course environment in {venv} (a few minutes the first time)..."), flush=True)
+    if not python.exists():
+        _run([sys.executable, "-m", "venv", *(["--system-site-packages"] if system_torch else []), venv],
+             tr("tạo môi trường ảo", "creating the virtual environment"),
+             tr("Debian/Ubuntu: sudo apt install python3-venv.", "Debian/Ubuntu: sudo apt install python3-venv."))
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])  # best effort (offline is fine)
+    lines = requirements_to_install(REQUIREMENTS.read_text(encoding="utf-8"), system_torch)
+    if lines:
+        with tempfile.TemporaryDirectory() as tmp:
+            wanted = Path(tmp, "requirements.txt")
+            wanted.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            _run([python, "-m", "pip", "install", "-q", "-r", wanted], tr("pip install -r requirements.txt",
+                                                                           "pip install -r requirements.txt"),
+                 tr("Kiểm tra Internet (cần https://pypi.org) và phiên bản Python (3.10-3.13).",
+                    "Check the Internet connection (https://pypi.org is needed) and the Python version (3.10-3.13)."))
+    editable = [python, "-m", "pip", "install", "-q", "--no-deps", "-e", ROOT]
+    if subprocess.run([str(c) for c in editable[:5] + ["--no-build-isolation"] + editable[5:]],
+                      capture_output=True).returncode != 0:
+        _run(editable, tr("cài lessons_lib", "installing lessons_lib"), quiet=True)  # setuptools warns a lot
+    stamp.write_text(want + "\n", encoding="utf-8")
+    return python
+
+
+def ensure_chromium() -> None:
+    """Install Debian's chromium for the browser test when running as root with apt (else that test skips)."""
+    if (sys.platform.startswith("linux") and not Path("/usr/bin/chromium").exists() and hasattr(os, "geteuid")
+            and os.geteuid() == 0 and shutil.which("apt-get")):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        ok = subprocess.run(["apt-get", "update", "-qq"], env=env).returncode == 0 and subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "chromium", "fonts-noto-color-emoji"], env=env,
+            stdout=subprocess.DEVNULL).returncode == 0
+        if not ok:
+            print("course.sh: could not install chromium; the browser test will be skipped", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- JupyterLab
+
+
+def headless(environ=os.environ, platform: str = sys.platform) -> bool:
+    """Return True when no browser can be opened here (COURSE_NO_BROWSER=1, or Linux without a display)."""
+    if environ.get("COURSE_NO_BROWSER") == "1":
+        return True
+    return platform.startswith("linux") and not (environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"))
+
+
+def free_port(ip: str = "127.0.0.1", first: int = 8888, tries: int = 100) -> int:
+    """Return the first port from `first` that can be bound on `ip`."""
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    for port in range(first, first + tries):
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((ip, port))
+            except OSError:
+                continue
+            return port
+    raise SetupError(f"no free port in {first}-{first + tries - 1} on {ip}: set COURSE_LAB_PORT")
+
+
+def lab_url(ip: str, port: int, token: str) -> str:
+    """Return the URL that opens the course (with its token) from this machine."""
+    host = "127.0.0.1" if ip in ("0.0.0.0", "") else ("localhost" if ip == "::" else ip)
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{port}/lab?token={token}"
+
+
+def lab_command(python: Path | str, root_dir: Path | str, ip: str, port: int, uid: int | None,
+                no_browser: bool, extra: list[str] = ()) -> list[str]:
+    """Return the JupyterLab command: listen on `ip`:`port`, open `root_dir`, --allow-root only for uid 0.
+
+    Args:
+        python: The environment's python.
+        root_dir: The folder JupyterLab shows (the working copy).
+        ip: The address to listen on.
+        port: The port (no retries: the printed URL must stay right).
+        uid: The effective user id (None on Windows).
+        no_browser: Do not try to open a browser.
+        extra: More JupyterLab arguments from the command line.
+    """
+    cmd = [str(python), "-m", "jupyterlab", f"--ServerApp.ip={ip}", f"--ServerApp.port={port}",
+           "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root_dir}"]
+    if uid == 0:
+        cmd.append("--allow-root")
+    if no_browser:
+        cmd.append("--no-browser")
+    return cmd + list(extra)
+
+
+def lab(python: Path, extra: list[str], environ=os.environ) -> int:
+    """Refresh the working copy, print how to open it, then hand over to JupyterLab."""
+    report = workspace.sync(ROOT / "notebooks", workspace.WORKSPACE)
+    for line in report.messages():
+        print(line)
+    ip = environ.get("COURSE_LAB_IP", "127.0.0.1")
+    port = int(environ["COURSE_LAB_PORT"]) if environ.get("COURSE_LAB_PORT") else free_port(ip)
+    token = environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
+    no_browser = headless(environ)
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    cmd = lab_command(python, workspace.WORKSPACE, ip, port, uid, no_browser, extra)
+    rule = "=" * 78
+    print(rule)
+    print(tr("Khoá học mở tại (dán vào trình duyệt nếu nó không tự mở):",
+             "The course is served at (paste it into a browser if none opens):"))
+    print(f"    {lab_url(ip, port, token)}")
+    print(tr(f"Bạn làm việc trên bản chép {workspace.WORKSPACE.name}/ (git bỏ qua); notebooks/ giữ nguyên.",
+             f"You work on the copy {workspace.WORKSPACE.name}/ (ignored by git); notebooks/ stays untouched."))
+    if no_browser and ip in ("127.0.0.1", "localhost", "::1"):
+        print(tr(f"Máy từ xa? Trên máy của bạn: ssh -L {port}:127.0.0.1:{port} <máy-này>, rồi mở URL trên.",
+                 f"Remote machine? On yours: ssh -L {port}:127.0.0.1:{port} <this-machine>, then open the URL."))
+    print(tr("Dừng: Ctrl+C (hai lần).", "Stop: Ctrl+C (twice)."))
+    print(rule, flush=True)
+    return _hand_over(cmd, {**environ, "JUPYTER_TOKEN": token})
+
+
+def _hand_over(cmd: list[str], env: dict) -> int:
+    """Replace this process with `cmd` (POSIX), or run it and return its status (Windows)."""
+    if os.name == "nt":
+        return subprocess.call(cmd, env=env)
+    os.execve(cmd[0], cmd, env)
+    return 0  # pragma: no cover - execve does not return
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in ("lab", "test", "site", "python", "setup"):
+        print(USAGE, file=sys.stderr)
+        return 2
+    command, rest = argv[0], argv[1:]
+    os.chdir(ROOT)  # pytest's configuration and relative paths are the repository's, wherever this was started
+    try:
+        python = ensure_env(system_torch_requested())
+        if command == "setup":
+            print(python)
+            return 0
+        if command == "lab":
+            return lab(python, rest)
+        if command == "test":
+            ensure_chromium()
+            return _hand_over([str(python), "-m", "pytest", *rest], dict(os.environ))
+        if command == "site":
+            return _hand_over([str(python), "tools/build_site.py", *rest], dict(os.environ))
+        return _hand_over([str(python), *rest], dict(os.environ))
+    except SetupError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

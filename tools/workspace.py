@@ -1,0 +1,162 @@
+"""Keep the working copy of the notebooks (notebooks_cua_toi/) in step with the course without losing edits.
+
+`bash tools/course.sh lab` opens this copy (ignored by git), never the tracked notebooks/, so running and saving
+a notebook changes nothing the tests check. A manifest inside the copy (.course_manifest.json) records, for each
+notebook, the SHA-256 of the course version it was copied from. Each refresh:
+
+- copies a course notebook that the copy lacks (deleting your copy and restarting is how to reset a notebook);
+- replaces an untouched copy (same bytes as when copied) when the course version changed;
+- keeps a copy you edited; if the course version changed too, writes the new version beside it as
+  ``NAME.ban-moi-<8 hex>.ipynb`` and says so, once per new version (delete it if you do not want it);
+- leaves alone every other file (yours, and copies of notebooks the course no longer has).
+
+Standard library only: tools/course.py runs it before the course environment exists.
+
+Usage:
+    python tools/workspace.py [--source notebooks] [--dest notebooks_cua_toi]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKSPACE = ROOT / "notebooks_cua_toi"
+MANIFEST = ".course_manifest.json"
+NEW_VERSION_TAG = "ban-moi"
+
+sys.path.insert(0, str(ROOT))
+from lessons_lib.i18n import tr  # noqa: E402 - stdlib-only module; the package's __init__ imports nothing
+
+
+@dataclass
+class SyncReport:
+    """What one refresh did, by notebook path relative to the copy."""
+
+    copied: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    offered: list[tuple[str, str]] = field(default_factory=list)  # (your copy, the new version beside it)
+
+    def messages(self) -> list[str]:
+        """Return one line per thing the learner should know (Vietnamese by default, LESSONS_LANG=en)."""
+        lines = []
+        if self.copied:
+            lines.append(tr(f"📄 Đã chép {len(self.copied)} notebook mới vào bản làm việc.",
+                            f"📄 Copied {len(self.copied)} new notebook(s) into your working copy."))
+        if self.updated:
+            lines.append(tr(f"🔄 Đã cập nhật {len(self.updated)} notebook bạn chưa sửa: {', '.join(self.updated)}",
+                            f"🔄 Updated {len(self.updated)} notebook(s) you had not edited: "
+                            f"{', '.join(self.updated)}"))
+        for mine, beside in self.offered:
+            lines.append(tr(f"⚠️ Khoá học có bản mới của {mine}; bạn đã sửa bản của mình nên nó được giữ nguyên. "
+                            f"Bản mới nằm cạnh: {beside}",
+                            f"⚠️ The course has a new version of {mine}; you edited yours, so it is kept as is. "
+                            f"The new version is beside it: {beside}"))
+        return lines
+
+
+def file_sha256(path: Path) -> str:
+    """Return the SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def course_notebooks(source: Path) -> list[Path]:
+    """Return the notebooks under `source` (checkpoints excluded), sorted."""
+    return sorted(p for p in Path(source).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def _load_manifest(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Return ({notebook: SHA-256 it was copied from}, {notebook: SHA-256 of the version offered beside it})."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return tuple({str(k): str(v) for k, v in data.get(key, {}).items()} for key in ("files", "offered"))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}, {}  # missing or damaged: every differing copy then counts as edited, so nothing is overwritten
+
+
+def _write_manifest(path: Path, files: dict[str, str], offered: dict[str, str]) -> None:
+    data = {"version": 1, "files": dict(sorted(files.items())), "offered": dict(sorted(offered.items()))}
+    text = json.dumps(data, indent=1) + "\n"
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".manifest-")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; it is an ordinary file of the working copy
+    os.replace(tmp, path)
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+
+
+def sync(source: Path | str, dest: Path | str) -> SyncReport:
+    """Refresh the working copy `dest` from the course notebooks in `source` (see the module docstring).
+
+    Args:
+        source: The tracked notebooks folder (notebooks/).
+        dest: The working copy (created if missing).
+
+    Returns:
+        A ``SyncReport`` of what was copied, updated, kept and offered beside an edited copy.
+    """
+    for name, value in (("source", source), ("dest", dest)):
+        if not isinstance(value, (str, Path)):
+            raise TypeError(f"{name} must be a folder path (str or Path), got {type(value).__name__}")
+    source, dest = Path(source), Path(dest)
+    if not source.is_dir():
+        raise ValueError(f"source must be the course's notebooks folder, but {source} is not a folder")
+    if dest.exists() and not dest.is_dir():
+        raise ValueError(f"dest must be a folder for the working copy, but {dest} is a file: move it away")
+    dest.mkdir(parents=True, exist_ok=True)
+    manifest_path = dest / MANIFEST
+    manifest, offered = _load_manifest(manifest_path)
+    report = SyncReport()
+    for src in course_notebooks(source):
+        rel = src.relative_to(source).as_posix()
+        target = dest / rel
+        new = file_sha256(src)
+        if not target.exists():
+            _copy(src, target)
+            manifest[rel] = new
+            report.copied.append(rel)
+            continue
+        mine = file_sha256(target)
+        if mine == new:
+            manifest[rel] = new
+        elif manifest.get(rel) == mine:  # untouched since it was copied: take the course's new version
+            _copy(src, target)
+            manifest[rel] = new
+            report.updated.append(rel)
+        else:  # edited (or of unknown origin): never overwrite
+            report.kept.append(rel)
+            if manifest.get(rel) != new and offered.get(rel) != new:
+                beside = target.with_name(f"{target.stem}.{NEW_VERSION_TAG}-{new[:8]}{target.suffix}")
+                if not beside.exists():  # never overwrite a file of the learner's
+                    _copy(src, beside)
+                offered[rel] = new
+                report.offered.append((rel, beside.relative_to(dest).as_posix()))
+    _write_manifest(manifest_path, manifest, offered)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=ROOT / "notebooks", help="course notebooks (notebooks/)")
+    parser.add_argument("--dest", type=Path, default=WORKSPACE, help="working copy (notebooks_cua_toi/)")
+    args = parser.parse_args(argv)
+    for line in sync(args.source, args.dest).messages():
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
