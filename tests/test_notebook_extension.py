@@ -113,6 +113,18 @@ def test_unloading_removes_the_hint(run):
         run("%load_ext lessons_lib.notebook")
 
 
+def test_rerunning_the_setup_cells_reload_prints_the_banner_and_registers_once(run):
+    """The setup cell ends with %reload_ext: re-running it shows the banner again (no "already loaded")."""
+    for _ in range(2):
+        cell = run("%reload_ext lessons_lib.notebook")
+        assert "torch" in _texts(cell) and "already loaded" not in _texts(cell) and not _errors(cell)
+    count = run("print(sum(getattr(f, '__name__', '') == 'gpu_cell_transform' "
+                "for f in get_ipython().input_transformers_cleanup))")
+    assert _texts(count).strip() == "1", count.outputs
+    skipped = run("%%gpu\nprint('GPU BODY RAN')")
+    assert "Bỏ qua" in _texts(skipped) and "GPU BODY RAN" not in _texts(skipped)
+
+
 # --------------------------------------------------------------------------- in-process pieces
 
 

@@ -95,7 +95,7 @@ if importlib.util.find_spec("lessons_lib") is None:  # cài từ GitHub, không 
               "  2) Gắn file lessons_lib-*.whl làm dataset (Add Input), rồi chạy lại ô này.")
         raise SystemExit("Dừng lại: thiếu lessons_lib.")
     importlib.invalidate_caches()
-%load_ext lessons_lib.notebook'''
+%reload_ext lessons_lib.notebook'''
 
 
 def setup_cell_source(config: CourseConfig) -> str:
