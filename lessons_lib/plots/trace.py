@@ -21,6 +21,17 @@ _LABELS = {"user_annotation": ("nhãn (record_function)", "label (record_functio
            "gpu_user_annotation": ("nhãn trên GPU", "label on the GPU")}
 
 
+_FONT_PT = 7
+_PREFIXES = ("aten::", "autograd::engine::evaluate_function: ")
+
+
+def _short_name(name: str) -> str:
+    """Return an event's name without the prefixes that only take room (``aten::`` and autograd's)."""
+    for prefix in _PREFIXES:
+        name = name.removeprefix(prefix)
+    return name
+
+
 def _depths(events: Sequence[TraceEvent]) -> list[int]:
     """Return each event's nesting level within its track (events sorted by track, then start)."""
     depths, stack, track = [], [], None
@@ -68,16 +79,19 @@ def plot_trace(trace: str | os.PathLike | Sequence[TraceEvent], ax=None, max_dep
         ticks.append(y + (levels - 1) / 2)
         labels.append(track)
         y += levels + 0.6
+    axes_px = ax.get_window_extent().width  # how many pixels the time axis spans, to fit names in their bars
+    char_px = 0.6 * _FONT_PT * ax.figure.dpi / 72
     bars: dict[tuple[float, str], list[tuple[float, float]]] = {}
     for ev, depth in zip(events, depths, strict=True):
         if depth > max_depth:
             continue
         row = y_of[ev.track] + depth
         bars.setdefault((row, _COLORS.get(ev.cat, _OTHER)), []).append((ev.start_us / 1e3, ev.dur_us / 1e3))
-        if span and ev.dur_us / span >= min_label_share:
-            name = ev.name.removeprefix("aten::")
-            ax.text((ev.start_us + ev.dur_us / 2) / 1e3, row, name if len(name) <= 18 else name[:17] + "…",
-                    ha="center", va="center", fontsize=7, clip_on=True)
+        fits = int(0.9 * axes_px * ev.dur_us / span / char_px) if span else 0
+        if span and ev.dur_us / span >= min_label_share and fits >= 4:
+            name = _short_name(ev.name)
+            ax.text((ev.start_us + ev.dur_us / 2) / 1e3, row, name if len(name) <= fits else name[:fits - 1] + "…",
+                    ha="center", va="center", fontsize=_FONT_PT, clip_on=True)
     for (row, color), spans in bars.items():  # one collection per row and colour: fast even for 10⁴ events
         ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=color, edgecolor="white", linewidth=0.3)
     ax.set_xlim(0, span / 1e3 * 1.01 if span else 1)
