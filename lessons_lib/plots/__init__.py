@@ -9,4 +9,5 @@ from .diagrams import cuda_stack  # noqa: E402,F401
 from .formats import plot_number_formats  # noqa: E402,F401
 from .memory import plot_activation_timeline, plot_memory_breakdown  # noqa: E402,F401
 from .speed import plot_speedup, plot_tflops, plot_time_vs_n  # noqa: E402,F401
+from .trace import plot_trace  # noqa: E402,F401
 from .training import plot_bar_comparison, plot_loss_curves  # noqa: E402,F401

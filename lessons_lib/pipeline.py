@@ -1,0 +1,88 @@
+"""A synthetic image dataset whose ``__getitem__`` does real CPU work, for timing DataLoader settings.
+
+The class lives in a module (not in a notebook cell) on purpose: DataLoader worker processes started with
+the "spawn" or "forkserver" method (macOS, Windows, Python 3.14 on Linux) re-import the dataset's class by
+its module path, and a class defined in a notebook's ``__main__`` cannot be found there.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from ._validate import check_int
+
+#: Per-channel mean and std used to normalise the images (the usual ImageNet values).
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+_MEAN = np.array(MEAN, dtype=np.float32).reshape(3, 1, 1)
+_STD = np.array(STD, dtype=np.float32).reshape(3, 1, 1)
+_MARGIN = 16  # the "decoded" image is this many pixels larger than the crop
+
+
+def _box_blur(img: np.ndarray) -> np.ndarray:
+    """Return the 5×5 mean of every pixel of a (C, H, W) array (edges repeated): one "decode" pass."""
+    padded = np.pad(img, ((0, 0), (2, 2), (2, 2)), mode="edge")
+    h, w = img.shape[1:]
+    rows = sum(padded[:, i:i + h, :] for i in range(5))
+    return sum(rows[:, :, j:j + w] for j in range(5)) / 25
+
+
+class SyntheticImages(Dataset):
+    """Seeded synthetic 3×size×size images, made like a real pipeline: decode, crop, flip, jitter, normalise.
+
+    Each item is built from its own seed (``seed`` and the index), so it is the same in every process and
+    every worker, and nothing is downloaded. The work is done in NumPy on one thread, as an image library
+    decoding a JPEG does; its CPU cost grows with `work` (smoothing passes that stand in for decoding).
+
+    Args:
+        n: Number of items.
+        size: Side of the returned images, in pixels.
+        classes: Number of labels (labels are 0 … classes-1).
+        work: Decode-like smoothing passes per item (0 = crop/flip/normalise only).
+        seed: Base seed.
+    """
+
+    def __init__(self, n: int = 1024, size: int = 64, classes: int = 10, work: int = 2, seed: int = 0):
+        self.n = check_int("n", n, minimum=1)
+        self.size = check_int("size", size, minimum=8)
+        self.classes = check_int("classes", classes, minimum=2)
+        self.work = check_int("work", work, minimum=0)
+        self.seed = check_int("seed", seed, minimum=0)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        if isinstance(index, bool):
+            raise TypeError("index must be an int, got bool")
+        try:
+            index = operator.index(index)
+        except TypeError:
+            raise TypeError(f"index must be an int, got {type(index).__name__}") from None
+        if not -self.n <= index < self.n:
+            raise IndexError(f"index {index} is out of range for a dataset of {self.n} items")
+        index %= self.n
+        rng = np.random.default_rng(self.seed * 1_000_003 + index)
+        side = self.size + _MARGIN
+        raw = rng.integers(0, 256, size=(3, side, side), dtype=np.uint8)  # "the file's bytes"
+        img = raw.astype(np.float32) / 255
+        for _ in range(self.work):  # "decoding": smoothing passes, each a 5×5 mean around every pixel
+            img = _box_blur(img)
+        top, left = rng.integers(0, _MARGIN + 1, size=2)
+        img = img[:, top:top + self.size, left:left + self.size]  # random crop
+        if rng.random() < 0.5:
+            img = img[:, :, ::-1]  # random horizontal flip
+        brightness, contrast = 0.8 + 0.4 * rng.random(2)
+        mean = img.mean()
+        img = np.clip((img - mean) * contrast + mean * brightness, 0, 1)  # colour jitter
+        img = (img - _MEAN) / _STD  # normalise
+        label = int(rng.integers(0, self.classes))
+        return torch.from_numpy(np.ascontiguousarray(img, dtype=np.float32)), label
+
+    def __repr__(self) -> str:
+        return (f"SyntheticImages(n={self.n}, size={self.size}, classes={self.classes}, work={self.work}, "
+                f"seed={self.seed})")

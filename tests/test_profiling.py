@@ -1,0 +1,246 @@
+"""lessons_lib.profiling: the compact profile table, call counts, reading an exported trace; and plots.plot_trace."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from lessons_lib import i18n, profiling
+from lessons_lib.plots import plot_trace
+
+
+@pytest.fixture(scope="module")
+def prof():
+    """A real CPU profile: one label around a matmul and 30 cheap adds."""
+    a = torch.randn(128, 128)
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        with record_function("work"):
+            a @ a
+            for _ in range(30):
+                a + 1
+    return p
+
+
+@pytest.fixture(scope="module")
+def trace_file(prof, tmp_path_factory):
+    path = tmp_path_factory.mktemp("trace") / "trace.json"
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+def fake_row(key, self_cpu=0.0, cpu=0.0, self_dev=0.0, dev=0.0, count=1, device_type=DeviceType.CPU,
+             annotation=False):
+    return SimpleNamespace(key=key, self_cpu_time_total=self_cpu, cpu_time_total=cpu or self_cpu,
+                           self_device_time_total=self_dev, device_time_total=dev or self_dev, count=count,
+                           device_type=device_type, is_user_annotation=annotation)
+
+
+# --------------------------------------------------------------------------- row kinds
+
+
+@pytest.mark.parametrize(("name", "annotation", "kind"), [
+    ("aten::mm", False, "op"),
+    ("forward", True, "label"),
+    ("ProfilerStep#3", False, "label"),
+    ("Optimizer.step#Adam.step", False, "label"),
+    ("cudaLaunchKernel", False, "runtime"),
+    ("cudaStreamSynchronize", False, "runtime"),
+    ("cuLaunchKernel", False, "runtime"),
+    ("autograd::engine::evaluate_function: AddmmBackward0", False, "autograd"),
+    ("AddmmBackward0", False, "autograd"),
+    ("Memcpy HtoD (Pinned -> Device)", False, "copy"),
+    ("void at::native::vectorized_elementwise_kernel<4, ...>", False, "kernel"),
+    ("ampere_sgemm_32x32_sliced1x4_tn", False, "kernel"),
+    ("cutlass::Kernel2<...>", False, "kernel"),
+    ("something else", False, "other"),
+])
+def test_row_kind(name, annotation, kind):
+    assert profiling.row_kind(name, annotation) == kind
+
+
+def test_row_kind_needs_a_name():
+    with pytest.raises(TypeError, match="str"):
+        profiling.row_kind(3)
+
+
+# --------------------------------------------------------------------------- top_ops on a real profile
+
+
+def test_top_ops_sorts_by_self_cpu_and_trims(prof):
+    table = profiling.top_ops(prof, n=3)
+    assert len(table.rows) == 3 and table.total_rows > 3
+    times = [row.self_s for row in table.rows]
+    assert times == sorted(times, reverse=True)
+    assert all(0 < row.share <= 1 for row in table.rows)
+    assert sum(row.share for row in table.rows) <= 1 + 1e-9
+    every = {e.key: e for e in prof.key_averages()}
+    top = table.top
+    assert top.name == max(every.values(), key=lambda e: e.self_cpu_time_total).key
+    assert top.self_s == pytest.approx(every[top.name].self_cpu_time_total / 1e6)
+    assert top.calls == every[top.name].count
+    assert top.per_call_s == pytest.approx(top.self_s / top.calls)
+
+
+def test_top_ops_reads_key_averages_too_and_filters_kinds(prof):
+    ops = profiling.top_ops(prof.key_averages(), n=50, kinds={"op"})
+    assert ops.rows and all(row.name.startswith("aten::") for row in ops.rows)
+    add = next(row for row in ops.rows if row.name == "aten::add")
+    assert add.calls == 30 and add.kind == "op"
+    labels = profiling.top_ops(prof, kinds="label")
+    assert labels.names() == ["work"]
+
+
+def test_top_ops_text_fits_a_cell_and_names_the_kinds(prof):
+    text = str(profiling.top_ops(prof, n=4))
+    lines = text.splitlines()
+    assert lines[0].startswith("4/") and "self time CPU" in lines[0]
+    assert len(lines) == 2 + 4 and max(map(len, lines)) < 100
+    assert "(phép PyTorch)" in text
+    i18n.set_language("en")
+    assert "calls" in str(profiling.top_ops(prof, n=2))
+
+
+def test_top_ops_shortens_long_names():
+    long_name = "void at::native::" + "x" * 200
+    table = profiling.top_ops([fake_row(long_name, self_dev=5.0, device_type=DeviceType.CUDA)], by="device")
+    line = str(table).splitlines()[-1]
+    assert "…" in line and len(line) < 100
+
+
+def test_top_ops_by_device_keeps_gpu_rows_only():
+    rows = [
+        fake_row("aten::mm", self_cpu=50.0, self_dev=30.0, dev=30.0),           # CPU op with its kernel's time
+        fake_row("ampere_sgemm_64x64_nn", self_dev=30.0, device_type=DeviceType.CUDA),
+        fake_row("Memcpy HtoD (Pageable -> Device)", self_dev=10.0, device_type=DeviceType.CUDA),
+        fake_row("forward", self_dev=40.0, device_type=DeviceType.CUDA, annotation=True),  # GPU-side label
+        fake_row("cudaLaunchKernel", self_cpu=20.0, count=4),
+    ]
+    table = profiling.top_ops(rows, by="device")
+    assert table.names() == ["ampere_sgemm_64x64_nn", "Memcpy HtoD (Pageable -> Device)"]
+    assert [row.kind for row in table.rows] == ["kernel", "copy"]
+    assert table.total_self_s == pytest.approx(40e-6)  # as the table's "Self CUDA time total": no double count
+    assert table.rows[0].share == pytest.approx(0.75)
+    cpu = profiling.top_ops(rows)
+    assert cpu.names() == ["aten::mm", "cudaLaunchKernel"] and cpu.rows[1].kind == "runtime"
+
+
+def test_top_ops_by_device_reads_the_old_cuda_names():
+    old = SimpleNamespace(key="gemm", self_cpu_time_total=0, cpu_time_total=0, self_cuda_time_total=7.0,
+                          cuda_time_total=7.0, count=1, device_type=DeviceType.CUDA)
+    assert profiling.top_ops([old], by="device").top.self_s == pytest.approx(7e-6)
+
+
+def test_top_ops_on_a_cpu_only_profile_by_device_is_empty_and_says_so(prof):
+    table = profiling.top_ops(prof, by="device")
+    assert table.rows == () and table.top is None
+    assert "Không có dòng nào" in str(table)
+
+
+def test_count_calls(prof):
+    assert profiling.count_calls(prof, "aten::add") == 30
+    assert profiling.count_calls(prof, "cudaStreamSynchronize") == 0
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"n": 0}, ValueError, "n"),
+    ({"n": "3"}, TypeError, "n"),
+    ({"by": "gpu"}, ValueError, "'cpu' hoặc 'device'"),
+    ({"kinds": {"op", "bogus"}}, ValueError, "bogus"),
+])
+def test_top_ops_bad_arguments(prof, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        profiling.top_ops(prof, **kwargs)
+
+
+def test_top_ops_bad_profiles():
+    with pytest.raises(TypeError, match="torch.profiler.profile"):
+        profiling.top_ops(42)
+    with pytest.raises(TypeError, match="FunctionEventAvg"):
+        profiling.top_ops([1, 2])
+    with pytest.raises(ValueError, match="chưa có kết quả"):
+        profiling.top_ops(profile(activities=[ProfilerActivity.CPU]))  # never entered
+    with pytest.raises(TypeError, match="name"):
+        profiling.count_calls([], "")
+
+
+# --------------------------------------------------------------------------- reading and drawing a trace
+
+
+def test_read_trace_returns_nested_cpu_events(trace_file):
+    events = profiling.read_trace(trace_file)
+    names = [e.name for e in events]
+    assert "work" in names and names.count("aten::add") == 30
+    assert min(e.start_us for e in events) == 0
+    work = next(e for e in events if e.name == "work")
+    mm = next(e for e in events if e.name in ("aten::mm", "aten::matmul"))
+    assert work.start_us <= mm.start_us and mm.start_us + mm.dur_us <= work.start_us + work.dur_us + 1e-3
+    assert all(e.track.startswith("CPU ") for e in events)
+
+
+def test_read_trace_names_gpu_streams(tmp_path):
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100.0, "dur": 50.0},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 130.0, "dur": 80.0},
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {}},
+        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1e6},
+    ]}), encoding="utf-8")
+    events = profiling.read_trace(path)
+    assert [(e.name, e.track, e.start_us) for e in events] == [("aten::mm", "CPU 1", 0.0),
+                                                               ("gemm", "GPU 0 · stream 7", 30.0)]
+
+
+def test_read_trace_bad_input(tmp_path):
+    with pytest.raises(TypeError, match="đường dẫn"):
+        profiling.read_trace(3)
+    with pytest.raises(ValueError, match="export_chrome_trace"):
+        profiling.read_trace(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="JSON"):
+        profiling.read_trace(bad)
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"foo": 1}', encoding="utf-8")
+    with pytest.raises(ValueError, match="traceEvents"):
+        profiling.read_trace(empty)
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text('{"traceEvents": []}', encoding="utf-8")
+    assert profiling.read_trace(nothing) == []
+
+
+def test_plot_trace_draws_rows_per_nesting_level(trace_file):
+    ax = plot_trace(trace_file, max_depth=1, title="t")
+    assert ax.get_title() == "t"
+    assert [t.get_text() for t in ax.get_yticklabels()][0].startswith("CPU ")
+    rows = {round(c.get_paths()[0].vertices[:, 1].mean(), 1) for c in ax.collections}
+    assert len(rows) == 2  # depth 0 (the label) and depth 1 (its ops)
+    texts = [t.get_text() for t in ax.texts]
+    assert "work" in texts  # the label spans the whole trace, so it is named on its bar
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "nhãn (record_function)" in legend and "phép PyTorch (CPU)" in legend
+
+
+def test_plot_trace_puts_gpu_tracks_below_cpu_and_accepts_events():
+    events = [profiling.TraceEvent("k", "kernel", "GPU 0 · stream 7", 5.0, 10.0),
+              profiling.TraceEvent("aten::mm", "cpu_op", "CPU 1", 0.0, 20.0),
+              profiling.TraceEvent("odd", "python_function", "CPU 1", 1.0, 2.0)]
+    ax = plot_trace(events, max_depth=0)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["CPU 1", "GPU 0 · stream 7"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "kernel GPU" in legend and "khác" in legend
+
+
+@pytest.mark.parametrize(("trace", "kwargs", "error"), [
+    ([1, 2], {}, TypeError),
+    ([], {}, ValueError),
+    ([profiling.TraceEvent("a", "cpu_op", "CPU 1", 0.0, 1.0)], {"max_depth": -1}, ValueError),
+    ([profiling.TraceEvent("a", "cpu_op", "CPU 1", 0.0, 1.0)], {"min_label_share": 2}, ValueError),
+])
+def test_plot_trace_bad_input(trace, kwargs, error):
+    with pytest.raises(error):
+        plot_trace(trace, **kwargs)
