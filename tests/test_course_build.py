@@ -122,6 +122,28 @@ class TestNotebookLint:
         assert sorted(lengths)[len(lengths) // 2] <= 6, "median code cell must be ≤ 6 lines"
 
 
+@pytest.mark.parametrize("src", sorted((ROOT / "course_src").glob("[0-9][0-9]_*.md")), ids=lambda p: p.stem)
+def test_time_estimate_is_honest(src):
+    """The "⏱️ ~N phút" line stays within 20% of the yardstick (docs/DEVELOPING.md) as the lesson grows."""
+    text = src.read_text(encoding="utf-8")
+    stated = build_course.stated_minutes(text)
+    assert stated is not None, f"{src.name}: the title block needs a '⏱️ ~N phút' line"
+    low, high = stated
+    yardstick = build_course.estimate_minutes(text)
+    assert low <= high and 0.8 * yardstick <= high and low <= 1.2 * yardstick, \
+        f"{src.name} says ~{low}–{high} phút; the yardstick gives {yardstick:.0f} phút: update the line"
+
+
+def test_time_yardstick_counts_reading_cells_quizzes_and_tasks():
+    text = ("# T\n\n⏱️ ~12 phút\n\n" + "từ " * 200 + "[link](http://a.b/c)\n\n```python\nx = 1\n```\n\n"
+            "```python\nq1 = choice('?', ['a', 'b'], 0, 'a')\n```\n\n```python\ntask1.check(x)\nex4_gpu.check(x)\n```\n")
+    # 204 syllables: "T", "12 phút", 200 × "từ" and the link text (not its target)
+    assert build_course.estimate_minutes(text) == pytest.approx(204 / 100 + 3 + 1 + 8)
+    assert build_course.stated_minutes(text) == (12, 12)
+    assert build_course.stated_minutes("⏱️ ~100–130 phút") == (100, 130)
+    assert build_course.stated_minutes("no line") is None
+
+
 def test_badge_links_point_at_existing_files():
     text = (ROOT / "colab_badges.md").read_text(encoding="utf-8")
     config = build_course.load_config()

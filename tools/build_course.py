@@ -177,6 +177,39 @@ def has_variants(text: str) -> bool:
     return _REGION.search(text) is not None
 
 
+# --------------------------------------------------------------------------- time estimates
+
+#: The yardstick of the "⏱️ ~N phút" line (docs/DEVELOPING.md): prose read at 100 Vietnamese syllables a minute
+#: (technical text, with thinking; it puts the old one-part notebook 06 at the 80 minutes learners took), one
+#: minute per code cell (run it, read its output), one per quiz, eight per checked task (GPU variants not counted).
+READING_SYLLABLES_PER_MIN, MIN_PER_CODE_CELL, MIN_PER_QUIZ, MIN_PER_TASK = 100, 1, 1, 8
+_STATED_TIME = re.compile(r"⏱️ ~(\d+)(?:[–-](\d+))? phút")
+
+
+def estimate_minutes(text: str) -> float:
+    """Return the yardstick's minutes for a course source's learner version (reading, cells, quizzes, tasks)."""
+    body = select_variant(text, "learner") if has_variants(text) else text
+    cells = parse_source(body)
+    prose = " ".join(c.source for c in cells if c.kind == "markdown")
+    prose = re.sub(r"\]\([^)]*\)", "]", prose)  # a link's target is not read
+    syllables = len(re.findall(r"\w+", prose))
+    code = [c.source for c in cells if c.kind == "code"]
+    quizzes = sum(len(re.findall(r"\b(?:yes_no|choice)\(", c)) for c in code)
+    tasks = {name for c in code for name in re.findall(r"\b((?:task|ex)\w*)\.check\(", c)
+             if not name.endswith("_gpu")}
+    return (syllables / READING_SYLLABLES_PER_MIN + MIN_PER_CODE_CELL * len(code) + MIN_PER_QUIZ * quizzes
+            + MIN_PER_TASK * len(tasks))
+
+
+def stated_minutes(text: str) -> tuple[int, int] | None:
+    """Return the (low, high) minutes of a source's "⏱️ ~N phút" / "⏱️ ~N–M phút" line, or None without one."""
+    found = _STATED_TIME.search(text)
+    if found is None:
+        return None
+    low = int(found.group(1))
+    return low, int(found.group(2) or low)
+
+
 # --------------------------------------------------------------------------- building notebooks
 
 
