@@ -32,6 +32,8 @@ from .i18n import tr
 DEMO_MODULE = "lessons_lib.ddp_demo"
 FAIL_MODES = ("raise", "exit", "hang")
 BACKENDS = ("auto", "gloo", "nccl")
+BACKEND_ENV = "DDP_BACKEND"  # read by lessons_lib.ddp_worker.choose_backend() in the ranks
+RUN_MARKER_ENV = "LESSONS_DDP_RUN"  # the run folder, inherited by every process of a run
 _PORT_TRIES = 3
 _LOG_TAIL_LINES = 12
 _PROGRESS = re.compile(r"^\[rank (\d+) \| #(\d+) \| \+[\d.]+s \| t=([\d.]+)\] (.*)$")
@@ -83,8 +85,20 @@ def _cmdline(pid: int) -> str | None:
     return line.split(None, 1)[-1]
 
 
+def _environ_has(pid: int, marker: bytes) -> bool:
+    """Return True when the environment of process `pid` contains `marker` (Linux only; False elsewhere)."""
+    try:
+        return marker in Path(f"/proc/{pid}/environ").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError, OSError):
+        return False
+
+
 def find_processes(marker: str) -> list[int]:
-    """Return the pids of live processes whose command line contains `marker` (e.g. a run's folder)."""
+    """Return the pids of live processes whose command line (or, on Linux, environment) contains `marker`.
+
+    ``launch()`` puts its run folder in an environment variable of torchrun, which every rank inherits: a
+    rank's command line (``python -u train_ddp.py``) need not name the folder.
+    """
     if not isinstance(marker, str):
         raise TypeError(f"marker must be a str (e.g. the run's temp folder), got {type(marker).__name__}")
     if len(marker) < 8:
@@ -96,11 +110,12 @@ def find_processes(marker: str) -> list[int]:
         out = subprocess.run(["ps", "-axo", "pid="], capture_output=True, text=True)
         pids = [int(x) for x in out.stdout.split()]
     found = []
+    raw = marker.encode()
     for pid in pids:
         if pid == me:
             continue
         cmd = _cmdline(pid)
-        if cmd is not None and marker in cmd:
+        if cmd is not None and (marker in cmd or _environ_has(pid, raw)):
             found.append(pid)
     return sorted(found)
 
@@ -327,40 +342,121 @@ def _fmt(x: float) -> str:
     return "0" if x == 0 else f"{x:.1e}"
 
 
+def single_process_steps(data, model, ranks: list[dict], lr: float) -> list[dict]:
+    """Redo the ranks' SGD steps in this process on the union of their batches: the full-batch reference.
+
+    Args:
+        data: The data set the ranks used (a ``TensorDataset`` of inputs and labels, same on every rank).
+        model: A fresh instance of the ranks' model; its weights are set to the ranks' weights after DDP.
+        ranks: One dict per rank (``DDPRun.ranks``), with ``init_after_ddp`` and per step its ``batch``.
+        lr: The SGD learning rate of the ranks.
+
+    Returns:
+        One dict per step: the full batch, its loss, gradient and the weights after ``optimizer.step()``.
+    """
+    import torch
+    from torch import nn
+
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a fresh nn.Module like the ranks' model, got {type(model).__name__}")
+    if not isinstance(ranks, list) or not ranks or not all(isinstance(r, dict) for r in ranks):
+        raise TypeError("ranks must be the non-empty list of per-rank dicts of a finished run (run.ranks)")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+        raise ValueError(f"lr must be the ranks' positive learning rate, got {lr!r}")
+    tensors = getattr(data, "tensors", None)
+    if not isinstance(tensors, tuple) or len(tensors) != 2:
+        raise TypeError(f"data must be a TensorDataset of (inputs, labels), got {type(data).__name__}")
+    params = list(model.parameters())
+    init = torch.tensor(ranks[0]["init_after_ddp"])
+    if init.numel() != sum(p.numel() for p in params):
+        raise ValueError(f"model has {sum(p.numel() for p in params)} parameters but the ranks' model has "
+                         f"{init.numel()}: pass a fresh instance of the same model")
+    with torch.no_grad():
+        torch.nn.utils.vector_to_parameters(init.to(params[0].dtype), params)
+    opt = torch.optim.SGD(params, lr=lr)
+    steps = []
+    for k in range(min(len(r["steps"]) for r in ranks)):
+        batch = [i for r in ranks for i in r["steps"][k]["batch"]]
+        x, y = tensors[0][batch], tensors[1][batch]
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        grad = [float(v) for p in params for v in p.grad.reshape(-1)]
+        opt.step()
+        steps.append({"step": k, "batch": batch, "loss": loss.item(), "grad": grad,
+                      "weights": [float(v) for p in params for v in p.detach().reshape(-1)]})
+    return steps
+
+
 @dataclass
 class DDPRun:
-    """What one DDP demo run produced: per-rank data, rank 0's single-process reference, timing."""
+    """What one DDP run produced: per-rank records, the single-process reference, timing, and how it went.
+
+    ``run_ddp_demo()`` fills everything (rank 0 of the demo computes the reference). ``launch()`` fills the
+    ranks; ``compare_with_single_process()`` then adds the reference. A failed ``launch()`` returns a run
+    with ``ok=False``, no ranks and the error: every method then says so instead of raising.
+    """
 
     ranks: list[dict]
     reference: list[dict]
     wall_s: float
-    command: list[str]
+    command: list[str] | str
     output: str = ""
     comparison: DDPComparison | None = field(default=None)
+    ok: bool = True
+    error: DDPRunError | None = None
+    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.comparison is None:
+        if self.comparison is None and self.ranks and self.reference:
             self.comparison = compare_ranks(self.ranks, self.reference)
 
     @property
     def world_size(self) -> int:
-        """Return the number of ranks."""
+        """Return the number of ranks that reported results."""
         return len(self.ranks)
 
     @property
-    def backend(self) -> str:
-        """Return the process-group backend the ranks used ("gloo" or "nccl")."""
-        return self.ranks[0]["backend"]
+    def backend(self) -> str | None:
+        """Return the process-group backend the ranks used ("gloo" or "nccl"); None without results."""
+        return self.ranks[0]["backend"] if self.ranks else None
 
     @property
     def shell_command(self) -> str:
         """Return the run's command as a learner would type it: ``torchrun --nproc_per_node=2 ...``."""
         cmd = self.command
+        if isinstance(cmd, str):
+            return cmd
         args = cmd[cmd.index("torch.distributed.run") + 1:] if "torch.distributed.run" in cmd else cmd
         return shlex.join(["torchrun", *args])
 
+    def _no_results(self) -> str:
+        why = str(self.error).splitlines()[0] if self.error else tr("chưa có kết quả", "no results yet")
+        return tr(f"(Lượt chạy DDP không thành công nên không có kết quả để xem: {why})",
+                  f"(The DDP run failed, so there are no results to show: {why})")
+
+    def compare_with_single_process(self, data, model, lr: float) -> DDPComparison | None:
+        """Compute the single-process full-batch reference (``single_process_steps``) and compare the ranks with it.
+
+        Args:
+            data: The ranks' data set (a ``TensorDataset``).
+            model: A fresh instance of the ranks' model.
+            lr: The ranks' SGD learning rate.
+
+        Returns:
+            The ``DDPComparison`` (also kept in ``self.comparison``), or None when the run has no results.
+        """
+        if not self.ranks:
+            print(self._no_results())
+            return None
+        self.reference = single_process_steps(data, model, self.ranks, lr)
+        self.comparison = compare_ranks(self.ranks, self.reference)
+        return self.comparison
+
     def rank_table(self) -> str:
         """Return one line per rank: pid, device, shard size and the first samples of its shard."""
+        if not self.ranks:
+            return self._no_results()
         lines = []
         for r in self.ranks:
             head = ", ".join(str(i) for i in r["shard"][:8])
@@ -371,6 +467,11 @@ class DDPRun:
     def summary(self) -> str:
         """Return a few sentences, built from the measured values, on what the run shows."""
         c = self.comparison
+        if c is None:
+            if not self.ranks:
+                return self._no_results()
+            return tr("(Chưa so với một tiến trình: gọi run.compare_with_single_process(data, model, lr) trước.)",
+                      "(Not compared with one process yet: call run.compare_with_single_process(data, model, lr).)")
         ok = tr("✅ khớp", "✅ match") if c.grads_allclose else tr("❌ KHÔNG khớp", "❌ do NOT match")
         wok = tr("✅ khớp", "✅ match") if c.weights_allclose else tr("❌ KHÔNG khớp", "❌ do NOT match")
         shard_ok = tr("không trùng nhau" if c.shards_disjoint else "CÓ TRÙNG NHAU",
@@ -425,13 +526,30 @@ class _RankState:
         return bool(self.error) and bool(_PEER_ERROR.search(self.error))
 
 
+def rank_log(out_dir: str | os.PathLike, rank: int) -> str:
+    """Return everything rank `rank` printed: its own ``rank{R}.log`` (the demo's), else torchrun's per-rank files.
+
+    ``launch()`` runs torchrun with ``--log-dir=<run folder>/logs --redirects=3`` (Linux), which keeps each
+    rank's stdout and stderr in ``logs/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log``.
+    """
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a folder path (str or Path), got {type(out_dir).__name__}")
+    _check_int("rank", rank, 0)
+    own = Path(out_dir) / f"rank{rank}.log"
+    if own.exists():
+        return own.read_text(encoding="utf-8", errors="replace")
+    parts = []
+    for name in ("stdout.log", "stderr.log"):
+        for path in sorted(Path(out_dir).glob(f"logs/*/attempt_*/{rank}/{name}")):
+            parts.append(path.read_text(encoding="utf-8", errors="replace"))
+    return "".join(p if p.endswith("\n") or not p else p + "\n" for p in parts)
+
+
 def _rank_states(out_dir: Path, world_size: int) -> list[_RankState]:
     states = []
     for rank in range(world_size):
         state = _RankState(rank)
-        path = out_dir / f"rank{rank}.log"
-        text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-        state.lines = text.splitlines()
+        state.lines = rank_log(out_dir, rank).splitlines()
         for i, line in enumerate(state.lines):
             m = _PROGRESS.match(line)
             if not m:
@@ -448,12 +566,29 @@ def _rank_states(out_dir: Path, world_size: int) -> list[_RankState]:
                 state.error = traceback_lines[-1] if traceback_lines else "ERROR"
                 state.error_time = float(m.group(3))
         if not state.error:
+            state.error = _python_error(state.lines)  # a script without progress lines: its traceback
+        if not state.error:
             for line in reversed(state.lines):  # a C++ abort leaves no traceback but a message
                 if "terminate called" in line or "what():" in line or "Fatal Python error" in line:
                     state.error = line.strip()
                     break
+        if not state.last:
+            state.last = next((x.strip() for x in reversed(state.lines) if x.strip()), "")
         states.append(state)
     return states
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)?: ")
+
+
+def _python_error(lines: list[str]) -> str:
+    """Return the exception line of the first Python traceback in `lines` ("" when there is none)."""
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last):"):
+            for x in lines[i + 1:]:
+                if _EXCEPTION_LINE.match(x) and not x.startswith(" "):
+                    return x.strip()
+    return ""
 
 
 def _exitcodes(output: str) -> dict[int, int]:
@@ -605,27 +740,39 @@ def run_ddp_demo(nproc_per_node: int = 2, steps: int = 3, backend: str = "auto",
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _launch(run_dir: Path, nproc: int, steps: int, backend: str, timeout: float, extra: list[str]) -> DDPRun:
+def _worker_env(run_dir: Path) -> dict[str, str]:
     env = os.environ.copy()
     env["OMP_NUM_THREADS"] = "1"  # N processes on a few cores: one thread each
     env["PYTHONUNBUFFERED"] = "1"
+    env[RUN_MARKER_ENV] = str(run_dir)  # every rank inherits it: find_processes() finds them by it
     package_parent = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
-    start = time.perf_counter()
+    return env
+
+
+def _run_torchrun(cmd: list[str], run_dir: Path, env: dict[str, str], timeout: float,
+                  cwd: Path | None = None) -> tuple[bool, int | None, str]:
+    """Run torchrun in a new session with a time limit; return (timed out, exit code, its output)."""
     log_path = run_dir / "torchrun.log"
+    timed_out, returncode = False, None
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=cwd or run_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode = proc.wait(max(0.1, timeout))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _kill_tree(proc, run_dir)  # also on KeyboardInterrupt: nothing is left behind
+    return timed_out, returncode, log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def _launch(run_dir: Path, nproc: int, steps: int, backend: str, timeout: float, extra: list[str]) -> DDPRun:
+    env = _worker_env(run_dir)
+    start = time.perf_counter()
     for attempt in range(_PORT_TRIES):
         cmd = torchrun_command(run_dir, nproc, free_port(), steps, backend, extra_args=extra)
-        timed_out, returncode = False, None
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                returncode = proc.wait(max(0.1, timeout - (time.perf_counter() - start)))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                _kill_tree(proc, run_dir)  # also on KeyboardInterrupt: nothing is left behind
-        output = log_path.read_text(encoding="utf-8", errors="replace")
+        timed_out, returncode, output = _run_torchrun(cmd, run_dir, env, timeout - (time.perf_counter() - start))
         port_taken = re.search(r"EADDRINUSE|address already in use", output, re.I)
         if returncode and port_taken and not list(run_dir.glob("rank*.log")) and attempt + 1 < _PORT_TRIES:
             continue  # another program took the port between free_port() and torchrun: try another
@@ -639,3 +786,173 @@ def _launch(run_dir: Path, nproc: int, steps: int, backend: str, timeout: float,
                               kind="bad_output", log_tail=_tail(output.splitlines())) from exc
         return DDPRun(ranks=ranks, reference=reference, wall_s=time.perf_counter() - start, command=cmd, output=output)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+# --------------------------------------------------------------------------- launch a learner's command
+
+
+@dataclass(frozen=True)
+class TorchrunCommand:
+    """A ``torchrun ...`` command split the way torchrun itself parses it."""
+
+    text: str
+    launcher_args: tuple[str, ...]
+    script: str
+    script_args: tuple[str, ...]
+    module: bool
+    nproc_per_node: int
+
+
+def parse_torchrun(command: str) -> TorchrunCommand:
+    """Split ``torchrun [flags] script.py [args]`` with torchrun's own argument parser.
+
+    Args:
+        command: The command as typed in a terminal, starting with ``torchrun`` (or ``python -m torch.distributed.run``).
+
+    Returns:
+        A ``TorchrunCommand``.
+    """
+    import contextlib
+    import io
+
+    if not isinstance(command, str):
+        raise TypeError(f"command must be a str such as 'torchrun --standalone --nproc_per_node=2 train.py', "
+                        f"got {type(command).__name__}")
+    tokens = shlex.split(command)
+    if tokens[:1] == ["torchrun"]:
+        rest = tokens[1:]
+    elif len(tokens) >= 3 and tokens[1:3] == ["-m", "torch.distributed.run"]:
+        rest = tokens[3:]
+    else:
+        raise ValueError(f"command must start with 'torchrun' (e.g. 'torchrun --standalone --nproc_per_node=2 "
+                         f"train.py'), got {command!r}")
+    from torch.distributed.run import get_args_parser
+
+    parser = get_args_parser()
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = parser.parse_args(rest)
+    except SystemExit:
+        raise ValueError(f"torchrun cannot parse {command!r}: {err.getvalue().strip().splitlines()[-1:]}") from None
+    n_script = len(args.training_script_args) + 1
+    nproc = str(args.nproc_per_node)
+    if nproc.isdigit():
+        nproc_per_node = int(nproc)
+    elif nproc == "gpu":
+        import torch
+
+        nproc_per_node = torch.cuda.device_count()
+    else:
+        nproc_per_node = os.cpu_count() or 1  # "auto"/"cpu": what torchrun picks without GPUs
+    if nproc_per_node < 1:
+        raise ValueError(f"--nproc_per_node must give at least one process, got {nproc!r}")
+    return TorchrunCommand(text=command, launcher_args=tuple(rest[:-n_script]), script=rest[-n_script],
+                           script_args=tuple(rest[len(rest) - n_script + 1:]), module=bool(args.module),
+                           nproc_per_node=nproc_per_node)
+
+
+def _has_flag(args: tuple[str, ...], *names: str) -> bool:
+    return any(a == n or a.startswith(n + "=") for a in args for n in names)
+
+
+def _launch_argv(parsed: TorchrunCommand, run_dir: Path, cwd: Path, python: str) -> list[str]:
+    """Return the argv that runs `parsed` with the course's additions (own log folder, no restarts)."""
+    extra = [f"--log-dir={run_dir / 'logs'}", "--redirects=3"]
+    if not _has_flag(parsed.launcher_args, "--max-restarts", "--max_restarts"):
+        extra.append("--max-restarts=0")
+    if not _has_flag(parsed.launcher_args, "--monitor-interval", "--monitor_interval"):
+        extra.append("--monitor-interval=0.2")
+    script = parsed.script if parsed.module else str((cwd / parsed.script).resolve())
+    return [python, "-m", "torch.distributed.run", *parsed.launcher_args, *extra, script, *parsed.script_args]
+
+
+def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 120.0, backend: str = "auto",
+           check: bool = False, echo: bool = True) -> DDPRun:
+    """Run a torchrun command (as a learner types it) safely; return the ranks' ``rank*.json`` results.
+
+    The command runs as ``python -m torch.distributed.run`` of this Python, in a fresh temporary folder
+    (where the ranks write their results; the script path is taken relative to `cwd`), in a new session,
+    with a wall-clock limit, its own log folder and no restarts. Whatever happens, no process of it is
+    left when this returns. When NCCL was chosen (a GPU per rank, or ``backend="nccl"``) and that run fails
+    or hangs (Kaggle's T4 x2 have never run it here), it runs once more with gloo (``DDP_BACKEND=gloo``)
+    and says so.
+
+    Args:
+        command: ``torchrun [flags] script.py [args]``, e.g. ``"torchrun --standalone --nproc_per_node=2 train_ddp.py"``.
+        cwd: Folder the script path is relative to (default: the current folder).
+        timeout: Wall-clock limit in seconds for one attempt (an NCCL attempt gets at most 60 s).
+        backend: "auto" (the script decides), or "gloo"/"nccl" to force it through $DDP_BACKEND.
+        check: Raise ``DDPRunError`` on failure instead of printing it and returning a run with ``ok=False``.
+        echo: Print the command before running it.
+
+    Returns:
+        A ``DDPRun`` with ``ranks`` (the parsed ``rank*.json`` files, sorted by rank), ``ok`` and ``error``.
+    """
+    parsed = parse_torchrun(command)
+    if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
+        raise TypeError(f"cwd must be a folder path (str or Path) or None, got {type(cwd).__name__}")
+    folder = Path(cwd) if cwd is not None else Path.cwd()
+    if not folder.is_dir():
+        raise ValueError(f"cwd must be an existing folder, got {str(folder)!r}")
+    if not parsed.module and not (folder / parsed.script).is_file():
+        raise ValueError(f"no script {parsed.script!r} in {str(folder)!r}: write it first (e.g. with %%writefile)")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if echo:
+        print(f"$ {command}")
+        print(tr(f"  (chạy bằng {Path(sys.executable).name} -m torch.distributed.run, trong một thư mục tạm, "
+                 f"giới hạn {timeout:g} s)",
+                 f"  (run as {Path(sys.executable).name} -m torch.distributed.run, in a temporary folder, "
+                 f"limit {timeout:g} s)"))
+    import torch
+
+    nccl_first = backend == "nccl" or (backend == "auto" and torch.cuda.is_available()
+                                       and torch.cuda.device_count() >= parsed.nproc_per_node)
+    notes: list[str] = []
+    start = time.perf_counter()
+    run = _launch_once(parsed, folder, backend, min(timeout, 60.0) if nccl_first else timeout, start)
+    if not run.ok and nccl_first:  # NCCL fails in many ways (init error, CUDA error, hang): gloo may still work
+        first = str(run.error).splitlines()[0]
+        notes.append(tr(f"Lượt chạy với NCCL không thành công ({first}). Chạy lại bằng gloo (DDP_BACKEND=gloo): "
+                        "vẫn là DDP, chỉ khác là all-reduce đi qua CPU thay vì giữa các GPU.",
+                        f"The run with NCCL failed ({first}). Running it again with gloo (DDP_BACKEND=gloo): "
+                        "still DDP, only the all-reduce goes through the CPU instead of between the GPUs."))
+        if echo:
+            print("⚠️ " + notes[-1])
+        run = _launch_once(parsed, folder, "gloo", timeout, start)
+    run.notes = notes + run.notes
+    if not run.ok:
+        if check:
+            raise run.error
+        print(tr("❌ Lượt chạy DDP không thành công: ", "❌ The DDP run failed: ") + str(run.error), file=sys.stderr)
+    return run
+
+
+def _launch_once(parsed: TorchrunCommand, folder: Path, backend: str, timeout: float, start: float) -> DDPRun:
+    run_dir = Path(tempfile.mkdtemp(prefix="lessons_ddp_"))
+    try:
+        env = _worker_env(run_dir)
+        if backend != "auto":
+            env[BACKEND_ENV] = backend
+        cmd = _launch_argv(parsed, run_dir, folder, sys.executable)
+        timed_out, returncode, output = _run_torchrun(cmd, run_dir, env, timeout)
+        wall = time.perf_counter() - start
+        if timed_out or returncode != 0:
+            error = _diagnose(run_dir, parsed.nproc_per_node, output, timed_out, timeout, returncode)
+            logs = "\n".join(rank_log(run_dir, r) for r in range(parsed.nproc_per_node))
+            return DDPRun(ranks=[], reference=[], wall_s=wall, command=parsed.text, output=output + "\n" + logs,
+                          ok=False, error=error)
+        files = sorted(run_dir.glob("rank*.json"), key=lambda p: int(p.stem[4:]) if p.stem[4:].isdigit() else -1)
+        try:
+            ranks = [json.loads(p.read_text(encoding="utf-8")) for p in files]
+        except (OSError, json.JSONDecodeError) as exc:
+            error = DDPRunError(tr(f"torchrun xong nhưng kết quả không đọc được: {exc}",
+                                   f"torchrun finished but its results are unreadable: {exc}"),
+                                kind="bad_output", log_tail=_tail(output.splitlines()))
+            return DDPRun(ranks=[], reference=[], wall_s=wall, command=parsed.text, output=output, ok=False, error=error)
+        return DDPRun(ranks=ranks, reference=[], wall_s=wall, command=parsed.text, output=output)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
