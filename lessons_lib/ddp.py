@@ -579,14 +579,16 @@ def _rank_states(out_dir: Path, world_size: int) -> list[_RankState]:
 
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)?: ")
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch prefixes a rank's uncaught traceback with "[rankN]: "
 
 
 def _python_error(lines: list[str]) -> str:
     """Return the exception line of the first Python traceback in `lines` ("" when there is none)."""
-    for i, line in enumerate(lines):
+    plain = [_RANK_PREFIX.sub("", x) for x in lines]
+    for i, line in enumerate(plain):
         if line.startswith("Traceback (most recent call last):"):
-            for x in lines[i + 1:]:
-                if _EXCEPTION_LINE.match(x) and not x.startswith(" "):
+            for x in plain[i + 1:]:
+                if _EXCEPTION_LINE.match(x):
                     return x.strip()
     return ""
 
@@ -611,10 +613,10 @@ def _tail(lines: list[str], n: int = _LOG_TAIL_LINES) -> str:
 
 def _excerpt(state: _RankState) -> str:
     """Return the end of a rank's log: its last progress lines, then the last lines printed after them."""
+    if not any(_PROGRESS.match(x) for x in state.lines):  # a script without progress lines: its own output
+        return _tail([_RANK_PREFIX.sub("", x) for x in state.lines if x.strip()]) or "    " + tr("(log trống)", "(empty log)")
     own = [x for x in state.lines if not x.startswith(f"[rank{state.rank}]:")]  # torchrun's copy of the traceback
     progress = [i for i, x in enumerate(own) if _PROGRESS.match(x)]
-    if not progress:
-        return _tail(own)
     after = [x for x in own[progress[-1] + 1:] if x.strip()]
     return _tail([own[i] for i in progress[-5:]] + after[-5:], n=10)
 
@@ -642,6 +644,16 @@ def _diagnose(out_dir: Path, world_size: int, output: str, timed_out: bool, time
               returncode: int | None) -> DDPRunError:
     states = _rank_states(out_dir, world_size)
     started = [s for s in states if s.lines]
+    if timed_out and not any(s.progress for s in states):  # no progress lines: who hung cannot be told
+        ends = "\n".join(f"  rank {s.rank}:\n" + _excerpt(s) for s in states)
+        return DDPRunError(
+            tr(f"Lượt chạy DDP không xong trong {timeout:g} s nên đã bị dừng (mọi tiến trình đã bị kill). Không rank nào "
+               "báo lỗi: các rank bị treo, thường vì một rank không tới một collective (barrier, all-reduce) mà các "
+               "rank khác đang đợi. Cuối log của từng rank:\n",
+               f"The DDP run did not finish within {timeout:g} s and was stopped (every process killed). No rank "
+               "reported an error: the ranks hung, usually because one rank never reaches a collective (barrier, "
+               "all-reduce) the others wait in. End of each rank's log:\n") + ends,
+            rank=None, kind="timeout", log_tail=ends)
     if not started:
         return DDPRunError(
             tr(f"torchrun dừng (mã {returncode}) trước khi rank nào chạy. Cuối output của torchrun:\n",
@@ -927,7 +939,7 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
     if not run.ok:
         if check:
             raise run.error
-        print(tr("❌ Lượt chạy DDP không thành công: ", "❌ The DDP run failed: ") + str(run.error), file=sys.stderr)
+        print("❌ DDP: " + str(run.error), file=sys.stderr)
     return run
 
 
