@@ -30,100 +30,100 @@ def text(feedback) -> str:
     return "\n".join(feedback.lines)
 
 
-# --------------------------------------------------------------------------- task 1: shard indices
+# --------------------------------------------------------------------------- task 2: shard indices
 
 
-def test_task1_solution_passes_and_matches_torch():
-    shard_indices = solution(task1)
-    fb = task1.evaluate(shard_indices)
+def test_task2_solution_passes_and_matches_torch():
+    shard_indices = solution(task2)
+    fb = task2.evaluate(shard_indices)
     assert fb.status == _core.PASS, fb
     assert shard_indices(10, 4, 2) == [2, 6, 0] == expected_shard(10, 4, 2)
     assert sorted(i for r in range(3) for i in shard_indices(10, 3, r)) == sorted(list(range(10)) + [0, 1])
 
 
-def test_task1_blank_and_missing_return_are_not_done():
-    assert task1.evaluate(None).status == _core.MISSING
-    assert task1.evaluate(...).status == _core.MISSING
+def test_task2_blank_and_missing_return_are_not_done():
+    assert task2.evaluate(None).status == _core.MISSING
+    assert task2.evaluate(...).status == _core.MISSING
 
     def todo(n, world_size, rank):
         ...
 
-    fb = task1.evaluate(todo)
+    fb = task2.evaluate(todo)
     assert fb.status == _core.MISSING and "return" in text(fb)
 
 
-def test_task1_contiguous_blocks_are_explained():
+def test_task2_contiguous_blocks_are_explained():
     def blocks(n, world_size, rank):
         per = math.ceil(n / world_size)
         return list(range(rank * per, min((rank + 1) * per, n)))
 
-    fb = task1.evaluate(blocks)
+    fb = task2.evaluate(blocks)
     assert fb.status == _core.FAIL and "khúc liền" in text(fb) and "xen kẽ" in text(fb)
 
 
-def test_task1_missing_padding_is_explained():
-    fb = task1.evaluate(lambda n, w, r: list(range(r, n, w)))
+def test_task2_missing_padding_is_explained():
+    fb = task2.evaluate(lambda n, w, r: list(range(r, n, w)))
     assert fb.status == _core.FAIL
     assert "cùng số mẫu" in text(fb) and "lặp lại các mẫu đầu" in text(fb) and "[2, 6, 0]" in text(fb)
 
 
-def test_task1_ranks_counted_from_one_are_explained():
-    fb = task1.evaluate(lambda n, w, r: expected_shard(n, w, (r + 1) % w))
+def test_task2_ranks_counted_from_one_are_explained():
+    fb = task2.evaluate(lambda n, w, r: expected_shard(n, w, (r + 1) % w))
     assert fb.status == _core.FAIL and "Rank đếm từ 0" in text(fb)
 
 
-def test_task1_padding_with_the_wrong_samples_is_explained():
+def test_task2_padding_with_the_wrong_samples_is_explained():
     def pad_with_last(n, world_size, rank):
         total = math.ceil(n / world_size) * world_size
         indices = list(range(n)) + [n - 1] * (total - n)
         return indices[rank:total:world_size]
 
-    fb = task1.evaluate(pad_with_last)
+    fb = task2.evaluate(pad_with_last)
     assert fb.status == _core.FAIL and "ĐẦU" in text(fb) and "i % n" in text(fb)
 
 
-def test_task1_accepts_tensors_and_ranges_but_not_floats():
-    sol = solution(task1)
-    assert task1.evaluate(lambda n, w, r: torch.tensor(sol(n, w, r))).status == _core.PASS
-    assert task1.evaluate(lambda n, w, r: tuple(sol(n, w, r))).status == _core.PASS
-    fb = task1.evaluate(lambda n, w, r: torch.tensor(sol(n, w, r), dtype=torch.float32))
+def test_task2_accepts_tensors_and_ranges_but_not_floats():
+    sol = solution(task2)
+    assert task2.evaluate(lambda n, w, r: torch.tensor(sol(n, w, r))).status == _core.PASS
+    assert task2.evaluate(lambda n, w, r: tuple(sol(n, w, r))).status == _core.PASS
+    fb = task2.evaluate(lambda n, w, r: torch.tensor(sol(n, w, r), dtype=torch.float32))
     assert fb.status == _core.FAIL and "list chỉ số" in text(fb)
-    fb = task1.evaluate(lambda n, w, r: "0,2,4")
+    fb = task2.evaluate(lambda n, w, r: "0,2,4")
     assert fb.status == _core.FAIL and "str" in text(fb)
 
 
-def test_task1_never_raises_on_bad_answers():
-    fb = task1.evaluate(lambda n, w, r: 1 / 0)
+def test_task2_never_raises_on_bad_answers():
+    fb = task2.evaluate(lambda n, w, r: 1 / 0)
     assert fb.status == _core.FAIL and "ZeroDivisionError" in text(fb)
-    fb = task1.evaluate(42)
+    fb = task2.evaluate(42)
     assert fb.status == _core.FAIL and "phải là một hàm" in text(fb)
-    fb = task1.evaluate(lambda n: [0])  # wrong signature
+    fb = task2.evaluate(lambda n: [0])  # wrong signature
     assert fb.status == _core.FAIL and "TypeError" in text(fb)
 
 
-def test_task1_long_lists_are_shortened_in_messages():
-    fb = task1.evaluate(lambda n, w, r: list(range(r * (n // w), (r + 1) * (n // w))) if n == 64 else expected_shard(n, w, r))
+def test_task2_long_lists_are_shortened_in_messages():
+    fb = task2.evaluate(lambda n, w, r: list(range(r * (n // w), (r + 1) * (n // w))) if n == 64 else expected_shard(n, w, r))
     assert fb.status == _core.FAIL and "(32 chỉ số)" in text(fb) and "…" in text(fb)
 
 
-# --------------------------------------------------------------------------- task 2: memory per GPU
+# --------------------------------------------------------------------------- task 1: memory per GPU
 
 
-def test_task2_solution_passes_and_matches_the_lesson_numbers():
-    per_gpu_gb = solution(task2)
-    assert task2.evaluate(per_gpu_gb).status == _core.PASS
+def test_task1_solution_passes_and_matches_the_lesson_numbers():
+    per_gpu_gb = solution(task1)
+    assert task1.evaluate(per_gpu_gb).status == _core.PASS
     assert per_gpu_gb(7_000_000_000, 8, 0) == pytest.approx(112.0)
     assert [round(per_gpu_gb(7_500_000_000, 64, s), 1) for s in range(4)] == [120.0, 31.4, 16.6, 1.9]  # ZeRO paper
     assert expected_gb(7_000_000_000, 8, 3) == pytest.approx(14.0)
 
 
-def test_task2_blank_is_not_done():
-    assert task2.evaluate(None).status == _core.MISSING
+def test_task1_blank_is_not_done():
+    assert task1.evaluate(None).status == _core.MISSING
 
     def todo(n_params, n_gpus, stage):
         ...
 
-    assert task2.evaluate(todo).status == _core.MISSING
+    assert task1.evaluate(todo).status == _core.MISSING
 
 
 @pytest.mark.parametrize("wrong, message", [
@@ -142,29 +142,29 @@ def test_task2_blank_is_not_done():
     (lambda n, g, s: expected_gb(n, g, s) * 1e9 / 2**30, "GiB"),
     (lambda n, g, s: expected_gb(n, g, s) * 1e9, "chia cho 1e9"),
 ])
-def test_task2_typical_wrong_answers_get_their_message(wrong, message):
-    fb = task2.evaluate(wrong)
+def test_task1_typical_wrong_answers_get_their_message(wrong, message):
+    fb = task1.evaluate(wrong)
     assert fb.status == _core.FAIL and message in text(fb), fb
     assert "ví dụ: per_gpu_gb(" in text(fb)  # and a concrete case
 
 
-def test_task2_other_wrong_answers_get_a_concrete_example():
-    fb = task2.evaluate(lambda n, g, s: 1.0)
+def test_task1_other_wrong_answers_get_a_concrete_example():
+    fb = task1.evaluate(lambda n, g, s: 1.0)
     assert fb.status == _core.FAIL and "ví dụ: per_gpu_gb(7_000_000_000, 8, 0) trả về 1 GB, đúng là 112 GB" in text(fb)
 
 
-def test_task2_never_raises_on_bad_answers():
-    assert "ValueError" in text(task2.evaluate(lambda n, g, s: int("x")))
-    assert "phải trả về một số GB" in text(task2.evaluate(lambda n, g, s: [1.0]))
-    assert "phải trả về một số GB" in text(task2.evaluate(lambda n, g, s: float("nan")))
-    assert task2.evaluate(lambda n, g, s: torch.tensor(expected_gb(n, g, s))).status == _core.PASS
+def test_task1_never_raises_on_bad_answers():
+    assert "ValueError" in text(task1.evaluate(lambda n, g, s: int("x")))
+    assert "phải trả về một số GB" in text(task1.evaluate(lambda n, g, s: [1.0]))
+    assert "phải trả về một số GB" in text(task1.evaluate(lambda n, g, s: float("nan")))
+    assert task1.evaluate(lambda n, g, s: torch.tensor(expected_gb(n, g, s))).status == _core.PASS
 
 
 # --------------------------------------------------------------------------- group and language
 
 
 def test_tasks_belong_to_lesson08_and_progress_lists_them(capsys):
-    assert set(_core.GROUPS[GROUP]) == {"task1", "task2"}
+    assert set(_core.GROUPS[GROUP]) == {"task2", "task1"}
     _core.progress(GROUP)
     out = capsys.readouterr().out
     assert "Nhiệm vụ 1" in out and "Nhiệm vụ 2" in out
@@ -172,7 +172,7 @@ def test_tasks_belong_to_lesson08_and_progress_lists_them(capsys):
 
 def test_messages_switch_to_english():
     i18n.set_language("en")
-    fb = task1.evaluate(lambda n, w, r: list(range(r, n, w)))
+    fb = task2.evaluate(lambda n, w, r: list(range(r, n, w)))
     assert "the same number" in text(fb)
-    fb = task2.evaluate(lambda n, g, s: expected_gb(n, g, s) * 1e9 / 2**30)
+    fb = task1.evaluate(lambda n, g, s: expected_gb(n, g, s) * 1e9 / 2**30)
     assert "not GiB" in text(fb)

@@ -1,13 +1,13 @@
 """Checked tasks of lesson 08 (multi-GPU): which samples each rank gets, and the per-GPU memory of DDP vs ZeRO.
 
-* ``task1``: ``shard_indices(n, world_size, rank)``, the indices ``DistributedSampler(shuffle=False)`` gives a rank.
-  Checked against torch's own ``DistributedSampler`` on data sets that divide evenly and ones that do not.
-* ``task2``: ``per_gpu_gb(n_params, n_gpus, stage)``, the GB per GPU of parameters + gradients + Adam state under
-  DDP (stage 0) and ZeRO-1/2/3, in the ZeRO paper's accounting. Checked against
+* ``task1`` (section 2): ``per_gpu_gb(n_params, n_gpus, stage)``, the GB per GPU of parameters + gradients + Adam
+  state under DDP (stage 0) and ZeRO-1/2/3, in the ZeRO paper's accounting. Checked against
   ``lessons_lib.memory.sharded_training_memory``.
+* ``task2`` (section 3.1): ``shard_indices(n, world_size, rank)``, the indices ``DistributedSampler(shuffle=False)``
+  gives a rank. Checked against torch's own ``DistributedSampler`` on data sets that divide evenly and ones that do not.
 
     from lessons_lib.exercises.lesson08 import task1
-    task1.check(shard_indices)
+    task1.check(per_gpu_gb)
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from ._core import Exercise, Report, number
 GROUP = "lesson08"
 
 # (data set size, world size): even splits, uneven ones (padding), and more ranks than samples.
+# --------------------------------------------------------------------------- task 2: shard indices
+
 SHARD_CASES = [(10, 4), (10, 3), (7, 2), (3, 8), (64, 2)]
 
 
@@ -108,9 +110,9 @@ def _explain_shard(report: Report, n: int, world: int, rank: int, got: list[int]
                        f"for {case}: you return {got_s}, DistributedSampler returns {want_s}.")
 
 
-task1 = Exercise(
-    "task1",
-    ("Bài 14.8 · Nhiệm vụ 1 · Mỗi rank một phần dữ liệu", "Lesson 14.8 · Task 1 · A shard per rank"),
+task2 = Exercise(
+    "task2",
+    ("Bài 14.8 · Nhiệm vụ 2 · Mỗi rank một phần dữ liệu", "Lesson 14.8 · Task 2 · A shard per rank"),
     _evaluate_shard,
     hints=[
         ("Không xáo (shuffle=False), thứ tự là 0, 1, …, n-1. Rank r lấy các vị trí r, r + world_size, "
@@ -136,7 +138,7 @@ def shard_indices(n, world_size, rank):
 )
 
 
-# --------------------------------------------------------------------------- task 2: memory per GPU
+# --------------------------------------------------------------------------- task 1: memory per GPU
 
 # (parameters, GPUs): the lesson's 7 B on 8 GPUs, the ZeRO paper's 7.5 B on 64, an uneven split.
 MEMORY_CASES = [(7_000_000_000, 8), (7_500_000_000, 64), (1_300_000_000, 4), (1_000_003, 3)]
@@ -235,9 +237,9 @@ def _evaluate_memory(report: Report, per_gpu_gb=None) -> None:
                    f"{expected_gb(n, g, stage):.4g} GB.")
 
 
-task2 = Exercise(
-    "task2",
-    ("Bài 14.8 · Nhiệm vụ 2 · Bộ nhớ mỗi GPU: DDP và ZeRO", "Lesson 14.8 · Task 2 · Memory per GPU: DDP and ZeRO"),
+task1 = Exercise(
+    "task1",
+    ("Bài 14.8 · Nhiệm vụ 1 · Bộ nhớ mỗi GPU: DDP và ZeRO", "Lesson 14.8 · Task 1 · Memory per GPU: DDP and ZeRO"),
     _evaluate_memory,
     hints=[
         ("Mỗi tham số: 2 byte tham số fp16, 2 byte gradient fp16, 12 byte trạng thái Adam. Một phần được 'chia' thì "
