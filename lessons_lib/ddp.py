@@ -693,7 +693,8 @@ def _diagnose(out_dir: Path, world_size: int, output: str, timed_out: bool, time
 
 def run_ddp_demo(nproc_per_node: int = 2, steps: int = 3, backend: str = "auto", timeout: float = 120.0,
                  fail_rank: int | None = None, fail_mode: str = "raise", fail_step: int = 0,
-                 out_dir: str | os.PathLike | None = None, unsafe_teardown: bool = False) -> DDPRun:
+                 out_dir: str | os.PathLike | None = None, unsafe_teardown: bool = False,
+                 python_exit: bool = False) -> DDPRun:
     """Run the DDP demo with torchrun and return what every rank computed.
 
     Args:
@@ -706,6 +707,8 @@ def run_ddp_demo(nproc_per_node: int = 2, steps: int = 3, backend: str = "auto",
         fail_step: When: at this step, between forward and backward; -1 = at start, before init_process_group.
         out_dir: Existing folder to keep the ranks' files in; None uses a temporary folder, deleted after.
         unsafe_teardown: Hazard hook for benchmarks: the ranks skip barrier and destroy_process_group.
+        python_exit: Hazard hook for benchmarks: finished ranks end through normal interpreter shutdown
+            instead of ``exit_rank()`` (the behaviour before issue 15's fix).
 
     Returns:
         A ``DDPRun``; ``run.comparison`` holds the checks, ``run.summary()`` says what they mean.
@@ -728,6 +731,9 @@ def run_ddp_demo(nproc_per_node: int = 2, steps: int = 3, backend: str = "auto",
     if fail_mode not in FAIL_MODES:
         raise ValueError(f"fail_mode must be one of {FAIL_MODES}, got {fail_mode!r}")
     _check_int("fail_step", fail_step, -1)
+    for name, flag in (("unsafe_teardown", unsafe_teardown), ("python_exit", python_exit)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {type(flag).__name__}")
     if fail_step >= steps:
         raise ValueError(f"fail_step must be -1 (at start) or a step between 0 and {steps - 1}, got {fail_step}")
     if out_dir is not None and not isinstance(out_dir, (str, os.PathLike)):
@@ -743,6 +749,8 @@ def run_ddp_demo(nproc_per_node: int = 2, steps: int = 3, backend: str = "auto",
         extra += ["--fail-rank", str(fail_rank), "--fail-mode", fail_mode, "--fail-step", str(fail_step)]
     if unsafe_teardown:
         extra += ["--unsafe-teardown"]
+    if python_exit:
+        extra += ["--exit", "python"]
     if out_dir is not None:
         return _launch(Path(out_dir).resolve(), nproc_per_node, steps, backend, timeout, extra)
     workdir = Path(tempfile.mkdtemp(prefix="lessons_ddp_"))
@@ -896,7 +904,7 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
         timeout: Wall-clock limit in seconds for one attempt (an NCCL attempt gets at most 60 s).
         backend: "auto" (the script decides), or "gloo"/"nccl" to force it through $DDP_BACKEND.
         check: Raise ``DDPRunError`` on failure instead of printing it and returning a run with ``ok=False``.
-        echo: Print the command before running it.
+        echo: Print the command before running it, and what went wrong after (False: stay silent).
 
     Returns:
         A ``DDPRun`` with ``ranks`` (the parsed ``rank*.json`` files, sorted by rank), ``ok`` and ``error``.
@@ -939,7 +947,8 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
     if not run.ok:
         if check:
             raise run.error
-        print("❌ DDP: " + str(run.error), file=sys.stderr)
+        if echo:
+            print("❌ DDP: " + str(run.error), file=sys.stderr)
     return run
 
 

@@ -196,6 +196,7 @@ def test_torchrun_command_flags(tmp_path):
     ({"fail_step": 3, "steps": 3}, ValueError, "between 0 and 2"),
     ({"out_dir": 5}, TypeError, "folder path"),
     ({"out_dir": "/nonexistent/lessons_ddp"}, ValueError, "existing folder"),
+    ({"python_exit": "yes"}, TypeError, "python_exit must be True or False"),
 ])
 def test_run_ddp_demo_rejects_bad_input(kwargs, error, match):
     with pytest.raises(error, match=match):
