@@ -548,7 +548,7 @@ def test_rank_log_prefers_the_ranks_own_file_then_torchruns(tmp_path):
     assert rank_log(tmp_path, 1) == "own"
     with pytest.raises(TypeError, match="folder path"):
         rank_log(None, 0)
-    with pytest.raises(ValueError, match="rank must be >= 0"):
+    with pytest.raises(ValueError, match="rank phải ≥ 0"):
         rank_log(tmp_path, -1)
 
 
