@@ -356,6 +356,9 @@ def test_demo_data_and_model_are_deterministic():
     assert all(torch.equal(p, q) for p, q in zip(m1.parameters(), m2.parameters(), strict=True))
     assert ddp_demo.choose_backend("gloo", 2) == "gloo"
     assert ddp_demo.choose_backend("auto", 2) == ("nccl" if torch.cuda.device_count() >= 2 else "gloo")
+    parser = ddp_demo.build_parser()
+    assert parser.parse_args(["--out", "x"]).exit == "os"  # finished ranks end with exit_rank() (issue 15)
+    assert parser.parse_args(["--out", "x", "--exit", "python"]).exit == "python"
 
 
 # --------------------------------------------------------------------------- plots
