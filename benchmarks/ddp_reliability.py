@@ -173,7 +173,8 @@ def rerun_with(python: str, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    if args.python and Path(args.python).resolve() != Path(sys.executable).resolve():
+    # Compare the paths as given: a virtualenv's python is a symlink, and its target is shared by other envs.
+    if args.python and os.path.abspath(args.python) != os.path.abspath(sys.executable):
         return rerun_with(args.python, argv)
     import torch
 
