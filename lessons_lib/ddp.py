@@ -415,7 +415,7 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
     Args:
         command: ``torchrun [flags] script.py [args]``, e.g. ``"torchrun --standalone --nproc_per_node=2 train_ddp.py"``.
         cwd: Folder the script path is relative to (default: the current folder).
-        timeout: Wall-clock limit in seconds for one attempt (an NCCL attempt gets at most 60 s).
+        timeout: Wall-clock limit in seconds for one attempt (the gloo retry after NCCL gets its own).
         backend: "auto" (the script decides), or "gloo"/"nccl" to force it through $DDP_BACKEND.
         check: Raise ``DDPRunError`` on failure instead of printing it and returning a run with ``ok=False``.
         echo: Print the command before running it, and what went wrong after (False: stay silent).
@@ -445,9 +445,12 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
 
     nccl_first = backend == "nccl" or (backend == "auto" and torch.cuda.is_available()
                                        and torch.cuda.device_count() >= parsed.nproc_per_node)
+    if echo and nccl_first:
+        print(tr(f"  (NCCL, mỗi rank một GPU; nếu NCCL lỗi hoặc treo quá {timeout:g} s, chạy lại bằng gloo)",
+                 f"  (NCCL, one GPU per rank; if NCCL fails or hangs past {timeout:g} s, it runs again with gloo)"))
     notes: list[str] = []
     start = time.perf_counter()
-    run = _launch_once(parsed, folder, backend, min(timeout, 60.0) if nccl_first else timeout, start)
+    run = _launch_once(parsed, folder, backend, timeout, start)
     if not run.ok and nccl_first:  # NCCL fails in many ways (init error, CUDA error, hang): gloo may still work
         first = str(run.error).splitlines()[0]
         notes.append(tr(f"Lượt chạy với NCCL không thành công ({first}). Chạy lại bằng gloo (DDP_BACKEND=gloo): "
