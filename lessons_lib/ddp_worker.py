@@ -142,14 +142,17 @@ def exit_rank(code: int = 0) -> NoReturn:
     # Issue 15: skip interpreter finalization and C++ static destructors on purpose. destroy_process_group()
     # does not stop gloo's threads (pt_gloo_runloop x2, gloo_tcp_loop): the C++ process group lives while
     # anything refers to it, and after DDP something in torch's module state does until interpreter shutdown
-    # clears the modules (gdb: ~ProcessGroupGloo runs inside Py_FinalizeEx). So those threads still run while
-    # Python shuts down. If one of them drops the last reference to a tensor that owns a Python object, it
-    # must take the GIL; during finalization CPython < 3.14 answers with pthread_exit, whose unwinding hits a
-    # noexcept C++ frame: "terminate called without an active exception", SIGABRT, and torchrun reports a
-    # crash of a rank that had finished its work. Nothing is left to clean up here (torchrun reaps the process,
-    # the OS closes its sockets and files). A real error during the work never gets here: the exception
-    # propagates and the rank fails as before. (CPython >= 3.14 parks such a thread instead of ending it; then
-    # ~ProcessGroupGloo, which joins its threads during finalization, would wait forever: os._exit avoids both.)
+    # clears the modules (gdb: ~ProcessGroupGloo runs inside Py_FinalizeEx). A pt_gloo_runloop thread also
+    # drops its reference to the work it just finished *after* the main thread's wait() returned. Caught in a
+    # notebook-kernel run under load (1 in 150): the barrier's work died on that thread after "done", taking the
+    # last all-reduce work with it (weak reference), whose captured thread-local state (torch >= 2.6 carries the
+    # submitter's at::ThreadLocalState into gloo works) held a c10::SafePyObject. Dropping a Python object needs
+    # the GIL; during finalization CPython < 3.14 answers with pthread_exit, whose unwinding hits a noexcept C++
+    # frame: "terminate called without an active exception", SIGABRT, a failed rank that had finished its work.
+    # Nothing is left to clean up here (torchrun reaps the process, the OS closes its sockets and files). A real
+    # error during the work never gets here: the exception propagates and the rank fails as before. (CPython
+    # >= 3.14 parks such a thread instead; ~ProcessGroupGloo, which joins its threads during finalization, would
+    # then wait forever: os._exit avoids both.)
     if isinstance(code, bool) or not isinstance(code, int):
         raise TypeError(f"code must be an int exit status, got {type(code).__name__}")
     for stream in (sys.stdout, sys.stderr):
