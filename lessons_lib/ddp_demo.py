@@ -21,15 +21,18 @@ ranks' batches (the single-process full-batch gradient and weights), for compari
 ``--fail-step`` between its forward and backward pass, where the other ranks then wait inside the
 all-reduce, or with ``--fail-step -1`` at start, before ``init_process_group``.
 ``--unsafe-teardown`` skips the barrier and ``destroy_process_group`` (a hazard hook for benchmarks).
+A rank that finished its work ends with ``lessons_lib.ddp_worker.exit_rank`` (``os._exit`` after flushing,
+issue 15); ``--exit python`` ends it through normal interpreter shutdown instead (the behaviour before
+that fix, for the reliability benchmark).
 
-This module imports only torch and the standard library, so it runs wherever torch does.
+This module imports only torch and the standard library (and ``lessons_lib.ddp_worker``), so it runs
+wherever torch does.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import sys
 import time
@@ -42,6 +45,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+
+from lessons_lib.ddp_worker import choose_backend as _choose_backend
+from lessons_lib.ddp_worker import exit_rank, flat, save_json
 
 N_SAMPLES = 64
 N_FEATURES = 8
@@ -72,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "-1: at start, before init_process_group")
     p.add_argument("--unsafe-teardown", action="store_true",
                    help="hazard hook: skip barrier and destroy_process_group (gloo may abort at exit)")
+    p.add_argument("--exit", default="os", choices=("os", "python"),
+                   help="os: end a finished rank with os._exit after flushing (default, issue 15); "
+                        "python: normal interpreter shutdown (the behaviour before that fix)")
     return p
 
 
@@ -115,25 +124,16 @@ def make_model(seed: int) -> nn.Module:
     return nn.Sequential(nn.Linear(N_FEATURES, N_HIDDEN), nn.ReLU(), nn.Linear(N_HIDDEN, N_CLASSES))
 
 
-def flat(tensors) -> list[float]:
-    """Return the tensors' values as one flat Python list (float32 values are exact in JSON)."""
-    return torch.cat([t.detach().reshape(-1).float().cpu() for t in tensors]).tolist()
-
-
 def choose_backend(requested: str, local_world_size: int) -> str:
-    """Return "nccl" when every local rank can have its own GPU (or when asked), else "gloo"."""
+    """Return `requested` unless it is "auto"; then ``ddp_worker.choose_backend`` ($DDP_BACKEND, else nccl with a GPU per rank)."""
     if requested != "auto":
         return requested
-    if torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size and dist.is_nccl_available():
-        return "nccl"
-    return "gloo"
+    return _choose_backend(local_world_size)
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write `data` to `path` atomically (a reader never sees half a file)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    """Write `data` to `path` atomically and fsync it (``ddp_worker.save_json``)."""
+    save_json(path, data)
 
 
 def maybe_fail(args, rank: int, step: int, log: RankLog) -> None:
@@ -293,4 +293,8 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    sys.exit(record(main)())
+    _args = build_parser().parse_args()
+    _code = record(main)()  # an error raises here and fails the rank as usual
+    if _args.exit == "python":
+        sys.exit(_code)
+    exit_rank(_code)  # results written and fsynced, process group destroyed: end here (issue 15)

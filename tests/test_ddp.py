@@ -1,13 +1,17 @@
-"""Tests of lessons_lib.ddp (launcher, checks, diagnosis), lessons_lib.ddp_demo and the DDP plots.
+"""Tests of lessons_lib.ddp (launchers, checks, diagnosis), lessons_lib.ddp_demo and the DDP plots.
 
-The tests marked "launch" start real torchrun runs (world size 2, gloo, CPU): a correct run whose
+The tests named "launch" start real torchrun runs (world size 2, gloo, CPU): a correct run whose
 gradients must equal the single-process full-batch gradient, and runs where one rank fails on
 purpose, which must end in a clear DDPRunError within a bounded time with no process left behind.
+The ``launch()`` tests run the very scripts notebook 08 writes with ``%%writefile`` (read from
+course_src/08_multi_gpu_preview.md), including the fall-back from NCCL (which fails on a CPU) to gloo.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import runpy
 import subprocess
 import sys
 import time
@@ -25,11 +29,16 @@ from lessons_lib.ddp import (  # noqa: E402
     DDPRun,
     DDPRunError,
     _diagnose,
+    _launch_argv,
     compare_ranks,
     find_processes,
     free_port,
+    launch,
     load_ddp_results,
+    parse_torchrun,
+    rank_log,
     run_ddp_demo,
+    single_process_steps,
     torchrun_command,
 )
 from lessons_lib.plots import plot_ddp_differences, plot_ddp_shards  # noqa: E402
@@ -187,6 +196,7 @@ def test_torchrun_command_flags(tmp_path):
     ({"fail_step": 3, "steps": 3}, ValueError, "between 0 and 2"),
     ({"out_dir": 5}, TypeError, "folder path"),
     ({"out_dir": "/nonexistent/lessons_ddp"}, ValueError, "existing folder"),
+    ({"python_exit": "yes"}, TypeError, "python_exit must be True or False"),
 ])
 def test_run_ddp_demo_rejects_bad_input(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -346,6 +356,9 @@ def test_demo_data_and_model_are_deterministic():
     assert all(torch.equal(p, q) for p, q in zip(m1.parameters(), m2.parameters(), strict=True))
     assert ddp_demo.choose_backend("gloo", 2) == "gloo"
     assert ddp_demo.choose_backend("auto", 2) == ("nccl" if torch.cuda.device_count() >= 2 else "gloo")
+    parser = ddp_demo.build_parser()
+    assert parser.parse_args(["--out", "x"]).exit == "os"  # finished ranks end with exit_rank() (issue 15)
+    assert parser.parse_args(["--out", "x", "--exit", "python"]).exit == "python"
 
 
 # --------------------------------------------------------------------------- plots
@@ -365,4 +378,222 @@ def test_plots_draw_and_reject_bad_input():
         plot_ddp_differences([1, 2])
     import matplotlib.pyplot as plt
 
+    plt.close("all")
+
+
+# --------------------------------------------------------------------------- launch(): a learner's torchrun command
+
+NOTEBOOK_SRC = Path(__file__).resolve().parent.parent / "course_src" / "08_multi_gpu_preview.md"
+_WRITEFILE = re.compile(r'```python\n%%writefile "\{work\}/([\w.]+)"\n(.*?)```', re.S)
+
+
+def notebook_files(folder: Path) -> dict[str, Path]:
+    """Write into `folder` the files notebook 08 writes with %%writefile (the very text the learner reads)."""
+    files = {}
+    for name, body in _WRITEFILE.findall(NOTEBOOK_SRC.read_text(encoding="utf-8")):
+        files[name] = folder / name
+        files[name].write_text(body, encoding="utf-8")
+    return files
+
+
+def test_notebook_writes_the_ddp_scripts(tmp_path):
+    files = notebook_files(tmp_path)
+    assert {"ddp_setup.py", "train_ddp.py", "broken_ddp.py"} <= set(files)
+    script = files["train_ddp.py"].read_text()
+    for needed in ("choose_backend()", "torch.cuda.set_device(device)", "dist.init_process_group(backend)",
+                   "DistributedSampler(data, shuffle=True, seed=0, drop_last=True)", "DistributedDataParallel(",
+                   "rec.save()", "dist.barrier()", "dist.destroy_process_group()", "exit_rank()"):
+        assert needed in script, needed
+    assert script.index("rec.save()") < script.index("dist.barrier()") < script.index("exit_rank()")
+
+
+@pytest.fixture(scope="module")
+def notebook_run(tmp_path_factory):
+    """Run the notebook's train_ddp.py as launch() does there, but asking for NCCL first (it fails on a CPU)."""
+    folder = tmp_path_factory.mktemp("nb08")
+    notebook_files(folder)
+    start = time.monotonic()
+    run = launch("torchrun --standalone --nproc_per_node=2 train_ddp.py", cwd=folder, timeout=120, backend="nccl")
+    return run, folder, time.monotonic() - start
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="with 2 GPUs NCCL works and there is no fallback")
+def test_launch_falls_back_to_gloo_when_nccl_fails(notebook_run):
+    run, folder, elapsed = notebook_run
+    assert run.ok and run.error is None and run.backend == "gloo"
+    assert len(run.notes) == 1 and "NCCL" in run.notes[0] and "gloo" in run.notes[0]
+    assert elapsed < 240
+    assert find_processes(str(folder)) == []
+
+
+def test_launch_of_the_notebook_script_matches_one_process(notebook_run):
+    run, folder, _ = notebook_run
+    assert run.world_size == 2 and [r["rank"] for r in run.ranks] == [0, 1]
+    assert run.shell_command == "torchrun --standalone --nproc_per_node=2 train_ddp.py"
+    assert run.summary().startswith("(Chưa so với một tiến trình")
+    setup = runpy.run_path(str(folder / "ddp_setup.py"))
+    c = run.compare_with_single_process(setup["make_data"](), setup["make_model"](seed=0), lr=0.1)
+    assert c is run.comparison and c.ok and c.steps == 3 and c.shard_sizes == (32, 32)
+    assert c.grad_diff_between_ranks == 0.0 and c.init_diff_before_ddp > 0.1 and c.local_grad_diff_between_ranks > 1e-3
+    assert "✅" in run.summary() and "rank 1" in run.rank_table()
+    assert run.ranks[1]["env"]["RANK"] == "1" and run.ranks[0]["steps"][0]["batch"] == run.ranks[0]["shard"][:8]
+
+
+def test_launch_names_the_failing_rank_without_raising(tmp_path, capsys):
+    notebook_files(tmp_path)
+    run = launch("torchrun --standalone --nproc_per_node=2 broken_ddp.py raise", cwd=tmp_path, timeout=90)
+    assert not run.ok and run.ranks == [] and run.notes == []  # a gloo script: nothing to fall back to
+    err = run.error
+    assert err.kind == "died" and err.rank == 1
+    assert "RuntimeError: rank 1 hỏng cố ý" in str(err) and 'raise RuntimeError("rank 1 hỏng cố ý")' in err.log_tail
+    out = capsys.readouterr()
+    assert out.out.startswith("$ torchrun --standalone --nproc_per_node=2 broken_ddp.py raise\n")
+    assert "❌ DDP: Rank 1" in out.err
+    assert "không thành công" in run.summary() and "không thành công" in run.rank_table()
+    assert run.compare_with_single_process(None, torch.nn.Linear(1, 1), lr=0.1) is None
+    assert find_processes(str(tmp_path)) == []
+
+
+def test_launch_stops_a_hanging_script_and_says_it_hung(tmp_path):
+    notebook_files(tmp_path)
+    start = time.monotonic()
+    run = launch("torchrun --standalone --nproc_per_node=2 broken_ddp.py hang", cwd=tmp_path, timeout=20, echo=False)
+    assert time.monotonic() - start < 20 + 15
+    assert not run.ok and run.error.kind == "timeout" and run.error.rank is None
+    assert "20 s" in str(run.error) and "treo" in str(run.error) and "rank 1:" in str(run.error)
+    assert find_processes(str(tmp_path)) == []
+
+
+def test_launch_check_true_raises_the_error(monkeypatch, tmp_path):
+    from lessons_lib import ddp as ddp_module
+
+    (tmp_path / "x.py").write_text("")
+    failed = DDPRun(ranks=[], reference=[], wall_s=1.0, command="torchrun x.py", ok=False,
+                    error=DDPRunError("Rank 0 chết", rank=0))
+    monkeypatch.setattr(ddp_module, "_launch_once", lambda *a: failed)
+    with pytest.raises(DDPRunError, match="Rank 0 chết"):
+        launch("torchrun --nproc_per_node=1 x.py", cwd=tmp_path, check=True, echo=False)
+    assert launch("torchrun --nproc_per_node=1 x.py", cwd=tmp_path, echo=False) is failed
+
+
+@pytest.mark.parametrize("command, script, args, nproc, module", [
+    ("torchrun --standalone --nproc_per_node=2 train.py", "train.py", (), 2, False),
+    ("torchrun --standalone --nproc-per-node 3 train.py --lr 0.1 -v", "train.py", ("--lr", "0.1", "-v"), 3, False),
+    ("python -m torch.distributed.run --nnodes=1 --nproc_per_node=2 -m pkg.mod --out d", "pkg.mod", ("--out", "d"), 2,
+     True),
+    ("torchrun 'my script.py'", "my script.py", (), 1, False),
+])
+def test_parse_torchrun_uses_torchruns_own_parser(command, script, args, nproc, module):
+    parsed = parse_torchrun(command)
+    assert (parsed.script, parsed.script_args, parsed.nproc_per_node, parsed.module) == (script, args, nproc, module)
+    assert parsed.text == command
+
+
+def test_parse_torchrun_rejects_what_is_not_a_torchrun_command():
+    with pytest.raises(TypeError, match="command must be a str"):
+        parse_torchrun(["torchrun", "x.py"])
+    with pytest.raises(ValueError, match="must start with 'torchrun'"):
+        parse_torchrun("python train.py")
+    with pytest.raises(ValueError, match="torchrun cannot parse"):
+        parse_torchrun("torchrun --standalone")  # no script
+    with pytest.raises(ValueError, match="at least one process"):
+        parse_torchrun("torchrun --nproc_per_node=0 x.py")
+
+
+def test_launch_argv_adds_logs_and_no_restarts_but_keeps_the_learners_flags(tmp_path):
+    parsed = parse_torchrun("torchrun --standalone --nproc_per_node=2 --max-restarts=1 train.py --epochs 2")
+    argv = _launch_argv(parsed, tmp_path / "run", tmp_path, "python")
+    assert argv[:3] == ["python", "-m", "torch.distributed.run"]
+    assert argv[3:6] == ["--standalone", "--nproc_per_node=2", "--max-restarts=1"]
+    assert f"--log-dir={tmp_path / 'run' / 'logs'}" in argv and "--redirects=3" in argv
+    assert "--max-restarts=0" not in argv and "--monitor-interval=0.2" in argv
+    assert argv[-3:] == [str(tmp_path / "train.py"), "--epochs", "2"]
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"cwd": 3}, TypeError, "folder path"),
+    ({"cwd": "/nonexistent/lessons_ddp"}, ValueError, "existing folder"),
+    ({"timeout": 0}, ValueError, "positive number of seconds"),
+    ({"backend": "mpi"}, ValueError, "backend must be one of"),
+])
+def test_launch_rejects_bad_input(tmp_path, kwargs, error, match):
+    (tmp_path / "x.py").write_text("")
+    kwargs.setdefault("cwd", tmp_path)
+    with pytest.raises(error, match=match):
+        launch("torchrun --nproc_per_node=1 x.py", **kwargs)
+    with pytest.raises(ValueError, match="no script 'missing.py'"):
+        launch("torchrun --nproc_per_node=1 missing.py", cwd=tmp_path)
+
+
+def test_find_processes_finds_a_child_by_its_environment(tmp_path):
+    marker = str(tmp_path / "env_marker_run")
+    env = dict(os.environ, LESSONS_DDP_RUN=marker)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while child.pid not in find_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        expected = [child.pid] if Path("/proc/self/environ").exists() else []  # environments are read on Linux
+        assert find_processes(marker) == expected
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_rank_log_prefers_the_ranks_own_file_then_torchruns(tmp_path):
+    attempt = tmp_path / "logs" / "run_x" / "attempt_0" / "1"
+    attempt.mkdir(parents=True)
+    (attempt / "stdout.log").write_text("hello")
+    (attempt / "stderr.log").write_text("[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: x\n")
+    assert rank_log(tmp_path, 1) == "hello\n[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: x\n"
+    assert rank_log(tmp_path, 0) == ""
+    (tmp_path / "rank1.log").write_text("own")
+    assert rank_log(tmp_path, 1) == "own"
+    with pytest.raises(TypeError, match="folder path"):
+        rank_log(None, 0)
+    with pytest.raises(ValueError, match="rank phải ≥ 0"):
+        rank_log(tmp_path, -1)
+
+
+def test_diagnose_reads_a_plain_scripts_prefixed_traceback(tmp_path):
+    for rank, err in ((0, "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:1"),
+                      (1, "ValueError: bad shape")):
+        folder = tmp_path / "logs" / "r" / "attempt_0" / str(rank)
+        folder.mkdir(parents=True)
+        (folder / "stderr.log").write_text(f"[rank{rank}]: Traceback (most recent call last):\n"
+                                           f'[rank{rank}]:   File "train.py", line 3, in <module>\n[rank{rank}]: {err}\n')
+    err = _diagnose(tmp_path, 2, "", timed_out=False, timeout=60, returncode=1)
+    assert err.rank == 1 and "ValueError: bad shape" in str(err) and "Rank 0" in str(err)
+    assert 'File "train.py", line 3' in err.log_tail and "[rank1]" not in err.log_tail
+
+
+def test_diagnose_timeout_without_progress_lines_names_no_rank(tmp_path):
+    err = _diagnose(tmp_path, 2, "", timed_out=True, timeout=9, returncode=None)
+    assert err.kind == "timeout" and err.rank is None and "9 s" in str(err) and "(log trống)" in str(err)
+
+
+def test_single_process_steps_rejects_bad_input():
+    ranks, _ = _synthetic()
+    data = torch.utils.data.TensorDataset(torch.randn(4, 1), torch.tensor([0, 1, 0, 1]))
+    with pytest.raises(TypeError, match="fresh nn.Module"):
+        single_process_steps(data, "model", ranks, 0.1)
+    with pytest.raises(TypeError, match="non-empty list"):
+        single_process_steps(data, torch.nn.Linear(1, 2), [], 0.1)
+    with pytest.raises(ValueError, match="learning rate"):
+        single_process_steps(data, torch.nn.Linear(1, 2), ranks, 0)
+    with pytest.raises(TypeError, match="TensorDataset"):
+        single_process_steps([1, 2], torch.nn.Linear(1, 2), ranks, 0.1)
+    with pytest.raises(ValueError, match="same model"):
+        single_process_steps(data, torch.nn.Linear(3, 2), ranks, 0.1)
+
+
+def test_failed_run_plots_say_there_is_nothing_to_draw():
+    import matplotlib.pyplot as plt
+
+    failed = DDPRun(ranks=[], reference=[], wall_s=1.0, command="torchrun x.py", ok=False, error=DDPRunError("boom"))
+    assert failed.backend is None and failed.world_size == 0 and failed.comparison is None
+    ax = plot_ddp_shards(failed)
+    assert "không thành công" in ax.texts[0].get_text()
+    ax = plot_ddp_differences(failed)
+    assert "Chưa có phép so sánh" in ax.texts[0].get_text()
     plt.close("all")

@@ -15,15 +15,24 @@ def _comparison(run):
         return run.comparison
     if isinstance(run, DDPComparison):
         return run
-    raise TypeError(tr(f"run phải là DDPRun (kết quả của run_ddp_demo()) hoặc DDPComparison, không phải {type(run).__name__}",
-                       f"run must be a DDPRun (from run_ddp_demo()) or a DDPComparison, not {type(run).__name__}"))
+    raise TypeError(tr(f"run phải là DDPRun (kết quả của launch() hoặc run_ddp_demo()) hoặc DDPComparison, "
+                       f"không phải {type(run).__name__}",
+                       f"run must be a DDPRun (from launch() or run_ddp_demo()) or a DDPComparison, not {type(run).__name__}"))
+
+
+def _nothing_to_draw(ax, message: str):
+    """Write `message` in the middle of empty axes (a failed or not yet compared run) and return the axes."""
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return ax
 
 
 def plot_ddp_shards(run, ax=None):
     """Draw one row per rank: the samples of its shard, coloured by the step that used them.
 
     Args:
-        run: The ``DDPRun`` returned by ``run_ddp_demo()``.
+        run: The ``DDPRun`` returned by ``launch()`` or ``run_ddp_demo()``.
         ax: Axes to draw on (a new figure when None).
 
     Returns:
@@ -32,13 +41,16 @@ def plot_ddp_shards(run, ax=None):
     from ..ddp import DDPRun
 
     if not isinstance(run, DDPRun):
-        raise TypeError(tr(f"run phải là DDPRun (kết quả của run_ddp_demo()), không phải {type(run).__name__}",
-                           f"run must be a DDPRun (from run_ddp_demo()), not {type(run).__name__}"))
+        raise TypeError(tr(f"run phải là DDPRun (kết quả của launch() hoặc run_ddp_demo()), không phải {type(run).__name__}",
+                           f"run must be a DDPRun (from launch() or run_ddp_demo()), not {type(run).__name__}"))
     import matplotlib.pyplot as plt
 
-    ax = get_ax(ax, figsize=(8.0, 1.2 + 0.6 * run.world_size))
+    ax = get_ax(ax, figsize=(8.0, 1.2 + 0.6 * max(run.world_size, 1)))
+    if not run.ranks:
+        return _nothing_to_draw(ax, tr("Lượt chạy DDP không thành công: không có dữ liệu để vẽ.",
+                                       "The DDP run failed: nothing to draw."))
     colors = plt.get_cmap("tab10")
-    steps = len(run.reference)
+    steps = min(len(r["steps"]) for r in run.ranks)
     for r in run.ranks:
         used = {i for s in r["steps"] for i in s["batch"]}
         rest = [i for i in r["shard"] if i not in used]
@@ -71,6 +83,12 @@ def plot_ddp_differences(run, ax=None):
         The axes.
     """
     comparison = _comparison(run)
+    if comparison is None:
+        ax = get_ax(ax, figsize=(8.0, 2.0))
+        return _nothing_to_draw(ax, tr("Chưa có phép so sánh: lượt chạy không thành công, hoặc chưa gọi "
+                                       "run.compare_with_single_process(...).",
+                                       "No comparison yet: the run failed, or run.compare_with_single_process(...) "
+                                       "was not called."))
     rows = comparison.rows()
     ax = get_ax(ax, figsize=(8.0, 0.45 * len(rows) + 1.2))
     labels = [label for label, _ in rows]

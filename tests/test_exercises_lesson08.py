@@ -1,0 +1,178 @@
+"""The checked tasks of lesson 08: the solutions pass, typical wrong answers fail with their specific message,
+a blank answer says "chưa làm", and nothing raises from inside a checker."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lessons_lib import i18n
+from lessons_lib.exercises import _core
+from lessons_lib.exercises.lesson08 import GROUP, expected_gb, expected_shard, task1, task2
+
+
+@pytest.fixture(autouse=True)
+def _vietnamese():
+    i18n.set_language("vi")
+    yield
+    i18n.set_language("vi")
+
+
+def solution(task) -> object:
+    namespace: dict = {}
+    exec(task.solution_code, namespace)  # noqa: S102 - the task's own reference solution
+    return next(v for k, v in namespace.items() if callable(v) and not k.startswith("_") and k != "math")
+
+
+def text(feedback) -> str:
+    return "\n".join(feedback.lines)
+
+
+# --------------------------------------------------------------------------- task 2: shard indices
+
+
+def test_task2_solution_passes_and_matches_torch():
+    shard_indices = solution(task2)
+    fb = task2.evaluate(shard_indices)
+    assert fb.status == _core.PASS, fb
+    assert shard_indices(10, 4, 2) == [2, 6, 0] == expected_shard(10, 4, 2)
+    assert sorted(i for r in range(3) for i in shard_indices(10, 3, r)) == sorted(list(range(10)) + [0, 1])
+
+
+def test_task2_blank_and_missing_return_are_not_done():
+    assert task2.evaluate(None).status == _core.MISSING
+    assert task2.evaluate(...).status == _core.MISSING
+
+    def todo(n, world_size, rank):
+        ...
+
+    fb = task2.evaluate(todo)
+    assert fb.status == _core.MISSING and "return" in text(fb)
+
+
+def test_task2_contiguous_blocks_are_explained():
+    def blocks(n, world_size, rank):
+        per = math.ceil(n / world_size)
+        return list(range(rank * per, min((rank + 1) * per, n)))
+
+    fb = task2.evaluate(blocks)
+    assert fb.status == _core.FAIL and "khúc liền" in text(fb) and "xen kẽ" in text(fb)
+
+
+def test_task2_missing_padding_is_explained():
+    fb = task2.evaluate(lambda n, w, r: list(range(r, n, w)))
+    assert fb.status == _core.FAIL
+    assert "cùng số mẫu" in text(fb) and "lặp lại các mẫu đầu" in text(fb) and "[2, 6, 0]" in text(fb)
+
+
+def test_task2_ranks_counted_from_one_are_explained():
+    fb = task2.evaluate(lambda n, w, r: expected_shard(n, w, (r + 1) % w))
+    assert fb.status == _core.FAIL and "Rank đếm từ 0" in text(fb)
+
+
+def test_task2_padding_with_the_wrong_samples_is_explained():
+    def pad_with_last(n, world_size, rank):
+        total = math.ceil(n / world_size) * world_size
+        indices = list(range(n)) + [n - 1] * (total - n)
+        return indices[rank:total:world_size]
+
+    fb = task2.evaluate(pad_with_last)
+    assert fb.status == _core.FAIL and "ĐẦU" in text(fb) and "i % n" in text(fb)
+
+
+def test_task2_accepts_tensors_and_ranges_but_not_floats():
+    sol = solution(task2)
+    assert task2.evaluate(lambda n, w, r: torch.tensor(sol(n, w, r))).status == _core.PASS
+    assert task2.evaluate(lambda n, w, r: tuple(sol(n, w, r))).status == _core.PASS
+    fb = task2.evaluate(lambda n, w, r: torch.tensor(sol(n, w, r), dtype=torch.float32))
+    assert fb.status == _core.FAIL and "list chỉ số" in text(fb)
+    fb = task2.evaluate(lambda n, w, r: "0,2,4")
+    assert fb.status == _core.FAIL and "str" in text(fb)
+
+
+def test_task2_never_raises_on_bad_answers():
+    fb = task2.evaluate(lambda n, w, r: 1 / 0)
+    assert fb.status == _core.FAIL and "ZeroDivisionError" in text(fb)
+    fb = task2.evaluate(42)
+    assert fb.status == _core.FAIL and "phải là một hàm" in text(fb)
+    fb = task2.evaluate(lambda n: [0])  # wrong signature
+    assert fb.status == _core.FAIL and "TypeError" in text(fb)
+
+
+def test_task2_long_lists_are_shortened_in_messages():
+    fb = task2.evaluate(lambda n, w, r: list(range(r * (n // w), (r + 1) * (n // w))) if n == 64 else expected_shard(n, w, r))
+    assert fb.status == _core.FAIL and "(32 chỉ số)" in text(fb) and "…" in text(fb)
+
+
+# --------------------------------------------------------------------------- task 1: memory per GPU
+
+
+def test_task1_solution_passes_and_matches_the_lesson_numbers():
+    per_gpu_gb = solution(task1)
+    assert task1.evaluate(per_gpu_gb).status == _core.PASS
+    assert per_gpu_gb(7_000_000_000, 8, 0) == pytest.approx(112.0)
+    assert [round(per_gpu_gb(7_500_000_000, 64, s), 1) for s in range(4)] == [120.0, 31.4, 16.6, 1.9]  # ZeRO paper
+    assert expected_gb(7_000_000_000, 8, 3) == pytest.approx(14.0)
+
+
+def test_task1_blank_is_not_done():
+    assert task1.evaluate(None).status == _core.MISSING
+
+    def todo(n_params, n_gpus, stage):
+        ...
+
+    assert task1.evaluate(todo).status == _core.MISSING
+
+
+@pytest.mark.parametrize("wrong, message", [
+    (lambda n, g, s: 16 * n / g / 1e9 if s == 0 else expected_gb(n, g, s), "DDP (stage 0) không chia gì"),
+    (lambda n, g, s: (2 * n / (g if s >= 3 else 1) + 2 * n / (g if s >= 2 else 1) + 8 * n / (g if s >= 1 else 1)) / 1e9,
+     "12 byte"),
+    (lambda n, g, s: (4 * n / (g if s >= 3 else 1) + 4 * n / (g if s >= 2 else 1) + 8 * n / (g if s >= 1 else 1)) / 1e9,
+     "Adam fp32"),
+    (lambda n, g, s: (2 * n / (g if s >= 1 else 1) + 2 * n / (g if s >= 2 else 1) + 12 * n / (g if s >= 3 else 1)) / 1e9,
+     "thứ tự các stage bị đảo"),
+    (lambda n, g, s: (2 * n / (g if s >= 3 else 1) + 2 * n / (g if s >= 1 else 1) + 12 * n / (g if s >= 1 else 1)) / 1e9,
+     "ZeRO-1 chỉ chia trạng thái optimizer"),
+    (lambda n, g, s: (2 * n / (g if s >= 2 else 1) + 2 * n / (g if s >= 2 else 1) + 12 * n / (g if s >= 1 else 1)) / 1e9,
+     "mỗi GPU vẫn giữ đủ tham số"),
+    (lambda n, g, s: (2 * n + 2 * n / (g if s >= 2 else 1) + 12 * n / (g if s >= 1 else 1)) / 1e9, "ZeRO-3"),
+    (lambda n, g, s: expected_gb(n, g, s) * 1e9 / 2**30, "GiB"),
+    (lambda n, g, s: expected_gb(n, g, s) * 1e9, "chia cho 1e9"),
+])
+def test_task1_typical_wrong_answers_get_their_message(wrong, message):
+    fb = task1.evaluate(wrong)
+    assert fb.status == _core.FAIL and message in text(fb), fb
+    assert "ví dụ: per_gpu_gb(" in text(fb)  # and a concrete case
+
+
+def test_task1_other_wrong_answers_get_a_concrete_example():
+    fb = task1.evaluate(lambda n, g, s: 1.0)
+    assert fb.status == _core.FAIL and "ví dụ: per_gpu_gb(7_000_000_000, 8, 0) trả về 1 GB, đúng là 112 GB" in text(fb)
+
+
+def test_task1_never_raises_on_bad_answers():
+    assert "ValueError" in text(task1.evaluate(lambda n, g, s: int("x")))
+    assert "phải trả về một số GB" in text(task1.evaluate(lambda n, g, s: [1.0]))
+    assert "phải trả về một số GB" in text(task1.evaluate(lambda n, g, s: float("nan")))
+    assert task1.evaluate(lambda n, g, s: torch.tensor(expected_gb(n, g, s))).status == _core.PASS
+
+
+# --------------------------------------------------------------------------- group and language
+
+
+def test_tasks_belong_to_lesson08_and_progress_lists_them(capsys):
+    assert set(_core.GROUPS[GROUP]) == {"task2", "task1"}
+    _core.progress(GROUP)
+    out = capsys.readouterr().out
+    assert "Nhiệm vụ 1" in out and "Nhiệm vụ 2" in out
+
+
+def test_messages_switch_to_english():
+    i18n.set_language("en")
+    fb = task2.evaluate(lambda n, w, r: list(range(r, n, w)))
+    assert "the same number" in text(fb)
+    fb = task1.evaluate(lambda n, g, s: expected_gb(n, g, s) * 1e9 / 2**30)
+    assert "not GiB" in text(fb)
