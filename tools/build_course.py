@@ -248,6 +248,14 @@ def _dump(nb: dict) -> str:
     return json.dumps(nb, ensure_ascii=False, indent=1) + "\n"
 
 
+_SIBLING_NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[^/()\s]+\.ipynb(?:#[^()\s]*)?)\)")
+
+
+def relink_from_subfolder(text: str) -> str:
+    """Point Markdown links to a sibling notebook (``](03_x.ipynb)``) one folder up (``](../03_x.ipynb)``)."""
+    return _SIBLING_NOTEBOOK_LINK.sub(r"](../\1)", text)
+
+
 def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
     """Return every generated file (notebooks and colab_badges.md) with its expected text."""
     config = config or load_config()
@@ -260,6 +268,8 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
             variants.append(("solution", NOTEBOOKS / "solutions" / f"{name}_solutions.ipynb"))
         for variant, target in variants:
             body = select_variant(text, variant) if has_variants(text) else text
+            if variant == "solution":  # it lives one folder down: links to sibling notebooks go up
+                body = relink_from_subfolder(body)
             repo_path = target.relative_to(ROOT).as_posix()
             files[target] = _dump(build_notebook(parse_source(body), target.stem, repo_path, config))
     files[BADGES_MD] = badges_markdown(config, sorted(p for p in files if p.suffix == ".ipynb"))
