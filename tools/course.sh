@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The course's two commands. Both do all set-up on a fresh machine (a virtualenv in .venv).
+# The course's commands. Each does all set-up on a fresh machine (a virtualenv in .venv).
 #   bash tools/course.sh lab    set up, then open the course in JupyterLab
 #   bash tools/course.sh test   set up, then run every test (unit tests + every notebook under nbval)
+#   bash tools/course.sh matrix set up, then run the course on several Python + torch versions
+#                               (tools/version_matrix.py; --combo ID for one, --help for the options)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -41,8 +43,13 @@ case "${1:-}" in
     shift
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
+  matrix)
+    setup
+    shift
+    exec "$VENV/bin/python" tools/version_matrix.py "$@"
+    ;;
   *)
-    echo "usage: bash tools/course.sh lab|test [pytest args]" >&2
+    echo "usage: bash tools/course.sh lab|test [pytest args] | matrix [--combo ID ...]" >&2
     exit 2
     ;;
 esac
