@@ -165,11 +165,13 @@ def test_pip_output_parsers():
 
 def test_download_failure_says_what_was_needed_and_where_from_in_both_languages():
     combo = vm.COMBOS[0]
-    message = str(vm.download_failed(combo, "https://pypi.org/simple", "torch==2.11.0", _OFFLINE))
-    for part in ("Không tải được gói", "Could not download", "torch==2.11.0", "https://pypi.org/simple",
-                 "BAI14_MATRIX_WHEELS", "Temporary failure in name resolution"):
+    needed = Path("/cache/matrix-wheels/x/requirements.txt")
+    message = str(vm.download_failed(combo, "https://pypi.org/simple", needed, _OFFLINE))
+    for part in ("Không tải được gói", "Cần: các gói trong /cache/matrix-wheels/x/requirements.txt (torch==2.11.0",
+                 "Could not download", "Needed: the packages in", "https://pypi.org/simple", "BAI14_MATRIX_WHEELS",
+                 "python3.12 -m pip download -d", "Temporary failure in name resolution"):
         assert part in message, part
-    other = str(vm.download_failed(combo, "https://pypi.org/simple", "torch==2.11.0", "ResolutionImpossible"))
+    other = str(vm.download_failed(combo, "https://pypi.org/simple", needed, "ResolutionImpossible"))
     assert "ResolutionImpossible" in other and "BAI14_MATRIX_WHEELS" not in other
 
 
@@ -226,7 +228,7 @@ def test_ensure_wheels_without_network_raises_the_clear_message(tmp_path, monkey
     with pytest.raises(vm.MatrixError, match="BAI14_MATRIX_WHEELS") as caught:
         vm.ensure_wheels(vm.COMBOS[0], "python3.12", tmp_path / "w", {"torch": "2.13.0", "numpy": "2.0.2"},
                          {"pytest": "9.2.0"}, "https://pypi.org/simple", [])
-    assert "torch==2.11.0" in str(caught.value) and "requirements.txt" in str(caught.value)
+    assert "torch==2.11.0" in str(caught.value) and str(tmp_path / "w" / "requirements.txt") in str(caught.value)
     assert not (tmp_path / "w" / "manifest.json").exists()
 
 
@@ -266,6 +268,7 @@ def test_parse_junit_counts_and_names_failures():
 
 def _record(combo_id="py3.12-torch2.11.0", ok=True, swaps=()):
     return {"id": combo_id, "who": "Colab", "date": "2026-12-01", "ok": ok, "repeat": 2, "cpus": 2,
+            "checkout": {"commit": "abc123def456", "uncommitted": ["notebooks/03.ipynb"] if swaps else []},
             "python": "3.12.1", "torch": "2.11.0+cu130", "build": "CUDA 13.0", "cuda_available": False,
             "swaps": list(swaps), "lessons_lib_install": {"ok": True},
             "notebooks": [{"notebook": "notebooks/01.ipynb", "ok": True, "wall_s": 20.4},
@@ -287,9 +290,16 @@ def test_markdown_table_shows_each_combination_and_how_it_was_measured():
     assert "1/2 ❌" in rows[1] and "700 / 2 / 9 ❌" in rows[1] and "numpy 2.0.2 → 2.1.0" in rows[1]
     assert "**lỗi:** no network |" in rows[2]
     assert "2026-12-01" in table and "2 lõi" in table and "3–6" in table and "2 lần" in table
+    assert "(commit `?`, `abc123def456` cộng thay đổi chưa commit ở `notebooks/03.ipynb`)" in table
     assert "test_ruff_finds_no_syntax_newer_than_python310" in table, "what the matrix leaves out is said"
     with pytest.raises(TypeError, match="combos"):
         vm.markdown_table([])
+
+
+def test_checkout_state_names_the_commit_and_uncommitted_files(tmp_path):
+    state = vm.checkout_state()
+    assert state["commit"] and len(state["commit"]) == 12 and isinstance(state["uncommitted"], list)
+    assert vm.checkout_state(tmp_path) == {"commit": None, "uncommitted": []}, "no git: nothing to name"
 
 
 def test_results_merge_per_combination_in_matrix_order(tmp_path):

@@ -126,12 +126,12 @@ def env_python(env: Path) -> Path:
 
 
 @contextlib.contextmanager
-def locked():
-    """Hold the cache's lock: one process at a time builds or changes the environment."""
+def locked(name: str = "colab-env"):
+    """Hold the cache's lock `name`: one process at a time builds or changes the environment it guards."""
     import fcntl
 
     cache_dir().mkdir(parents=True, exist_ok=True)
-    with open(cache_dir() / "colab-env.lock", "w") as handle:
+    with open(cache_dir() / f"{name}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

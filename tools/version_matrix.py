@@ -261,21 +261,23 @@ def oldest_newer(version: str, available: list[str]) -> str | None:
     return str(min(newer)) if newer else None
 
 
-def download_failed(combo: Combo, index_url: str, needed: str, output: str) -> MatrixError:
+def download_failed(combo: Combo, index_url: str, requirements: Path, output: str) -> MatrixError:
     """Return the error for a download that failed: what was needed, from where, and what to do."""
     tail = "\n".join(output.strip().splitlines()[-8:])
     if _NETWORK_ERRORS.search(output):
         return MatrixError(
             f"Không tải được gói cho {combo.id} từ {index_url}: không kết nối được (xem dòng pip bên dưới).\n"
-            f"Cần: {needed}.\n"
-            f"Cách khắc phục: mở mạng tới {index_url} rồi chạy lại, hoặc đặt BAI14_MATRIX_WHEELS=<thư mục chứa "
-            "các file .whl đã tải sẵn cho Python đó> (lệnh: pythonX.Y -m pip download -d <thư mục> -r <file trên>).\n"
+            f"Cần: các gói trong {requirements} (torch=={combo.torch} bản mặc định của PyPI, với Linux là bản CUDA "
+            f"vài GB; bộ gói notebook của Colab; {', '.join(TEST_TOOLS)}) cho Python {combo.python}.\n"
+            f"Cách khắc phục: mở mạng tới {index_url} rồi chạy lại, hoặc đặt BAI14_MATRIX_WHEELS=<thư mục các file "
+            f".whl đã tải sẵn> (tải ở máy có mạng: python{combo.python} -m pip download -d <thư mục> -r {requirements.name}).\n"
             f"Could not download the packages of {combo.id} from {index_url}: no connection (see pip's lines below).\n"
-            f"Needed: {needed}.\n"
+            f"Needed: the packages in {requirements} (torch=={combo.torch}, PyPI's default build, on Linux a CUDA "
+            f"build of a few GB; Colab's notebook stack; {', '.join(TEST_TOOLS)}) for Python {combo.python}.\n"
             f"Fix: allow access to {index_url} and run again, or set BAI14_MATRIX_WHEELS=<a folder of .whl files "
-            "downloaded beforehand for that Python> (pythonX.Y -m pip download -d <folder> -r <the file above>).\n"
-            f"{tail}")
-    return MatrixError(f"pip could not download what {combo.id} needs ({needed}) from {index_url}:\n{tail}")
+            f"downloaded beforehand> (on a machine with Internet: python{combo.python} -m pip download -d <folder> "
+            f"-r {requirements.name}).\n{tail}")
+    return MatrixError(f"pip could not download what {combo.id} needs ({requirements}) from {index_url}:\n{tail}")
 
 
 def ensure_wheels(combo: Combo, python: Path | str, folder: Path, pins: dict[str, str], tools: dict[str, str],
@@ -319,8 +321,7 @@ def ensure_wheels(combo: Combo, python: Path | str, folder: Path, pins: dict[str
             break
         missing = missing_pins(output)
         if not missing or _NETWORK_ERRORS.search(output):
-            raise download_failed(combo, index_url, f"{folder / 'requirements.txt'} (torch=={combo.torch}, "
-                                  f"Colab's pins, {', '.join(TEST_TOOLS)})", output)
+            raise download_failed(combo, index_url, folder / "requirements.txt", output)
         for name, version, available in missing:
             newer = oldest_newer(version, available)
             if name not in pins or name == "torch" or newer is None:
@@ -371,7 +372,7 @@ def ensure_env(combo: Combo, index_url: str = DEFAULT_INDEX_URL, rebuild: bool =
     base_python, wheels, env, requirements, pins, tools = _locations(combo)
     python = colab_env.env_python(env)
     done = env / ".complete.json"
-    with colab_env.locked():
+    with colab_env.locked(f"matrix-{combo.id}"):  # one lock per combination: others build or run meanwhile
         if not rebuild and done.exists() and python.exists():
             return json.loads(done.read_text(encoding="utf-8"))
         start = time.perf_counter()
@@ -409,11 +410,13 @@ def ensure_env(combo: Combo, index_url: str = DEFAULT_INDEX_URL, rebuild: bool =
         return info
 
 
-def install_lessons_lib(python: Path | str) -> dict:
+def install_lessons_lib(python: Path | str, lock: str) -> dict:
     """Install the current lessons_lib wheel as the setup cell does; return {"planned", "changed", "ok"}."""
-    with colab_env.locked():
+    with colab_env.locked("colab-env"):  # the wheel cache is shared with the Colab-pinned environment
+        wheel = colab_env.cached_wheel()
+    with colab_env.locked(lock):
         colab_env.uninstall_lessons_lib(python)
-        record = colab_env.install_like_setup_cell(python, colab_env.cached_wheel())
+        record = colab_env.install_like_setup_cell(python, wheel)
     changed = {name: list(pair) for name, pair in record["changed"].items()}
     ok = record["planned"] == ["lessons-lib"] and list(changed) == ["lessons-lib"]
     return {"planned": record["planned"], "changed": changed, "ok": ok}
@@ -520,6 +523,22 @@ def parse_junit(text: str) -> dict:
             "failed": total["failures"], "errors": total["errors"], "skipped": total["skipped"], "failures": failures}
 
 
+def checkout_state(root: Path = ROOT) -> dict:
+    """Return the checkout's commit and its uncommitted changes to what the matrix runs (None/[] without git)."""
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout if proc.returncode == 0 else None
+
+    head = git("rev-parse", "--short=12", "HEAD")
+    status = git("status", "--porcelain", "--", "notebooks", "course_src", "lessons_lib", "tests", "tools",
+                 "envs", "pyproject.toml") or ""
+    return {"commit": head.strip() if head else None,
+            "uncommitted": sorted(line[3:].strip() for line in status.splitlines() if line.strip())}
+
+
 def run_combo(combo: Combo, repeat: int = 2, notebooks: list[Path] | None = None, unit_tests: bool = True,
               rebuild: bool = False, index_url: str = DEFAULT_INDEX_URL, log=print) -> dict:
     """Build or reuse the environment of `combo`, then run everything there; return the result record.
@@ -538,13 +557,13 @@ def run_combo(combo: Combo, repeat: int = 2, notebooks: list[Path] | None = None
     """
     start, load_start = time.perf_counter(), os.getloadavg()
     record: dict = {"id": combo.id, "who": combo.who, "date": datetime.date.today().isoformat(), "ok": False,
-                    "repeat": repeat, "cpus": os.cpu_count()}
+                    "repeat": repeat, "cpus": os.cpu_count(), "checkout": checkout_state()}
     try:
         info = ensure_env(combo, index_url=index_url, rebuild=rebuild, log=log)
         python = Path(info["python"])
         record.update(swaps=info["swaps"], extras=info["extras"], env_built_s=info["built_s"],
                       env_ready_s=round(time.perf_counter() - start, 1))
-        record["lessons_lib_install"] = install_lessons_lib(python)
+        record["lessons_lib_install"] = install_lessons_lib(python, f"matrix-{combo.id}")
         facts = torch_facts(python)
         record.update(python=facts["python"], torch=facts["torch"], build=build_name(facts),
                       cuda_available=facts["cuda_available"])
@@ -620,9 +639,11 @@ def markdown_table(data: dict) -> str:
     lines = ["| Python | torch (bản build) | ai dùng | notebook chạy hết | unit test đạt / trượt / bỏ qua "
              "| thời gian notebook · unit test | gói đổi so với Colab |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
-    dates, loads, repeats, cpus = set(), [], set(), set()
+    dates, loads, repeats, cpus, commits, uncommitted = set(), [], set(), set(), set(), set()
     for record in data["combos"].values():
         dates.add(record.get("date", "?"))
+        commits.add((record.get("checkout") or {}).get("commit") or "?")
+        uncommitted.update((record.get("checkout") or {}).get("uncommitted") or [])
         loads += record.get("loadavg", [])
         repeats.add(record.get("repeat"))
         cpus.add(record.get("cpus"))
@@ -654,8 +675,10 @@ def markdown_table(data: dict) -> str:
     load = f"{min(loads):.0f}–{max(loads):.0f}" if loads else "?"
     core = "/".join(str(c) for c in sorted(c for c in cpus if c)) or "?"
     left_out = "; ".join(f"`{node}` ({why})" for node, why in UNIT_TEST_LEFT_OUT.items())
+    checkout = f"commit {', '.join(f'`{c}`' for c in sorted(commits))}" + (
+        f" cộng thay đổi chưa commit ở {', '.join(f'`{path}`' for path in sorted(uncommitted))}" if uncommitted else "")
     lines += ["",
-              f"Đo bằng `bash tools/course.sh matrix` ngày {', '.join(sorted(dates))} trên máy {core} lõi không GPU "
+              f"Đo bằng `bash tools/course.sh matrix` ({checkout}) ngày {', '.join(sorted(dates))} trên máy {core} lõi không GPU "
               f"(tải trung bình lúc chạy: {load}; thời gian chỉ để so sánh thô). Mỗi notebook (cả bản lời giải) chạy "
               f"{repeat} lần liên tiếp trong cùng một kernel, như khi học viên chạy lại ô. torch lấy từ PyPI: trên Linux "
               "đó là bản CUDA, chạy trên máy không có driver NVIDIA, đúng đường đi của runtime CPU trên Colab (các ô "
