@@ -285,8 +285,8 @@ def test_markdown_table_shows_each_combination_and_how_it_was_measured():
     table = vm.markdown_table(data)
     header, rule, *rows = [line for line in table.splitlines() if line.startswith("| ")]
     assert header.startswith("| Python | torch (bản build) |") and rule.startswith("| --- |") and len(rows) == 3
-    assert rows[0] == ("| 3.12.1 | 2.11.0+cu130 (CUDA 13.0, không có driver) | Colab | 2/2 | 700 / 0 / 9 "
-                       "| 30 s · 120 s | — |")
+    assert rows[0] == ("| 3.12.1 | 2.11.0+cu130 (CUDA 13.0, không có driver) | Colab (2026-06), runtime CPU | 2/2 "
+                       "| 700 / 0 / 9 | 30 s · 120 s | — |"), "the label comes from COMBOS, the numbers from the run"
     assert "1/2 ❌" in rows[1] and "700 / 2 / 9 ❌" in rows[1] and "numpy 2.0.2 → 2.1.0" in rows[1]
     assert "**lỗi:** no network |" in rows[2]
     assert "2026-12-01" in table and "2 lõi" in table and "3–6" in table and "2 lần" in table

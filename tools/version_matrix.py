@@ -71,12 +71,13 @@ PIP_ENV_KEPT = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_RETRI
                 "PIP_TRUSTED_HOST", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_NO_INPUT", "PIP_PROGRESS_BAR")
 # Tests that check the repository with the regular environment's tools, not the runtime: left out in each
 # environment, with the reason recorded in the results.
+# (Reasons in Vietnamese: the README's table lists them.)
 UNIT_TEST_LEFT_OUT = {
-    "tests/e2e": "JupyterLab + Playwright + Chromium of the regular environment (marker browser)",
+    "tests/e2e": "JupyterLab + Playwright + Chromium của môi trường thường (marker browser)",
     "tests/test_python310.py::test_ruff_finds_no_syntax_newer_than_python310":
-        "ruff of the regular environment; checks lessons_lib's syntax, not the runtime",
+        "ruff của môi trường thường; kiểm tra cú pháp của lessons_lib, không phụ thuộc phiên bản chạy",
     "tests/test_version_matrix.py::test_readme_table_is_the_committed_results":
-        "compares README with the results file that this very run is writing",
+        "so README với file kết quả mà chính lần chạy đang ghi",
 }
 UNIT_TEST_MARKERS = "not colab_env and not browser and not matrix"
 _NETWORK_ERRORS = re.compile(r"NewConnectionError|Max retries exceeded|Could not fetch URL|Temporary failure in name"
@@ -135,7 +136,7 @@ COMBOS = (
     Combo("3.12", "2.11.0", "Colab (2026-06), runtime CPU"),
     Combo("3.12", "2.8.0", "ảnh Colab/Kaggle cũ hơn"),
     Combo("3.11", "2.4.1", "cận dưới `torch>=2.4` của pyproject"),
-    Combo("3.13", "2.14.1", "Python và torch mới"),
+    Combo("3.13", "2.14.1", "torch mới nhất pip ở đây cho phép (PyPI đã có 2.15.0)"),
 )
 
 
@@ -642,7 +643,9 @@ def markdown_table(data: dict) -> str:
              "| thời gian notebook · unit test | gói đổi so với Colab |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     dates, loads, repeats, cpus, commits, uncommitted = set(), [], set(), set(), set(), set()
+    labels = {combo.id: combo.who for combo in COMBOS}  # a label, not a measurement: the current one
     for record in data["combos"].values():
+        record = dict(record, who=labels.get(record["id"], record.get("who", "")))
         dates.add(record.get("date", "?"))
         commits.add((record.get("checkout") or {}).get("commit") or "?")
         uncommitted.update((record.get("checkout") or {}).get("uncommitted") or [])
