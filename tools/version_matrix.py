@@ -137,6 +137,7 @@ COMBOS = (
     Combo("3.12", "2.8.0", "ảnh Colab/Kaggle cũ hơn"),
     Combo("3.11", "2.4.1", "cận dưới `torch>=2.4` của pyproject"),
     Combo("3.13", "2.14.1", "torch mới nhất pip ở đây cho phép (PyPI đã có 2.15.0)"),
+    Combo("3.10", "2.14.1", "cận dưới `python>=3.10` của pyproject (vd Ubuntu 22.04)"),
 )
 
 
@@ -250,18 +251,22 @@ def missing_pins(output: str) -> list[tuple[str, str, list[str]]]:
             for name, version, versions in _MISSING.findall(output)]
 
 
-def oldest_newer(version: str, available: list[str]) -> str | None:
-    """Return the oldest final release in `available` newer than `version` (None when there is none)."""
+def closest_release(version: str, available: list[str]) -> tuple[str, str] | None:
+    """Return (release, "newer" or "older"): the oldest final release in `available` newer than `version`, else
+    the newest older one (a Requires-Python limit leaves only older ones); None when `available` has neither."""
     pinned = Version(version)
-    newer = []
+    releases = []
     for candidate in available:
         try:
             parsed = Version(candidate)
         except InvalidVersion:
             continue
-        if parsed > pinned and not parsed.is_prerelease and not parsed.is_devrelease:
-            newer.append(parsed)
-    return str(min(newer)) if newer else None
+        if not parsed.is_prerelease and not parsed.is_devrelease and parsed != pinned:
+            releases.append(parsed)
+    newer = [v for v in releases if v > pinned]
+    if newer:
+        return str(min(newer)), "newer"
+    return (str(max(releases)), "older") if releases else None
 
 
 def download_failed(combo: Combo, index_url: str, requirements: Path, output: str) -> MatrixError:
@@ -326,14 +331,16 @@ def ensure_wheels(combo: Combo, python: Path | str, folder: Path, pins: dict[str
         if not missing or _NETWORK_ERRORS.search(output):
             raise download_failed(combo, index_url, folder / "requirements.txt", output)
         for name, version, available in missing:
-            newer = oldest_newer(version, available)
-            if name not in pins or name == "torch" or newer is None:
+            closest = closest_release(version, available)
+            if name not in pins or name == "torch" or closest is None:
                 raise MatrixError(f"{name}=={version} has no wheel for Python {combo.python} on {index_url} "
                                   f"(wheels exist for: {', '.join(available) or 'none'}); pick another combination "
                                   "or declare a swap in tools/version_matrix.py's COMBOS")
-            swaps.append(Swap(name, version, newer, f"{name} {version} has no wheel for Python {combo.python}; "
-                                                    f"{newer} is the oldest newer release that has one"))
-            log(f"  swap: {name} {version} -> {newer} (no wheel of {version} for Python {combo.python})")
+            release, direction = closest
+            why = (f"{release} is the oldest newer release that has one" if direction == "newer" else
+                   f"no newer release has one either (Requires-Python): {release} is the newest older one")
+            swaps.append(Swap(name, version, release, f"{name} {version} has no wheel for Python {combo.python}; {why}"))
+            log(f"  swap: {name} {version} -> {release} (no wheel of {version} for Python {combo.python})")
     else:  # pragma: no cover - every pass swaps one more pin
         raise MatrixError(f"pip download kept failing for {combo.id}:\n{output[-3000:]}")
     files = pip_files(output)
@@ -520,8 +527,8 @@ def parse_junit(text: str) -> dict:
     failures = []
     for case in root.iter("testcase"):
         for bad in (*case.findall("failure"), *case.findall("error")):
-            message = (bad.get("message") or bad.text or "").strip().splitlines()
-            failures.append(f"{case.get('classname')}::{case.get('name')}: {message[0][:200] if message else ''}")
+            message = " | ".join(line.strip() for line in (bad.get("message") or bad.text or "").strip().splitlines()[:6])
+            failures.append(f"{case.get('classname')}::{case.get('name')}: {message[:600]}")
     return {"passed": total["tests"] - total["failures"] - total["errors"] - total["skipped"],
             "failed": total["failures"], "errors": total["errors"], "skipped": total["skipped"], "failures": failures}
 
