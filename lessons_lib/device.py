@@ -56,6 +56,7 @@ class CudaFacts:
     gpus: tuple[GpuInfo, ...] = ()
     arch_list: tuple[str, ...] = ()
     init_warning: str = ""
+    platform: str = "local"
 
 
 def arch_supported(capability: tuple[int, int], arch_list: tuple[str, ...] | list[str]) -> bool:
@@ -108,6 +109,7 @@ def gather_cuda_facts() -> CudaFacts:
         gpus=gpus,
         arch_list=arch_list,
         init_warning=" ".join(str(w.message) for w in caught),
+        platform=detect_platform(),
     )
 
 
@@ -160,14 +162,26 @@ def explain_cuda(facts: CudaFacts) -> list[str]:
             )
         )
     if not facts.driver_found or "driver" in facts.init_warning.lower():
-        reasons.append(
-            tr(
-                f"Bản PyTorch có CUDA {facts.cuda_build} nhưng không thấy driver NVIDIA / GPU nào "
-                "(máy không có GPU, driver chưa cài, hoặc container không được cấp GPU). " + how_to_get_gpu(),
-                f"PyTorch is built with CUDA {facts.cuda_build} but no NVIDIA driver / GPU was found "
-                "(no GPU, no driver, or a container without GPU access). " + how_to_get_gpu(),
+        hint = how_to_get_gpu(platform=facts.platform)
+        if facts.platform in ("colab", "kaggle"):  # a hosted runtime without GPU: no driver to install there
+            where = "Colab" if facts.platform == "colab" else "Kaggle"
+            reasons.append(
+                tr(
+                    f"Runtime {where} này chỉ có CPU: bản PyTorch có CUDA {facts.cuda_build} nhưng runtime không "
+                    "được cấp GPU NVIDIA nào. " + hint,
+                    f"This {where} runtime is CPU-only: PyTorch is built with CUDA {facts.cuda_build} but the "
+                    "runtime has no NVIDIA GPU. " + hint,
+                )
             )
-        )
+        else:
+            reasons.append(
+                tr(
+                    f"Bản PyTorch có CUDA {facts.cuda_build} nhưng không thấy driver NVIDIA / GPU nào "
+                    "(máy không có GPU, driver chưa cài, hoặc container không được cấp GPU). " + hint,
+                    f"PyTorch is built with CUDA {facts.cuda_build} but no NVIDIA driver / GPU was found "
+                    "(no GPU, no driver, or a container without GPU access). " + hint,
+                )
+            )
     if not reasons:
         detail = f" ({facts.init_warning.strip()})" if facts.init_warning.strip() else ""
         reasons.append(

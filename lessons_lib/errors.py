@@ -230,7 +230,10 @@ _RULES = (
     ),
     _Rule(
         "target_dtype",
-        r"expected target dtype to be Long|\"nll_loss\w*\" not implemented for '(Float|Double|Half)'",
+        # torch 2.13: "expected target dtype to be Long or Byte, but got Float"; torch 2.11 and older on CPU:
+        # "expected scalar type Long but found Float" (nll_loss reading the targets as int64).
+        r"expected target dtype to be Long|\"nll_loss\w*\" not implemented for '(Float|Double|Half)'|"
+        r"expected scalar type Long but found (Float|Double|Half|BFloat16)",
         "Nhãn (target) của CrossEntropyLoss/NLLLoss phải là chỉ số lớp kiểu int64 (Long). Cách sửa: "
         "`y = y.long()`.",
         "CrossEntropyLoss/NLLLoss targets must be class indices of dtype int64 (Long). Fix: `y = y.long()`.",

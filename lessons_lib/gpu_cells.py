@@ -45,11 +45,14 @@ def missing_hardware(needed: int, available: int) -> str | None:
     if available >= needed:
         return None
     if needed == 1:
-        what = tr("cần GPU CUDA", "needs a CUDA GPU")
+        what = tr("ô cần GPU CUDA, máy này không có.", "it needs a CUDA GPU and this machine has none.")
+    elif available == 0:
+        what = tr(f"ô cần ít nhất {needed} GPU CUDA, máy này không có GPU nào.",
+                  f"it needs at least {needed} CUDA GPUs and this machine has none.")
     else:
-        what = tr(f"cần ít nhất {needed} GPU", f"needs at least {needed} GPUs")
-    have = tr(f"máy này có {available}", f"this machine has {available}")
-    return SKIP_MARK + tr(" Bỏ qua ô này: ", " Skipped this cell: ") + f"{what} ({have}). {how_to_get_gpu(needed)}"
+        what = tr(f"ô cần ít nhất {needed} GPU CUDA, máy này chỉ có {available}.",
+                  f"it needs at least {needed} CUDA GPUs and this machine has only {available}.")
+    return SKIP_MARK + tr(" Bỏ qua ô này: ", " Skipped this cell: ") + f"{what} {how_to_get_gpu(needed)}"
 
 
 def skip_reason(source: str, available: int | None = None) -> str | None:

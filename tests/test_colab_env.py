@@ -135,6 +135,24 @@ def test_find_python_says_what_to_do_without_a_matching_python(monkeypatch):
         colab_env.find_python.cache_clear()
 
 
+def test_find_python_takes_the_version_to_find():
+    colab_env.find_python.cache_clear()
+    try:
+        here = colab_env.find_python(sys.version_info[:2])
+        probe = subprocess.run([here, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+        assert probe.stdout.strip() == str(tuple(sys.version_info[:2]))
+        with pytest.raises(RuntimeError, match=r"no Python 3\.99 found.*pyenv install 3\.99"):
+            colab_env.find_python((3, 99))
+    finally:
+        colab_env.find_python.cache_clear()
+
+
+@pytest.mark.parametrize("repeat", [0, "2", True])
+def test_run_notebook_rejects_a_bad_repeat(repeat):
+    with pytest.raises(ValueError, match="repeat must be an int >= 1"):
+        colab_env.run_notebook(sys.executable, NOTEBOOKS[0], repeat=repeat)
+
+
 def test_run_notebook_rejects_what_is_not_a_notebook(tmp_path):
     with pytest.raises(ValueError, match=r"existing \.ipynb"):
         colab_env.run_notebook(sys.executable, tmp_path / "missing.ipynb")

@@ -94,6 +94,20 @@ def test_explain_cuda_no_driver_says_how_to_get_a_gpu():
     assert "driver" in reason and "Colab" in reason and "T4" in reason
 
 
+def test_explain_cuda_on_a_colab_cpu_runtime_says_the_runtime_has_no_gpu():
+    """Colab's CPU runtime: torch's CUDA build, no driver, no nvidia-smi (what the version matrix runs)."""
+    (reason,) = dev.explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False, platform="colab"))
+    assert reason.startswith("Runtime Colab này chỉ có CPU: bản PyTorch có CUDA 12.8")
+    assert "driver chưa cài" not in reason and "Change runtime type → T4 GPU" in reason and "Kaggle" not in reason
+    (kaggle,) = dev.explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False, platform="kaggle"))
+    assert kaggle.startswith("Runtime Kaggle này chỉ có CPU") and "Accelerator → GPU T4 ×2" in kaggle
+
+
+def test_gather_cuda_facts_records_the_platform(monkeypatch):
+    monkeypatch.setattr(dev, "detect_platform", lambda: "kaggle")
+    assert dev.gather_cuda_facts().platform == "kaggle"
+
+
 def test_explain_cuda_driver_present_but_init_failed():
     facts = CudaFacts(cuda_build="12.8", driver_found=True, init_warning="CUDA initialization: error 804")
     (reason,) = dev.explain_cuda(facts)
@@ -177,3 +191,18 @@ def test_how_to_get_gpu_rejects_bad_counts(bad, error):
 
 def test_how_to_get_gpu_mentions_kaggle_for_two():
     assert "T4 ×2" in dev.how_to_get_gpu(2)
+
+
+def test_how_to_get_gpu_names_the_platforms_own_menu():
+    colab, kaggle, local = (dev.how_to_get_gpu(platform=p) for p in ("colab", "kaggle", "local"))
+    assert "Change runtime type → T4 GPU" in colab and "Kaggle" not in colab and "từ đầu" in colab
+    assert "Accelerator → GPU T4 ×2" in kaggle and "Colab" not in kaggle and "từ đầu" in kaggle
+    assert "Colab" in local and "Kaggle" in local
+    assert "Colab chỉ cho 1 GPU" in dev.how_to_get_gpu(2, platform="colab")
+    with pytest.raises(ValueError, match="platform must be one of"):
+        dev.how_to_get_gpu(platform="aws")
+
+
+def test_how_to_get_gpu_detects_the_platform(monkeypatch):
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab")
+    assert "Kaggle" not in dev.how_to_get_gpu()

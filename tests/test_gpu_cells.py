@@ -29,13 +29,34 @@ def test_required_gpus_rejects_non_text():
         gpu_cells.required_gpus(["%%gpu"])
 
 
-def test_missing_hardware_messages_are_one_vietnamese_line():
+def test_missing_hardware_messages_are_one_vietnamese_line(monkeypatch):
+    for name in ("COLAB_RELEASE_TAG", "KAGGLE_KERNEL_RUN_TYPE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("lessons_lib.platforms.detect_platform", lambda: "local")
     one = gpu_cells.missing_hardware(1, 0)
-    two = gpu_cells.missing_hardware(2, 1)
-    assert "cần GPU CUDA" in one and "Runtime → Change runtime type → T4 GPU" in one
-    assert "cần ít nhất 2 GPU" in two and "GPU T4 ×2" in two
-    assert "\n" not in one and "\n" not in two
-    assert one.startswith(gpu_cells.SKIP_MARK + " ") and two.startswith(gpu_cells.SKIP_MARK + " ")
+    assert one.startswith("⏭️ Bỏ qua ô này: ô cần GPU CUDA, máy này không có. Colab: Runtime → Change runtime type")
+    assert "Kaggle" in one
+    assert "ô cần ít nhất 2 GPU CUDA, máy này chỉ có 1. Kaggle" in gpu_cells.missing_hardware(2, 1)
+    assert "ô cần ít nhất 2 GPU CUDA, máy này không có GPU nào." in gpu_cells.missing_hardware(2, 0)
+    assert all("\n" not in gpu_cells.missing_hardware(n, a) for n, a in ((1, 0), (2, 0), (2, 1)))
+    assert all(gpu_cells.missing_hardware(n, a).startswith(gpu_cells.SKIP_MARK + " ") for n, a in ((1, 0), (2, 0), (2, 1)))
+
+
+def test_missing_hardware_on_a_colab_cpu_runtime_names_colabs_menu_only(monkeypatch):
+    monkeypatch.setattr("lessons_lib.platforms.detect_platform", lambda: "colab")
+    one = gpu_cells.missing_hardware(1, 0)
+    assert "Runtime → Change runtime type → T4 GPU" in one and "Kaggle" not in one
+    assert "Colab chỉ cho 1 GPU" in gpu_cells.missing_hardware(2, 1), "2 GPUs: Kaggle, said plainly"
+
+
+def test_missing_hardware_in_english(monkeypatch):
+    from lessons_lib import i18n
+
+    monkeypatch.setattr("lessons_lib.platforms.detect_platform", lambda: "kaggle")
+    i18n.set_language("en")
+    assert gpu_cells.missing_hardware(1, 0).startswith(
+        "⏭️ Skipped this cell: it needs a CUDA GPU and this machine has none. Kaggle: Settings")
+    assert "only 1." in gpu_cells.missing_hardware(2, 1)
 
 
 def test_missing_hardware_none_when_enough():

@@ -84,10 +84,10 @@ def test_the_switch_explains_its_usage(run):
 
 def test_gpu_cells_are_skipped_without_the_hardware(run):
     one = run("%%gpu\nran_one = True\nprint('BODY')")
-    assert _texts(one).startswith("⏭️ Bỏ qua ô này: cần GPU CUDA (máy này có 0).")
+    assert _texts(one).startswith("⏭️ Bỏ qua ô này: ô cần GPU CUDA, máy này không có.")
     assert "BODY" not in _texts(one) and not _errors(one)
     two = run("%%gpu 2\nran_two = True")
-    assert "cần ít nhất 2 GPU (máy này có 0)" in _texts(two)
+    assert "ô cần ít nhất 2 GPU CUDA, máy này không có GPU nào." in _texts(two)
     assert _texts(run("print('ran_one' in globals(), 'ran_two' in globals())")).strip() == "False False"
 
 
@@ -95,11 +95,12 @@ def test_gpu_cells_run_when_enough_gpus_exist_and_keep_line_numbers(run):
     run("gpu_cells.cuda_gpu_count = lambda: 1")
     try:
         assert _texts(run("%%gpu\nprint('BODY')")).strip() == "BODY"
-        assert "máy này có 1" in _texts(run("%%gpu 2\nprint('BODY2')"))
+        assert "máy này chỉ có 1." in _texts(run("%%gpu 2\nprint('BODY2')"))
         failing = run("%%gpu\n1 / 0")
         error = _errors(failing)[0]
         assert error.ename == "ZeroDivisionError"
-        assert "line 2" in _plain(error.traceback)  # the marker line still counts
+        # the marker line still counts: IPython 8+ says "Cell In[n], line 2", Colab's IPython 7.34 "----> 2 1 / 0"
+        assert re.search(r"line 2\b|-+> 2 ", _plain(error.traceback)), _plain(error.traceback)
     finally:
         run("gpu_cells.cuda_gpu_count = lambda: 0")
 

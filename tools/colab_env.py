@@ -98,19 +98,25 @@ def pin_matches(pinned: str, installed: str | None) -> bool:
 
 
 @functools.cache
-def find_python() -> str:
-    """Return a Python 3.11 interpreter to create the environment with (see BAI14_COLAB_PYTHON)."""
-    wanted = ".".join(map(str, PYTHON_VERSION))
+def find_python(version: tuple[int, int] | None = None) -> str:
+    """Return a Python interpreter of `version` (default PYTHON_VERSION, 3.11) to create an environment with.
+
+    Tried in order: $BAI14_COLAB_PYTHON, pythonX.Y on PATH, pyenv's newest X.Y.*, the running Python.
+    """
+    version = tuple(version or PYTHON_VERSION)
+    wanted = ".".join(map(str, version))
     candidates = [os.environ.get("BAI14_COLAB_PYTHON"), shutil.which(f"python{wanted}"),
                   *sorted(Path.home().glob(f".pyenv/versions/{wanted}.*/bin/python{wanted}"), reverse=True),
-                  sys.executable if sys.version_info[:2] == PYTHON_VERSION else None]
+                  sys.executable if sys.version_info[:2] == version else None]
     for candidate in filter(None, candidates):
         probe = subprocess.run([str(candidate), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                                capture_output=True, text=True)
         if probe.returncode == 0 and probe.stdout.strip() == wanted:
             return str(candidate)
-    raise RuntimeError(f"no Python {wanted} found for the Colab-pinned environment: install it or set "
-                       f"BAI14_COLAB_PYTHON to its path (torch's CPU wheel here exists only for {wanted})")
+    why = (f"torch's CPU wheel here exists only for {wanted}" if version == tuple(PYTHON_VERSION)
+           else "e.g. `pyenv install " + wanted + "`")
+    raise RuntimeError(f"no Python {wanted} found to build the environment with: install it or set "
+                       f"BAI14_COLAB_PYTHON to its path ({why})")
 
 
 @functools.cache
@@ -128,12 +134,12 @@ def env_python(env: Path) -> Path:
 
 
 @contextlib.contextmanager
-def locked():
-    """Hold the cache's lock: one process at a time builds or changes the environment."""
+def locked(name: str = "colab-env"):
+    """Hold the cache's lock `name`: one process at a time builds or changes the environment it guards."""
     import fcntl
 
     cache_dir().mkdir(parents=True, exist_ok=True)
-    with open(cache_dir() / "colab-env.lock", "w") as handle:
+    with open(cache_dir() / f"{name}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -307,7 +313,7 @@ def _build(env: Path, base_python: str, log) -> None:
 
 
 def run_notebook(python: Path | str, notebook: Path | str, timeout: int = 600,
-                 save_to: Path | str | None = None) -> dict:
+                 save_to: Path | str | None = None, repeat: int = 1) -> dict:
     """Execute one notebook top to bottom in the environment of `python` with nbclient.
 
     Args:
@@ -315,6 +321,7 @@ def run_notebook(python: Path | str, notebook: Path | str, timeout: int = 600,
         notebook: The .ipynb file (it is not modified).
         timeout: Seconds allowed per cell.
         save_to: Where to write the executed notebook with its outputs (default: nowhere).
+        repeat: How many times to run all the cells in one kernel (2: learners re-run cells).
 
     Returns:
         {"notebook", "wall_s", "error" (None when every cell ran), "stderr" ([cell index, first line] of each
@@ -324,10 +331,13 @@ def run_notebook(python: Path | str, notebook: Path | str, timeout: int = 600,
     notebook = Path(notebook).resolve()
     if notebook.suffix != ".ipynb" or not notebook.is_file():
         raise ValueError(f"notebook must be an existing .ipynb file, got {notebook}")
-    cmd = [str(python), str(Path(__file__).resolve()), "_execute", str(notebook), "--timeout", str(timeout)]
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat must be an int >= 1 (2 runs every cell twice), got {repeat!r}")
+    cmd = [str(python), str(Path(__file__).resolve()), "_execute", str(notebook), "--timeout", str(timeout),
+           "--repeat", str(repeat)]
     if save_to is not None:
         cmd += ["--save", str(Path(save_to).resolve())]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_environ(), timeout=timeout + 120,
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_environ(), timeout=repeat * timeout + 120,
                           cwd=neutral_cwd())
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_MARK):
@@ -335,7 +345,7 @@ def run_notebook(python: Path | str, notebook: Path | str, timeout: int = 600,
     raise RuntimeError(f"the notebook runner crashed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
 
 
-def _execute(notebook: Path, timeout: int, save_to: Path | None = None) -> dict:
+def _execute(notebook: Path, timeout: int, save_to: Path | None = None, repeat: int = 1) -> dict:
     """Run inside the Colab-pinned python: execute `notebook` with a kernel that is this very python."""
     import nbformat
     from run_notebooks import execute_notebook  # tools/ is sys.path[0]: this file runs as a script here
@@ -347,7 +357,7 @@ def _execute(notebook: Path, timeout: int, save_to: Path | None = None) -> dict:
             "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             "display_name": "Python 3 (Colab-pinned)", "language": "python"}), encoding="utf-8")
         os.environ["JUPYTER_PATH"] = tmp
-        run = execute_notebook(notebook, _PROBE_CELL, kernel_name=KERNEL_NAME, timeout=timeout)
+        run = execute_notebook(notebook, _PROBE_CELL, kernel_name=KERNEL_NAME, timeout=timeout, repeat=repeat)
     nb = run.nb
     probe = json.loads(run.probe_text.split(PROBE_MARK, 1)[1]) if PROBE_MARK in run.probe_text else None
     stderr = [[i, (output.get("text", "").strip().splitlines() or [""])[0]] for i, cell in enumerate(nb.cells[:-1])
@@ -375,10 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     execute.add_argument("notebook", type=Path)
     execute.add_argument("--timeout", type=int, default=600)
     execute.add_argument("--save", type=Path, default=None)
+    execute.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args(argv)
 
     if args.command == "_execute":
-        print(RESULT_MARK + json.dumps(_execute(args.notebook, args.timeout, args.save)), flush=True)
+        print(RESULT_MARK + json.dumps(_execute(args.notebook, args.timeout, args.save, args.repeat)), flush=True)
         return 0
     start = time.perf_counter()
     python = ensure_env(rebuild=getattr(args, "rebuild", False))

@@ -7,6 +7,7 @@ Usage:
     python tools/course.py lab [JUPYTERLAB ARGS]   set up, refresh notebooks_cua_toi/, open it in JupyterLab
     python tools/course.py test [PYTEST ARGS]      set up, then run pytest (every test and every notebook)
     python tools/course.py site [BUILD_SITE ARGS]  set up, then build the course website into build/site/
+    python tools/course.py matrix [ARGS]           set up, then run the course on several Python + torch versions
     python tools/course.py python [ARGS]           set up, then run the environment's python
     python tools/course.py setup                   set up only
 
@@ -50,7 +51,7 @@ import workspace  # noqa: E402
 
 from lessons_lib.i18n import tr  # noqa: E402 - stdlib-only module; the package's __init__ imports nothing
 
-USAGE = "usage: bash tools/course.sh lab|test|site|python|setup [args]   (PowerShell: py tools\\course.py lab)"
+USAGE = "usage: bash tools/course.sh lab|test|site|matrix|python|setup [args]   (PowerShell: py tools\\course.py lab)"
 
 
 class SetupError(RuntimeError):
@@ -297,7 +298,7 @@ def _hand_over(cmd: list[str], env: dict) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("lab", "test", "site", "python", "setup"):
+    if not argv or argv[0] not in ("lab", "test", "site", "matrix", "python", "setup"):
         print(USAGE, file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
@@ -312,8 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         if command == "test":
             ensure_chromium()
             return _hand_over([str(python), "-m", "pytest", *rest], dict(os.environ))
-        if command == "site":
-            return _hand_over([str(python), "tools/build_site.py", *rest], dict(os.environ))
+        if command in ("site", "matrix"):
+            script = {"site": "tools/build_site.py", "matrix": "tools/version_matrix.py"}[command]
+            return _hand_over([str(python), script, *rest], dict(os.environ))
         return _hand_over([str(python), *rest], dict(os.environ))
     except SetupError as exc:
         print(exc, file=sys.stderr)

@@ -3,6 +3,8 @@
 #   bash tools/course.sh lab    set up, then open the course in JupyterLab (on a working copy: notebooks_cua_toi/)
 #   bash tools/course.sh test   set up, then run every test (unit tests + every notebook under nbval)
 #   bash tools/course.sh site   set up, then build the course website into build/site/ (tools/build_site.py)
+#   bash tools/course.sh matrix set up, then run the course on several Python + torch versions
+#                               (tools/version_matrix.py; --combo ID for one, --help for the options)
 # tools/course.py does the work (standard library only; its docstring lists the options, e.g.
 # COURSE_SYSTEM_TORCH=1). This script only finds a Python 3.10+ to run it: $PYTHON if set, else python3, python,
 # or the Windows launcher `py -3`. Works in bash 3.2 (macOS) and Git Bash (Windows); in PowerShell run
