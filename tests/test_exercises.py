@@ -5,9 +5,7 @@ the library (solutions pass every check, the learner version runs and reports "c
 from __future__ import annotations
 
 import contextlib
-import io
 import json
-import linecache
 import re
 import sys
 import textwrap
@@ -19,7 +17,18 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+from _lesson_tasks import (
+    CELL_SCOPE,
+    WEIRD,
+    assert_checks_never_raise,
+    assert_fails,
+    assert_missing,
+    code_cells,
+    normalised,
+    notebook_pair,
+    run_cell,
+    run_notebook,
+)
 
 from lessons_lib import exercises as ex
 from lessons_lib import i18n
@@ -30,8 +39,7 @@ from lessons_lib.memory import SavedTensorMeter
 from lessons_lib.training import make_mlp
 
 ROOT = Path(__file__).resolve().parent.parent
-LEARNER_NB = ROOT / "notebooks" / "10_exercises.ipynb"
-SOLUTION_NB = ROOT / "notebooks" / "solutions" / "10_exercises_solutions.ipynb"
+LEARNER_NB, SOLUTION_NB = notebook_pair("10_exercises")
 HAS_CUDA = torch.cuda.is_available()
 
 
@@ -40,33 +48,13 @@ HAS_CUDA = torch.cuda.is_available()
 
 def load(code: str, tmp_path: Path, **names) -> dict:
     """Run `code` from a real file (so inspect.getsource works, as in a notebook) and return its namespace."""
-    code = textwrap.dedent(code)
-    path = tmp_path / f"answer_{abs(hash(code))}.py"
-    path.write_text(code, encoding="utf-8")
-    ns = {"torch": torch, "nn": nn, "F": F, "device": pick_device(), **names}
-    exec(compile(code, str(path), "exec"), ns)
-    return ns
+    return run_cell(code, tmp_path, {**CELL_SCOPE, "device": pick_device(), **names})
 
 
 def run(exercise, *args) -> ex.Feedback:
     feedback = exercise.evaluate(*args)
     assert isinstance(feedback, ex.Feedback)
     return feedback
-
-
-def assert_fails(feedback: ex.Feedback, *fragments: str) -> None:
-    text = str(feedback)
-    assert feedback.status == "fail", text
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
-
-
-def assert_missing(feedback: ex.Feedback, *fragments: str) -> None:
-    text = str(feedback)
-    assert feedback.status == "missing", text
-    assert "chưa làm" in text
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
 
 
 def model4():
@@ -120,19 +108,14 @@ def test_gpu_exercises_without_a_gpu_say_so(exercise):
 # --------------------------------------------------------------------------- never raises
 
 
-WEIRD = [0, "x", 3.5, [], {}, object(), torch.zeros(2), lambda *a, **k: 1 / 0, nn.Linear(2, 2),
-         float("nan"), 10**30, lambda *a, **k: None, lambda *a, **k: "?", lambda *a, **k: [1, 2], int]
+#: The shared odd answers, plus nan, a huge int, functions that return odd results, and a type.
+ODD_ANSWERS = [*WEIRD, float("nan"), 10**30, lambda *a, **k: None, lambda *a, **k: "?", lambda *a, **k: [1, 2],
+               int]
 
 
 @pytest.mark.parametrize("key", list(ex.REGISTRY))
 def test_checkers_never_raise(key, capsys):
-    exercise = ex.REGISTRY[key]
-    for value in WEIRD:
-        exercise.check(value)
-        exercise.check(value, value, value, value)
-        exercise.check(value, extra=value)
-        out = capsys.readouterr().out
-        assert out.startswith(("❌", "⏳", "✅")), out
+    assert_checks_never_raise(ex.REGISTRY[key], capsys, ODD_ANSWERS, arities=(1, 4), keyword=True)
 
 
 def test_wrong_argument_count_says_what_to_pass():
@@ -414,7 +397,7 @@ class _FakeCudaMemory:
 
 
 def _oom_cells(path: Path) -> tuple[str, str]:
-    gpu = [c.split("\n", 1)[1] for c in _code(path) if c.startswith("%%gpu")]
+    gpu = [c.split("\n", 1)[1] for c in code_cells(path) if c.startswith("%%gpu")]
     oom_cell = next(c for c in gpu if "cuda_memory_cap" in c)
     cleanup = next(c for c in gpu if "ex4_gpu.check" in c)
     return oom_cell, cleanup
@@ -462,14 +445,14 @@ def test_ex4_gpu_rerun_without_dropping_the_old_list_is_caught(monkeypatch, caps
 
 def test_every_gpu_cell_of_notebook_10_compiles():
     for path in (LEARNER_NB, SOLUTION_NB):
-        for source in _code(path):
+        for source in code_cells(path):
             if source.startswith("%%gpu"):
                 compile(source.split("\n", 1)[1], f"<{path.name} %%gpu cell>", "exec")
 
 
 def test_gpu_timing_cell_runs_with_cpu_standing_in_for_cuda(capsys):
     """Dry-run the %%gpu timing solution on the CPU (small sizes): it prints one comparison line per size."""
-    cell = next(c for c in _code(SOLUTION_NB) if c.startswith("%%gpu") and "t_copy" in c).split("\n", 1)[1]
+    cell = next(c for c in code_cells(SOLUTION_NB) if c.startswith("%%gpu") and "t_copy" in c).split("\n", 1)[1]
     cell = (cell.replace('"cuda"', '"cpu"').replace("torch.cuda.synchronize", "(lambda: None)")
             .replace("(64, 500, 5000)", "(64, 96, 128)"))
     ns: dict = {}
@@ -723,22 +706,14 @@ def _cells(path: Path) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8"))["cells"]
 
 
-def _code(path: Path) -> list[str]:
-    return ["".join(c["source"]) for c in _cells(path) if c["cell_type"] == "code"]
-
-
-def _norm(code: str) -> str:
-    return "\n".join(line.rstrip() for line in textwrap.dedent(code).strip().splitlines())
-
-
 def test_solutions_notebook_holds_every_solution_and_learner_notebook_every_starter():
-    solutions = _norm("\n".join(_code(SOLUTION_NB)))
-    learner = _norm("\n".join(_code(LEARNER_NB)))
+    solutions = normalised("\n".join(code_cells(SOLUTION_NB)))
+    learner = normalised("\n".join(code_cells(LEARNER_NB)))
     for exercise in ex.REGISTRY.values():
-        assert _norm(exercise.solution_code) in solutions, f"{exercise.key}.solution() differs from the notebook"
+        assert normalised(exercise.solution_code) in solutions, f"{exercise.key}.solution() differs from the notebook"
         assert f"{exercise.key}.check(" in solutions and f"{exercise.key}.check(" in learner
         if exercise.starter_code:
-            assert _norm(exercise.starter_code) in learner, f"{exercise.key} starter differs from the notebook"
+            assert normalised(exercise.starter_code) in learner, f"{exercise.key} starter differs from the notebook"
     markdown = "\n".join("".join(c["source"]) for c in _cells(LEARNER_NB) if c["cell_type"] == "markdown")
     for letter, (vi, _) in speed.WHY_OPTIONS.items():
         assert f"**{letter}.** {vi}" in markdown
@@ -754,25 +729,6 @@ def test_badges_open_both_notebooks_on_colab_and_kaggle():
         assert f"blob/main/{rel})" in badges and rel.replace("/", "%2F") + ")" in badges
 
 
-class _Shell:
-    """Run notebook cells in-process like a kernel on a CPU: the setup cell and %%gpu cells are skipped."""
-
-    def __init__(self, tmp_path: Path):
-        self.ns: dict = {"__name__": "__main__"}
-        self.tmp_path = tmp_path
-
-    def run(self, path: Path) -> str:
-        out = io.StringIO()
-        for i, source in enumerate(_code(path)):
-            if "Ô cài đặt" in source or source.startswith("%%gpu"):
-                continue
-            filename = f"<cell-{path.stem}-{i}>"
-            linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-            with contextlib.redirect_stdout(out):
-                exec(compile(source, filename, "exec"), self.ns)
-        return out.getvalue()
-
-
 @pytest.fixture
 def fresh_registry():
     saved = {key: e.last_status for key, e in ex.REGISTRY.items()}
@@ -784,8 +740,8 @@ def fresh_registry():
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
-def test_solutions_notebook_passes_every_check(tmp_path, fresh_registry):
-    out = _Shell(tmp_path).run(SOLUTION_NB)
+def test_solutions_notebook_passes_every_check(fresh_registry):
+    out, _ = run_notebook(SOLUTION_NB)
     assert "❌" not in out and "⏳" not in out, out
     cpu_exercises = [e for e in ex.REGISTRY.values() if not e.gpu]
     assert out.count("✅ Bài") >= len(cpu_exercises), out
@@ -794,8 +750,8 @@ def test_solutions_notebook_passes_every_check(tmp_path, fresh_registry):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
-def test_learner_notebook_runs_and_reports_not_done(tmp_path, fresh_registry):
-    out = _Shell(tmp_path).run(LEARNER_NB)
+def test_learner_notebook_runs_and_reports_not_done(fresh_registry):
+    out, _ = run_notebook(LEARNER_NB)
     assert "✅ Bài" not in out and "❌" not in out, out
     assert all(e.last_status == "missing" for e in ex.REGISTRY.values() if not e.gpu)
     assert "Tiến độ: 0/" in out

@@ -3,36 +3,34 @@
 
 from __future__ import annotations
 
-import json
-import textwrap
-from pathlib import Path
-
 import pytest
 import torch
+from _lesson_tasks import (
+    TORCH_SCOPE,
+    assert_checks_never_raise,
+    assert_fails,
+    assert_task_cell_reports,
+    load_function,
+    notebook_pair,
+    run_cell,
+    solution_of,
+    task_cell,
+)
 
 from lessons_lib import i18n
 from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson01 import COLAB_T4, CPU_ONLY, MAC, MACHINES, simulated, task1
 
-ROOT = Path(__file__).resolve().parent.parent
-LEARNER_NB = ROOT / "notebooks" / "01_device_basics.ipynb"
-SOLUTION_NB = ROOT / "notebooks" / "solutions" / "01_device_basics_solutions.ipynb"
+LEARNER_NB, SOLUTION_NB = notebook_pair("01_device_basics")
 
 
-def load(code: str, tmp_path: Path) -> dict:
-    """Run `code` from a real file (as a notebook cell would) and return its namespace."""
-    code = textwrap.dedent(code)
-    path = tmp_path / f"answer_{abs(hash(code))}.py"
-    path.write_text(code, encoding="utf-8")
-    ns = {"torch": torch}
-    exec(compile(code, str(path), "exec"), ns)
-    return ns
+def solution(tmp_path) -> dict:
+    """Return the namespace the reference solution defines (choose_device and x)."""
+    return run_cell(task1.solution_code, tmp_path, TORCH_SCOPE)
 
 
 def here() -> torch.device:
-    ns: dict = {"torch": torch}
-    exec(task1.solution_code, ns)
-    return ns["choose_device"]()
+    return solution_of(task1, "choose_device", TORCH_SCOPE)()
 
 
 def check(*args) -> _core.Feedback:
@@ -41,16 +39,8 @@ def check(*args) -> _core.Feedback:
     return feedback
 
 
-def assert_fails(feedback, *fragments):
-    text = str(feedback)
-    assert feedback.status == "fail", text
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
-
-
-def chooser(body: str, tmp_path: Path, signature: str = "prefer=None"):
-    return load(f"def choose_device({signature}):\n" + textwrap.indent(textwrap.dedent(body), "    "),
-                tmp_path)["choose_device"]
+def chooser(body: str, tmp_path, signature: str = "prefer=None"):
+    return load_function(f"choose_device({signature})", body, tmp_path, TORCH_SCOPE)
 
 
 FULL = '''
@@ -63,7 +53,7 @@ FULL = '''
 
 
 def test_solution_passes(tmp_path):
-    ns = load(task1.solution_code, tmp_path)
+    ns = solution(tmp_path)
     feedback = check(ns["choose_device"], ns["x"])
     assert feedback.passed, str(feedback)
     assert "ba máy giả lập" in str(feedback)
@@ -75,7 +65,7 @@ def test_blanks_are_not_done_yet(tmp_path):
     learner = chooser("return None   # TODO", tmp_path)
     feedback = check(learner, None)
     assert feedback.status == "missing" and "chưa trả về" in str(feedback)
-    ns = load(task1.solution_code, tmp_path)
+    ns = solution(tmp_path)
     feedback = check(ns["choose_device"], None)
     assert feedback.status == "missing" and "chưa tạo x" in str(feedback)
 
@@ -118,7 +108,7 @@ def test_prefer_must_exist_and_be_respected(tmp_path):
 
 
 def test_x_must_live_on_the_chosen_device(tmp_path):
-    ns = load(task1.solution_code, tmp_path)
+    ns = solution(tmp_path)
     assert_fails(check(ns["choose_device"], torch.ones(3, device="meta")), "x đang ở meta", "device=choose_device()")
     assert_fails(check(ns["choose_device"], [1, 1, 1]), "x phải là một tensor")
 
@@ -153,17 +143,8 @@ def test_not_a_function():
     assert_fails(check(3, torch.ones(3)), "phải là một hàm")
 
 
-WEIRD = [0, "x", 3.5, [], {}, object(), torch.zeros(2), lambda *a, **k: 1 / 0, torch.nn.Linear(2, 2)]
-
-
 def test_checker_never_raises(capsys):
-    for value in WEIRD:
-        task1.check(value)
-        task1.check(value, value)
-        task1.check(value, value, value)
-        task1.check(value, extra=value)
-        out = capsys.readouterr().out
-        assert out.startswith(("❌", "⏳", "✅")), out
+    assert_checks_never_raise(task1, capsys, arities=(1, 2, 3), keyword=True)
 
 
 def test_english_messages(tmp_path):
@@ -204,25 +185,12 @@ def test_progress_lists_the_lesson(capsys):
 # --------------------------------------------------------------------------- the notebooks
 
 
-def _code_cells(path: Path) -> list[str]:
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-
-
-def _task_cell(path: Path) -> str:
-    (cell,) = [c for c in _code_cells(path) if "task1.check(" in c]
-    return cell
-
-
 def test_solution_notebook_holds_the_solution_and_learner_notebook_the_blanks():
-    assert task1.solution_code in _task_cell(SOLUTION_NB)
-    learner = _task_cell(LEARNER_NB)
+    assert task1.solution_code in task_cell(SOLUTION_NB, "task1")
+    learner = task_cell(LEARNER_NB, "task1")
     assert "TODO" in learner and "return None" in learner and "task1.check(choose_device, x)" in learner
 
 
 @pytest.mark.parametrize(("path", "status"), [(SOLUTION_NB, "pass"), (LEARNER_NB, "missing")], ids=["solution", "learner"])
 def test_the_task_cell_runs_in_both_notebooks(path, status, capsys):
-    exec(compile(_task_cell(path), str(path), "exec"), {"torch": torch})
-    out = capsys.readouterr().out
-    assert task1.last_status == status, out
-    assert out.startswith("✅" if status == "pass" else "⏳"), out
+    assert_task_cell_reports(path, task1, status, capsys)

@@ -3,31 +3,28 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections import namedtuple
-from pathlib import Path
 
 import pytest
 import torch
+from _lesson_tasks import (
+    TORCH_SCOPE,
+    assert_checks_never_raise,
+    assert_fails,
+    assert_task_cell_reports,
+    code_cells,
+    load,
+    load_function,
+    notebook_pair,
+    task_cell,
+)
 
 from lessons_lib import i18n
 from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson02 import sample_batch, task1, task2
 
-ROOT = Path(__file__).resolve().parent.parent
-LEARNER_NB = ROOT / "notebooks" / "02_moving_tensors.ipynb"
-SOLUTION_NB = ROOT / "notebooks" / "solutions" / "02_moving_tensors_solutions.ipynb"
-
-
-def load(code: str, tmp_path: Path, name: str):
-    """Run `code` from a real file (as a notebook cell would) and return the function `name` it defines."""
-    code = textwrap.dedent(code)
-    path = tmp_path / f"answer_{abs(hash(code))}.py"
-    path.write_text(code, encoding="utf-8")
-    ns = {"torch": torch}
-    exec(compile(code, str(path), "exec"), ns)
-    return ns[name]
+LEARNER_NB, SOLUTION_NB = notebook_pair("02_moving_tensors")
 
 
 def check(exercise, *args) -> _core.Feedback:
@@ -36,22 +33,15 @@ def check(exercise, *args) -> _core.Feedback:
     return feedback
 
 
-def assert_fails(feedback, *fragments):
-    text = str(feedback)
-    assert feedback.status == "fail", text
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
-
-
-def noise(body: str, tmp_path: Path):
-    return load("def add_noise(x, std=0.1):\n" + textwrap.indent(textwrap.dedent(body), "    "), tmp_path, "add_noise")
+def noise(body: str, tmp_path):
+    return load_function("add_noise(x, std=0.1)", body, tmp_path, TORCH_SCOPE)
 
 
 # --------------------------------------------------------------------------- task 1: add_noise
 
 
 def test_task1_solution_passes(tmp_path):
-    feedback = check(task1, load(task1.solution_code, tmp_path, "add_noise"))
+    feedback = check(task1, load(task1.solution_code, tmp_path, "add_noise", TORCH_SCOPE))
     assert feedback.passed, str(feedback)
 
 
@@ -90,7 +80,7 @@ def test_task1_keeps_the_learners_random_state(tmp_path):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    check(task1, load(task1.solution_code, tmp_path, "add_noise"))
+    check(task1, load(task1.solution_code, tmp_path, "add_noise", TORCH_SCOPE))
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -110,13 +100,38 @@ def move(batch, device):
 '''
 
 
-def mover(body: str, tmp_path: Path):
-    return load("def move_keep(batch, device):\n" + textwrap.indent(textwrap.dedent(body), "    "), tmp_path,
-                "move_keep")
+def mover(body: str, tmp_path):
+    return load_function("move_keep(batch, device)", body, tmp_path, TORCH_SCOPE)
+
+
+#: A right move_keep body: most typical mistakes below are this body with one change.
+KEEP = '''
+if isinstance(batch, torch.Tensor):
+    return batch.to(device)
+if isinstance(batch, dict):
+    return {k: move_keep(v, device) for k, v in batch.items()}
+if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+    return type(batch)(*(move_keep(v, device) for v in batch))
+if isinstance(batch, (list, tuple)):
+    return type(batch)(move_keep(v, device) for v in batch)
+return batch
+'''
+TENSOR_BRANCH = "if isinstance(batch, torch.Tensor):\n    return batch.to(device)\n"
+NAMEDTUPLE_BRANCH = ('if isinstance(batch, tuple) and hasattr(batch, "_fields"):\n'
+                     "    return type(batch)(*(move_keep(v, device) for v in batch))\n")
+
+
+def keep_but(*changes: tuple[str, str]) -> str:
+    """Return KEEP with each (old, new) change made; each old text must stand in it exactly once."""
+    body = KEEP
+    for old, new in changes:
+        assert body.count(old) == 1, old
+        body = body.replace(old, new)
+    return body
 
 
 def test_task2_solution_passes(tmp_path):
-    feedback = check(task2, load(task2.solution_code, tmp_path, "move_keep"))
+    feedback = check(task2, load(task2.solution_code, tmp_path, "move_keep", TORCH_SCOPE))
     assert feedback.passed, str(feedback)
 
 
@@ -127,29 +142,16 @@ def test_task2_blanks(tmp_path):
 
 
 def test_task2_the_notebooks_move_loses_namedtuples(tmp_path):
-    move = load(MOVE, tmp_path, "move")
+    move = load(MOVE, tmp_path, "move", TORCH_SCOPE)
     assert_fails(check(task2, move), "namedtuple Box", "tuple thường", "type(batch)(*")
 
 
 @pytest.mark.parametrize(("body", "fragments"), [
-    ('''
-     if isinstance(batch, torch.Tensor):
-         return batch.to(device)
-     if isinstance(batch, dict):
-         return {k: move_keep(v, device) for k, v in batch.items()}
-     if isinstance(batch, (list, tuple)):
-         return type(batch)(move_keep(v, device) for v in batch)
-     return batch
-     ''', ("missing 1 required positional argument", "không nhận một iterable", "type(batch)(*")),
-    ('''
-     if isinstance(batch, torch.Tensor):
-         return batch.to(device)
-     if isinstance(batch, dict):
-         return {k: move_keep(v, device) for k, v in batch.items()}
-     if isinstance(batch, (list, tuple)):
-         return [move_keep(v, device) for v in batch]
-     return batch
-     ''', ("là namedtuple Box nhưng kết quả là list", "giữ nguyên kiểu container")),
+    (keep_but((NAMEDTUPLE_BRANCH, "")),
+     ("missing 1 required positional argument", "không nhận một iterable", "type(batch)(*")),
+    (keep_but((NAMEDTUPLE_BRANCH, ""), ("return type(batch)(move_keep(v, device) for v in batch)",
+                                        "return [move_keep(v, device) for v in batch]")),
+     ("là namedtuple Box nhưng kết quả là list", "giữ nguyên kiểu container")),
     ('''
      for key in batch:
          if isinstance(batch[key], torch.Tensor):
@@ -169,48 +171,11 @@ def test_task2_the_notebooks_move_loses_namedtuples(tmp_path):
          return [move_keep(v, device) for v in batch]
      return batch
      ''', ("RecursionError", "Sequence")),
-    ('''
-     if isinstance(batch, dict):
-         return {k: move_keep(v, device) for k, v in batch.items()}
-     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-         return type(batch)(*(move_keep(v, device) for v in batch))
-     if isinstance(batch, (list, tuple)):
-         return type(batch)(move_keep(v, device) for v in batch)
-     return batch.to(device)
-     ''', ("không phải tensor", "trả về nguyên giá trị")),
-    ('''
-     if isinstance(batch, torch.Tensor):
-         return batch.to(device, dtype=torch.float32)
-     if isinstance(batch, dict):
-         return {k: move_keep(v, device) for k, v in batch.items()}
-     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-         return type(batch)(*(move_keep(v, device) for v in batch))
-     if isinstance(batch, (list, tuple)):
-         return type(batch)(move_keep(v, device) for v in batch)
-     return batch
-     ''', ("batch['labels'] đổi dtype/shape",)),
-    ('''
-     if isinstance(batch, torch.Tensor):
-         return batch.to(device)
-     if isinstance(batch, dict):
-         return {k: move_keep(v, device) for k, v in batch.items() if k != "scale"}
-     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-         return type(batch)(*(move_keep(v, device) for v in batch))
-     if isinstance(batch, (list, tuple)):
-         return type(batch)(move_keep(v, device) for v in batch)
-     return batch
-     ''', ("giữ nguyên mọi khoá",)),
-    ('''
-     if isinstance(batch, torch.Tensor):
-         return batch.to(device)
-     if isinstance(batch, dict):
-         return {k: move_keep(v, device) for k, v in batch.items()}
-     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-         return type(batch)(*(move_keep(v, device) for v in batch))
-     if isinstance(batch, (list, tuple)):
-         return type(batch)(move_keep(v, device) for v in batch)
-     return str(batch)
-     ''', ("không phải tensor nên phải giữ nguyên", "0.5")),
+    (keep_but((TENSOR_BRANCH, ""), ("return batch\n", "return batch.to(device)\n")),
+     ("không phải tensor", "trả về nguyên giá trị")),
+    (keep_but(("batch.to(device)", "batch.to(device, dtype=torch.float32)")), ("batch['labels'] đổi dtype/shape",)),
+    (keep_but(("batch.items()}", 'batch.items() if k != "scale"}')), ("giữ nguyên mọi khoá",)),
+    (keep_but(("return batch\n", "return str(batch)\n")), ("không phải tensor nên phải giữ nguyên", "0.5")),
 ], ids=["namedtuple-iterable", "all-lists", "in-place", "shallow", "str-as-sequence", "to-on-str", "dtype",
         "lost-key", "stringified"])
 def test_task2_typical_mistakes(body, fragments, tmp_path):
@@ -220,21 +185,15 @@ def test_task2_typical_mistakes(body, fragments, tmp_path):
 def test_task2_checking_only_for_box_fails_on_other_namedtuples(tmp_path):
     box = namedtuple("Box", "coords label")
     only_box = load(task2.solution_code.replace('hasattr(batch, "_fields")', "type(batch).__name__ == 'Box'"),
-                    tmp_path, "move_keep")
+                    tmp_path, "move_keep", TORCH_SCOPE)
     assert only_box(box(torch.ones(1), "a"), "meta").label == "a"
     assert_fails(check(task2, only_box), "Sample", "chỉ nhận ra namedtuple tên Box", "_fields")
 
 
 def test_task2_single_tensor(tmp_path):
-    no_tensor_branch = mover('''
-        if isinstance(batch, dict):
-            return {k: move_keep(v, device) for k, v in batch.items()}
-        if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-            return type(batch)(*(move_keep(v, device) for v in batch))
-        if isinstance(batch, (list, tuple)):
-            return type(batch)(move_keep(v, device) for v in batch)
-        return batch.to(device) if hasattr(batch, "to") and not isinstance(batch, str) else batch
-    ''', tmp_path)
+    no_tensor_branch = mover(keep_but((TENSOR_BRANCH, ""), (
+        "return batch\n", 'return batch.to(device) if hasattr(batch, "to") and not isinstance(batch, str) else batch\n'
+    )), tmp_path)
     assert check(task2, no_tensor_branch).passed  # tensors reached through the last branch are fine
     only_dicts = mover("return {k: move_keep(v, device) for k, v in batch.items()} if isinstance(batch, dict) "
                        "else (batch.to(device) if isinstance(batch, torch.Tensor) and batch.dim() > 1 else batch)",
@@ -249,17 +208,9 @@ def test_sample_batch_is_fresh_each_time():
 
 # --------------------------------------------------------------------------- both tasks
 
-WEIRD = [0, "x", 3.5, [], {}, object(), torch.zeros(2), lambda *a, **k: 1 / 0, torch.nn.Linear(2, 2)]
-
-
 @pytest.mark.parametrize("exercise", [task1, task2], ids=["task1", "task2"])
 def test_checkers_never_raise(exercise, capsys):
-    for value in WEIRD:
-        exercise.check(value)
-        exercise.check(value, value)
-        exercise.check(value, extra=value)
-        out = capsys.readouterr().out
-        assert out.startswith(("❌", "⏳", "✅")), out
+    assert_checks_never_raise(exercise, capsys, keyword=True)
 
 
 def test_english_messages(tmp_path):
@@ -280,31 +231,18 @@ def test_progress_lists_both_tasks(capsys):
 # --------------------------------------------------------------------------- the notebooks
 
 
-def _code_cells(path: Path) -> list[str]:
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-
-
-def _task_cell(path: Path, key: str) -> str:
-    (cell,) = [c for c in _code_cells(path) if f"{key}.check(" in c]
-    return cell
-
-
 @pytest.mark.parametrize("exercise", [task1, task2], ids=["task1", "task2"])
 def test_solution_notebook_holds_the_solution_and_learner_notebook_the_blank(exercise):
-    assert exercise.solution_code in _task_cell(SOLUTION_NB, exercise.key)
-    learner = _task_cell(LEARNER_NB, exercise.key)
+    assert exercise.solution_code in task_cell(SOLUTION_NB, exercise.key)
+    learner = task_cell(LEARNER_NB, exercise.key)
     assert "TODO" in learner and "return None" in learner
 
 
 @pytest.mark.parametrize("exercise", [task1, task2], ids=["task1", "task2"])
 @pytest.mark.parametrize(("path", "status"), [(SOLUTION_NB, "pass"), (LEARNER_NB, "missing")], ids=["solution", "learner"])
 def test_the_task_cells_run_in_both_notebooks(exercise, path, status, capsys):
-    exec(compile(_task_cell(path, exercise.key), str(path), "exec"), {"torch": torch})
-    out = capsys.readouterr().out
-    assert exercise.last_status == status, out
-    assert out.startswith("✅" if status == "pass" else "⏳"), out
+    assert_task_cell_reports(path, exercise, status, capsys)
 
 
 def test_the_notebooks_move_is_the_one_tested_here():
-    assert textwrap.dedent(MOVE).strip() in "\n".join(_code_cells(LEARNER_NB))
+    assert textwrap.dedent(MOVE).strip() in "\n".join(code_cells(LEARNER_NB))

@@ -5,33 +5,26 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from _lesson_tasks import assert_fails, lines_of, solution_of
 
 from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson03 import _missing_gpu, _save_as_if_on_gpu, task1, task2
 
-
-def solution_of(exercise, name):
-    scope = {"torch": torch, "nn": nn}
-    exec(exercise.solution_code, scope)  # noqa: S102 - the reference solution shipped with the exercise
-    return scope[name]
-
-
-def text(feedback) -> str:
-    return "\n".join(feedback.lines)
+SCOPE = {"torch": torch, "nn": nn}
 
 
 # --------------------------------------------------------------------------- task 1: misplaced
 
 
 def test_task1_solution_passes():
-    feedback = task1.evaluate(solution_of(task1, "misplaced"))
+    feedback = task1.evaluate(solution_of(task1, "misplaced", SCOPE))
     assert feedback.passed, str(feedback)
 
 
 @pytest.mark.parametrize("blank", [None, ...])
 def test_task1_blank_is_missing(blank):
     feedback = task1.evaluate(blank)
-    assert feedback.status == _core.MISSING and "misplaced" in text(feedback)
+    assert feedback.status == _core.MISSING and "misplaced" in lines_of(feedback)
 
 
 def _naive(model, device):
@@ -86,19 +79,16 @@ WRONG_TASK1 = {
 
 @pytest.mark.parametrize(("fn", "message"), WRONG_TASK1.values(), ids=WRONG_TASK1.keys())
 def test_task1_typical_wrong_answers_fail_with_their_message(fn, message):
-    feedback = task1.evaluate(fn)
-    assert feedback.status == _core.FAIL, str(feedback)
-    assert message in text(feedback), str(feedback)
+    assert_fails(task1.evaluate(fn), message, in_lines=True)
 
 
 def test_task1_no_return_is_missing():
     feedback = task1.evaluate(_no_return)
-    assert feedback.status == _core.MISSING and "return" in text(feedback)
+    assert feedback.status == _core.MISSING and "return" in lines_of(feedback)
 
 
 def test_task1_not_a_function():
-    feedback = task1.evaluate(42)
-    assert feedback.status == _core.FAIL and "misplaced(model, device)" in text(feedback)
+    assert_fails(task1.evaluate(42), "misplaced(model, device)", in_lines=True)
 
 
 # --------------------------------------------------------------------------- task 2: load_weights
@@ -114,7 +104,7 @@ def test_the_fake_gpu_checkpoint_fails_without_map_location(tmp_path):
 
 
 def test_task2_solution_passes():
-    feedback = task2.evaluate(solution_of(task2, "load_weights"))
+    feedback = task2.evaluate(solution_of(task2, "load_weights", SCOPE))
     assert feedback.passed, str(feedback)
     assert not any("weights_only" in n for n in feedback.notes)
 
@@ -124,7 +114,7 @@ def test_task2_the_learner_stub_is_missing():
         ...
 
     feedback = task2.evaluate(load_weights)
-    assert feedback.status == _core.MISSING and "..." in text(feedback)
+    assert feedback.status == _core.MISSING and "..." in lines_of(feedback)
 
 
 def test_task1_the_learner_stub_is_missing():
@@ -146,7 +136,7 @@ def test_task2_map_location_device_passes_too():
 @pytest.mark.parametrize("blank", [None, ...])
 def test_task2_blank_is_missing(blank):
     feedback = task2.evaluate(blank)
-    assert feedback.status == _core.MISSING and "load_weights" in text(feedback)
+    assert feedback.status == _core.MISSING and "load_weights" in lines_of(feedback)
 
 
 def _no_map_location(model, path, device):
@@ -195,9 +185,7 @@ WRONG_TASK2 = {
 
 @pytest.mark.parametrize(("fn", "message"), WRONG_TASK2.values(), ids=WRONG_TASK2.keys())
 def test_task2_typical_wrong_answers_fail_with_their_message(fn, message):
-    feedback = task2.evaluate(fn)
-    assert feedback.status == _core.FAIL, str(feedback)
-    assert message in text(feedback), str(feedback)
+    assert_fails(task2.evaluate(fn), message, in_lines=True)
 
 
 def test_task2_without_weights_only_gets_a_note_not_a_failure():
@@ -212,7 +200,7 @@ def test_task2_without_weights_only_gets_a_note_not_a_failure():
 def test_task2_leaves_torch_load_and_location_tag_alone():
     real_load, real_tag = torch.load, torch.serialization.location_tag
     task2.evaluate(_no_map_location)
-    task2.evaluate(solution_of(task2, "load_weights"))
+    task2.evaluate(solution_of(task2, "load_weights", SCOPE))
     assert torch.load is real_load and torch.serialization.location_tag is real_tag
 
 

@@ -7,19 +7,12 @@ import time
 
 import pytest
 import torch
+from _lesson_tasks import assert_fails, lines_of, solution_of
 
 from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson04 import COMPUTE_S, FakeDevice, FakeGpu, HostTensor, task1, task2
 
-
-def solution_of(exercise, name):
-    scope = {"torch": torch}
-    exec(exercise.solution_code, scope)  # noqa: S102 - the reference solution shipped with the exercise
-    return scope[name]
-
-
-def text(feedback) -> str:
-    return "\n".join(feedback.lines)
+SCOPE = {"torch": torch}
 
 
 # --------------------------------------------------------------------------- the fake GPU behaves like CUDA
@@ -44,7 +37,7 @@ def test_the_fake_gpu_queues_matmuls_and_cpu_waits_for_them():
 
 
 def test_task1_solution_passes():
-    feedback = task1.evaluate(solution_of(task1, "split_time"))
+    feedback = task1.evaluate(solution_of(task1, "split_time", SCOPE))
     assert feedback.passed, str(feedback)
 
 
@@ -58,7 +51,7 @@ def test_task1_learner_stub_is_missing():
         ...
 
     feedback = task1.evaluate(split_time)
-    assert feedback.status == _core.MISSING and "return" in text(feedback)
+    assert feedback.status == _core.MISSING and "return" in lines_of(feedback)
 
 
 def _timed(a, b, device, sync, repeats, *, warm=True, sync_after_matmul=True, sync_at_all=True, upload=True,
@@ -101,23 +94,21 @@ def test_task1_typical_wrong_answers_fail_with_their_message(options, message):
     def split_time(a, b, device, sync, repeats=5):
         return _timed(a, b, device, sync, repeats, **options)
 
-    feedback = task1.evaluate(split_time)
-    assert feedback.status == _core.FAIL, str(feedback)
-    assert message in text(feedback), str(feedback)
+    assert_fails(task1.evaluate(split_time), message, in_lines=True)
 
 
 def test_task1_other_wrong_shapes():
-    assert "HAI số" in text(task1.evaluate(lambda a, b, device, sync, repeats=5: 0.1))
-    assert "TypeError" in text(task1.evaluate(lambda a, b: (0.1, 0.2)))
+    assert "HAI số" in lines_of(task1.evaluate(lambda a, b, device, sync, repeats=5: 0.1))
+    assert "TypeError" in lines_of(task1.evaluate(lambda a, b: (0.1, 0.2)))
     no_copy = task1.evaluate(lambda a, b, device, sync, repeats=5: (a @ b, 0.1))
-    assert no_copy.status == _core.FAIL and "chép a, b lên trước" in text(no_copy)
+    assert no_copy.status == _core.FAIL and "chép a, b lên trước" in lines_of(no_copy)
 
 
 # --------------------------------------------------------------------------- task 2: crossover_n
 
 
 def test_task2_solution_passes():
-    feedback = task2.evaluate(solution_of(task2, "crossover_n"))
+    feedback = task2.evaluate(solution_of(task2, "crossover_n", SCOPE))
     assert feedback.passed, str(feedback)
 
 
@@ -172,9 +163,7 @@ WRONG_TASK2 = {
 
 @pytest.mark.parametrize(("fn", "message"), WRONG_TASK2.values(), ids=WRONG_TASK2.keys())
 def test_task2_typical_wrong_answers_fail_with_their_message(fn, message):
-    feedback = task2.evaluate(fn)
-    assert feedback.status == _core.FAIL, str(feedback)
-    assert message in text(feedback), str(feedback)
+    assert_fails(task2.evaluate(fn), message, in_lines=True)
 
 
 def test_lesson04_tasks_are_grouped():

@@ -7,34 +7,17 @@ import math
 
 import pytest
 import torch
+from _lesson_tasks import assert_fails, lines_of, solution_of
 
 from lessons_lib import i18n
 from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson08 import GROUP, expected_gb, expected_shard, task1, task2
 
-
-@pytest.fixture(autouse=True)
-def _vietnamese():
-    i18n.set_language("vi")
-    yield
-    i18n.set_language("vi")
-
-
-def solution(task) -> object:
-    namespace: dict = {}
-    exec(task.solution_code, namespace)  # noqa: S102 - the task's own reference solution
-    return next(v for k, v in namespace.items() if callable(v) and not k.startswith("_") and k != "math")
-
-
-def text(feedback) -> str:
-    return "\n".join(feedback.lines)
-
-
 # --------------------------------------------------------------------------- task 2: shard indices
 
 
 def test_task2_solution_passes_and_matches_torch():
-    shard_indices = solution(task2)
+    shard_indices = solution_of(task2, "shard_indices", {})
     fb = task2.evaluate(shard_indices)
     assert fb.status == _core.PASS, fb
     assert shard_indices(10, 4, 2) == [2, 6, 0] == expected_shard(10, 4, 2)
@@ -49,7 +32,7 @@ def test_task2_blank_and_missing_return_are_not_done():
         ...
 
     fb = task2.evaluate(todo)
-    assert fb.status == _core.MISSING and "return" in text(fb)
+    assert fb.status == _core.MISSING and "return" in lines_of(fb)
 
 
 def test_task2_contiguous_blocks_are_explained():
@@ -58,18 +41,17 @@ def test_task2_contiguous_blocks_are_explained():
         return list(range(rank * per, min((rank + 1) * per, n)))
 
     fb = task2.evaluate(blocks)
-    assert fb.status == _core.FAIL and "khúc liền" in text(fb) and "xen kẽ" in text(fb)
+    assert_fails(fb, "khúc liền", "xen kẽ", in_lines=True)
 
 
 def test_task2_missing_padding_is_explained():
     fb = task2.evaluate(lambda n, w, r: list(range(r, n, w)))
-    assert fb.status == _core.FAIL
-    assert "cùng số mẫu" in text(fb) and "lặp lại các mẫu đầu" in text(fb) and "[2, 6, 0]" in text(fb)
+    assert_fails(fb, "cùng số mẫu", "lặp lại các mẫu đầu", "[2, 6, 0]", in_lines=True)
 
 
 def test_task2_ranks_counted_from_one_are_explained():
     fb = task2.evaluate(lambda n, w, r: expected_shard(n, w, (r + 1) % w))
-    assert fb.status == _core.FAIL and "Rank đếm từ 0" in text(fb)
+    assert_fails(fb, "Rank đếm từ 0", in_lines=True)
 
 
 def test_task2_padding_with_the_wrong_samples_is_explained():
@@ -79,38 +61,38 @@ def test_task2_padding_with_the_wrong_samples_is_explained():
         return indices[rank:total:world_size]
 
     fb = task2.evaluate(pad_with_last)
-    assert fb.status == _core.FAIL and "ĐẦU" in text(fb) and "i % n" in text(fb)
+    assert_fails(fb, "ĐẦU", "i % n", in_lines=True)
 
 
 def test_task2_accepts_tensors_and_ranges_but_not_floats():
-    sol = solution(task2)
+    sol = solution_of(task2, "shard_indices", {})
     assert task2.evaluate(lambda n, w, r: torch.tensor(sol(n, w, r))).status == _core.PASS
     assert task2.evaluate(lambda n, w, r: tuple(sol(n, w, r))).status == _core.PASS
     fb = task2.evaluate(lambda n, w, r: torch.tensor(sol(n, w, r), dtype=torch.float32))
-    assert fb.status == _core.FAIL and "list chỉ số" in text(fb)
+    assert_fails(fb, "list chỉ số", in_lines=True)
     fb = task2.evaluate(lambda n, w, r: "0,2,4")
-    assert fb.status == _core.FAIL and "str" in text(fb)
+    assert_fails(fb, "str", in_lines=True)
 
 
 def test_task2_never_raises_on_bad_answers():
     fb = task2.evaluate(lambda n, w, r: 1 / 0)
-    assert fb.status == _core.FAIL and "ZeroDivisionError" in text(fb)
+    assert_fails(fb, "ZeroDivisionError", in_lines=True)
     fb = task2.evaluate(42)
-    assert fb.status == _core.FAIL and "phải là một hàm" in text(fb)
+    assert_fails(fb, "phải là một hàm", in_lines=True)
     fb = task2.evaluate(lambda n: [0])  # wrong signature
-    assert fb.status == _core.FAIL and "TypeError" in text(fb)
+    assert_fails(fb, "TypeError", in_lines=True)
 
 
 def test_task2_long_lists_are_shortened_in_messages():
     fb = task2.evaluate(lambda n, w, r: list(range(r * (n // w), (r + 1) * (n // w))) if n == 64 else expected_shard(n, w, r))
-    assert fb.status == _core.FAIL and "(32 chỉ số)" in text(fb) and "…" in text(fb)
+    assert_fails(fb, "(32 chỉ số)", "…", in_lines=True)
 
 
 # --------------------------------------------------------------------------- task 1: memory per GPU
 
 
 def test_task1_solution_passes_and_matches_the_lesson_numbers():
-    per_gpu_gb = solution(task1)
+    per_gpu_gb = solution_of(task1, "per_gpu_gb", {})
     assert task1.evaluate(per_gpu_gb).status == _core.PASS
     assert per_gpu_gb(7_000_000_000, 8, 0) == pytest.approx(112.0)
     assert [round(per_gpu_gb(7_500_000_000, 64, s), 1) for s in range(4)] == [120.0, 31.4, 16.6, 1.9]  # ZeRO paper
@@ -144,19 +126,19 @@ def test_task1_blank_is_not_done():
 ])
 def test_task1_typical_wrong_answers_get_their_message(wrong, message):
     fb = task1.evaluate(wrong)
-    assert fb.status == _core.FAIL and message in text(fb), fb
-    assert "ví dụ: per_gpu_gb(" in text(fb)  # and a concrete case
+    assert_fails(fb, message, in_lines=True)
+    assert "ví dụ: per_gpu_gb(" in lines_of(fb)  # and a concrete case
 
 
 def test_task1_other_wrong_answers_get_a_concrete_example():
     fb = task1.evaluate(lambda n, g, s: 1.0)
-    assert fb.status == _core.FAIL and "ví dụ: per_gpu_gb(7_000_000_000, 8, 0) trả về 1 GB, đúng là 112 GB" in text(fb)
+    assert_fails(fb, "ví dụ: per_gpu_gb(7_000_000_000, 8, 0) trả về 1 GB, đúng là 112 GB", in_lines=True)
 
 
 def test_task1_never_raises_on_bad_answers():
-    assert "ValueError" in text(task1.evaluate(lambda n, g, s: int("x")))
-    assert "phải trả về một số GB" in text(task1.evaluate(lambda n, g, s: [1.0]))
-    assert "phải trả về một số GB" in text(task1.evaluate(lambda n, g, s: float("nan")))
+    assert "ValueError" in lines_of(task1.evaluate(lambda n, g, s: int("x")))
+    assert "phải trả về một số GB" in lines_of(task1.evaluate(lambda n, g, s: [1.0]))
+    assert "phải trả về một số GB" in lines_of(task1.evaluate(lambda n, g, s: float("nan")))
     assert task1.evaluate(lambda n, g, s: torch.tensor(expected_gb(n, g, s))).status == _core.PASS
 
 
@@ -173,6 +155,6 @@ def test_tasks_belong_to_lesson08_and_progress_lists_them(capsys):
 def test_messages_switch_to_english():
     i18n.set_language("en")
     fb = task2.evaluate(lambda n, w, r: list(range(r, n, w)))
-    assert "the same number" in text(fb)
+    assert "the same number" in lines_of(fb)
     fb = task1.evaluate(lambda n, g, s: expected_gb(n, g, s) * 1e9 / 2**30)
-    assert "not GiB" in text(fb)
+    assert "not GiB" in lines_of(fb)

@@ -3,45 +3,22 @@ is "chưa làm", nothing raises, and the learner / solutions notebooks hold the 
 
 from __future__ import annotations
 
-import json
 import re
-import textwrap
-from pathlib import Path
 
 import pytest
+from _lesson_tasks import assert_checks_never_raise, assert_fails, code_cells, notebook_pair, run_cell
 
 from lessons_lib.exercises import _core, progress
 from lessons_lib.exercises.lesson09 import WORKER_CASES, task1, task2
 
-ROOT = Path(__file__).resolve().parent.parent
-LEARNER_NB = ROOT / "notebooks" / "09_profiling.ipynb"
-SOLUTION_NB = ROOT / "notebooks" / "solutions" / "09_profiling_solutions.ipynb"
-
-
-def load(code: str, tmp_path: Path) -> dict:
-    """Run `code` from a real file, as a notebook cell would, and return its namespace."""
-    code = textwrap.dedent(code)
-    path = tmp_path / f"answer_{abs(hash(code))}.py"
-    path.write_text(code, encoding="utf-8")
-    ns: dict = {}
-    exec(compile(code, str(path), "exec"), ns)
-    return ns
-
-
-def assert_fails(exercise, answer, *fragments):
-    feedback = exercise.evaluate(answer)
-    text = str(feedback)
-    assert feedback.status == "fail", text
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
-    return text
+LEARNER_NB, SOLUTION_NB = notebook_pair("09_profiling")
 
 
 # --------------------------------------------------------------------------- task 1: the dominant op
 
 
 def test_task1_solution_passes(tmp_path):
-    ns = load(task1.solution_code, tmp_path)
+    ns = run_cell(task1.solution_code, tmp_path, {})
     feedback = task1.evaluate(ns["dominant_op"])
     assert feedback.passed, str(feedback)
     assert "aten::mm" in str(feedback) and "aten::add" in str(feedback)
@@ -72,19 +49,20 @@ def ops(prof):
     (lambda p: 1 / 0, ("ZeroDivisionError",)),
 ])
 def test_task1_typical_wrong_answers(answer, fragments):
-    assert_fails(task1, answer, *fragments)
+    assert_fails(task1.evaluate(answer), *fragments)
 
 
 def test_task1_hard_coded_answer_fails_on_the_second_profile():
-    text = assert_fails(task1, lambda p: "aten::mm", "profile 2")
-    assert "profile 1" not in text
+    feedback = task1.evaluate(lambda p: "aten::mm")
+    assert_fails(feedback, "profile 2")
+    assert "profile 1" not in str(feedback)
 
 
 def test_task1_blank_and_missing_return():
     assert task1.evaluate(None).status == "missing"
     assert task1.evaluate(...).status == "missing"
     assert task1.evaluate(lambda p: None).status == "missing"
-    assert_fails(task1, "aten::mm", "phải là một hàm")
+    assert_fails(task1.evaluate("aten::mm"), "phải là một hàm")
 
 
 def test_task1_hides_kineto_log_lines(capfd):
@@ -98,7 +76,7 @@ def test_task1_hides_kineto_log_lines(capfd):
 
 
 def test_task2_solution_passes(tmp_path):
-    ns = load(task2.solution_code, tmp_path)
+    ns = run_cell(task2.solution_code, tmp_path, {})
     feedback = task2.evaluate(ns["pick_num_workers"])
     assert feedback.passed, str(feedback)
     for loader_sps, step_sps, right, _ in WORKER_CASES:
@@ -127,7 +105,7 @@ def first_fast_enough(loader_sps, step_sps, order=sorted, strict=False, fallback
     (lambda s, t: s[99], ("KeyError",)),
 ])
 def test_task2_typical_wrong_answers(answer, fragments):
-    assert_fails(task2, answer, *fragments)
+    assert_fails(task2.evaluate(answer), *fragments)
 
 
 def test_task2_already_fast_and_none_enough_cases_have_their_own_messages():
@@ -137,12 +115,12 @@ def test_task2_already_fast_and_none_enough_cases_have_their_own_messages():
     def skips_zero(s, t):
         return next((w for w in sorted(s) if w > 0 and s[w] >= t), max(s, key=s.get))
 
-    assert_fails(task2, skips_zero, "0 worker đã đưa ra 2000 mẫu/s", "NHỎ NHẤT")
+    assert_fails(task2.evaluate(skips_zero), "0 worker đã đưa ra 2000 mẫu/s", "NHỎ NHẤT")
 
     def fast_enough_or_zero(s, t):
         return next((w for w in sorted(s) if s[w] >= t), 0)
 
-    assert_fails(task2, fast_enough_or_zero, "không cấu hình nào theo kịp", "nút cổ chai", "(2 worker)")
+    assert_fails(task2.evaluate(fast_enough_or_zero), "không cấu hình nào theo kịp", "nút cổ chai", "(2 worker)")
     assert task2.evaluate(always_two).status == "fail"
 
 
@@ -156,12 +134,7 @@ WEIRD = [0, "x", 3.5, [], {}, object(), lambda *a, **k: 1 / 0, lambda *a: [1, 2]
 
 @pytest.mark.parametrize("exercise", [task1, task2], ids=lambda e: e.key)
 def test_checkers_never_raise(exercise, capsys):
-    for value in WEIRD:
-        exercise.check(value)
-        exercise.check(value, value)
-        exercise.check(value, extra=value)
-        out = capsys.readouterr().out
-        assert out.startswith(("❌", "⏳", "✅")), out
+    assert_checks_never_raise(exercise, capsys, WEIRD, keyword=True)
 
 
 def test_progress_lists_the_lesson(capsys):
@@ -175,11 +148,6 @@ def test_progress_lists_the_lesson(capsys):
 # --------------------------------------------------------------------------- the notebooks
 
 
-def code_cells(path: Path) -> list[str]:
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-
-
 def norm(code: str) -> str:
     return re.sub(r"\s+", " ", code).strip()
 
@@ -191,5 +159,5 @@ def test_solutions_notebook_holds_the_solutions_and_learner_notebook_the_blanks(
         assert f"{exercise.key}.check({name})" in solutions and f"{exercise.key}.check({name})" in learner
         blank = next(c for c in learner if f"def {name}(" in c)
         assert "TODO" in blank and "return None" in blank
-        ns = load(blank.replace("from lessons_lib.exercises.lesson09 import task1, task2\n", ""), tmp_path)
+        ns = run_cell(blank.replace("from lessons_lib.exercises.lesson09 import task1, task2\n", ""), tmp_path, {})
         assert exercise.evaluate(ns[name]).status == "missing"

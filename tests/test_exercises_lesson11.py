@@ -4,49 +4,27 @@ with the library (the solutions pass every check, the learner version runs and r
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import linecache
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+from _lesson_tasks import (
+    WEIRD,
+    assert_checks_never_raise,
+    assert_fails,
+    assert_missing,
+    code_cells,
+    load,
+    normalised,
+    notebook_pair,
+    run_notebook,
+)
 
 from lessons_lib.exercises import _core
 from lessons_lib.exercises import lesson11 as L
 
-ROOT = Path(__file__).resolve().parent.parent
-LEARNER_NB = ROOT / "notebooks" / "11_capstone.ipynb"
-SOLUTION_NB = ROOT / "notebooks" / "solutions" / "11_capstone_solutions.ipynb"
+LEARNER_NB, SOLUTION_NB = notebook_pair("11_capstone")
 HAS_CUDA = torch.cuda.is_available()
-
-
-def load(code: str, tmp_path: Path, name: str):
-    """Define `name` from `code` in a real file (as a notebook cell would) and return it."""
-    code = textwrap.dedent(code)
-    path = tmp_path / f"answer_{abs(hash(code))}.py"
-    path.write_text(code, encoding="utf-8")
-    ns = {"torch": torch, "nn": nn, "F": F}
-    exec(compile(code, str(path), "exec"), ns)
-    return ns[name]
-
-
-def assert_fails(feedback: _core.Feedback, *fragments: str) -> None:
-    text = str(feedback)
-    assert feedback.status == "fail", text
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
-
-
-def assert_missing(feedback: _core.Feedback, *fragments: str) -> None:
-    text = str(feedback)
-    assert feedback.status == "missing" and "chưa làm" in text, text
-    for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in:\n{text}"
 
 
 # --------------------------------------------------------------------------- the data and the references
@@ -266,17 +244,14 @@ def test_amp_dtype_for_check():
 # --------------------------------------------------------------------------- never raises, and the API
 
 
-WEIRD = [0, "x", 3.5, [], {}, object(), torch.zeros(2), lambda *a, **k: 1 / 0, nn.Linear(2, 2), float("nan"),
-         lambda *a, **k: "?", lambda *a, **k: [1, 2], lambda *a, **k: torch.ones(3), lambda *a, **k: float("inf"), int]
+#: The shared odd answers, plus nan, functions that return odd results, and a type.
+ODD_ANSWERS = [*WEIRD, float("nan"), lambda *a, **k: "?", lambda *a, **k: [1, 2], lambda *a, **k: torch.ones(3),
+               lambda *a, **k: float("inf"), int]
 
 
 @pytest.mark.parametrize("task", [L.task1, L.task2], ids=lambda t: t.key)
 def test_checkers_never_raise(task, capsys):
-    for value in WEIRD:
-        task.check(value)
-        task.check(value, value)
-        out = capsys.readouterr().out
-        assert out.startswith(("❌", "⏳")), out
+    assert_checks_never_raise(task, capsys, ODD_ANSWERS, verdicts=("❌", "⏳"))
 
 
 def test_tasks_belong_to_lesson11(capsys):
@@ -289,21 +264,12 @@ def test_tasks_belong_to_lesson11(capsys):
 # --------------------------------------------------------------------------- the notebooks
 
 
-def _code(path: Path) -> list[str]:
-    return ["".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
-            if c["cell_type"] == "code"]
-
-
-def _norm(code: str) -> str:
-    return "\n".join(line.rstrip() for line in textwrap.dedent(code).strip().splitlines())
-
-
 def test_solutions_notebook_holds_each_solution_verbatim():
-    solutions = _norm("\n".join(_code(SOLUTION_NB)))
-    learner = _norm("\n".join(_code(LEARNER_NB)))
+    solutions = normalised("\n".join(code_cells(SOLUTION_NB)))
+    learner = normalised("\n".join(code_cells(LEARNER_NB)))
     for task in (L.task1, L.task2):
-        assert _norm(task.solution_code) in solutions, f"{task.key}.solution() differs from the notebook"
-        assert _norm(task.solution_code) not in learner, f"the learner notebook gives {task.key}'s answer away"
+        assert normalised(task.solution_code) in solutions, f"{task.key}.solution() differs from the notebook"
+        assert normalised(task.solution_code) not in learner, f"the learner notebook gives {task.key}'s answer away"
         assert f"{task.key}.check(" in solutions and f"{task.key}.check(" in learner
 
 
@@ -313,21 +279,12 @@ def _run_cells(path: Path) -> tuple[str, dict]:
     import matplotlib
 
     matplotlib.use("Agg")
-    ns: dict = {"__name__": "__main__"}
-    out = io.StringIO()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny model: one thread is fastest, and immune to a busy machine
     try:
-        for i, source in enumerate(_code(path)):
-            if "Ô cài đặt" in source or source.startswith("%%gpu") or "cpu_times" in source:
-                continue
-            filename = f"<cell-{path.stem}-{i}>"
-            linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-            with contextlib.redirect_stdout(out):
-                exec(compile(source, filename, "exec"), ns)
+        return run_notebook(path, skip=lambda source: "cpu_times" in source)
     finally:
         torch.set_num_threads(threads)
-    return out.getvalue(), ns
 
 
 @pytest.fixture

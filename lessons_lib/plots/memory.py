@@ -32,6 +32,17 @@ def _pick_unit(largest: float) -> tuple[str, int]:
     return name, size
 
 
+def _resolve_unit(unit: str | None, largest: float) -> tuple[str, int]:
+    """Return the name and size of `unit`, or of the unit that suits `largest` when `unit` is None."""
+    if unit is None:
+        return _pick_unit(largest)
+    sizes = dict(_UNITS)
+    if unit not in sizes:
+        raise ValueError(tr(f"unit phải là một trong {list(sizes)}, nhận {unit!r}",
+                            f"unit must be one of {list(sizes)}, got {unit!r}"))
+    return unit, sizes[unit]
+
+
 def _check_bytes(where: str, value) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
         raise TypeError(
@@ -80,14 +91,7 @@ def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *, meas
         _check_bytes(f"measured[{label!r}]", value)
     totals = [sum(row.values()) for row in rows.values()]
     largest = max([*totals, *measured.values(), 1])
-    if unit is None:
-        unit_name, unit_size = _pick_unit(largest)
-    else:
-        sizes = dict(_UNITS)
-        if unit not in sizes:
-            raise ValueError(tr(f"unit phải là một trong {list(sizes)}, nhận {unit!r}",
-                                f"unit must be one of {list(sizes)}, got {unit!r}"))
-        unit_name, unit_size = unit, sizes[unit]
+    unit_name, unit_size = _resolve_unit(unit, largest)
 
     ax = get_ax(ax)
     labels = list(rows)
@@ -146,14 +150,7 @@ def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None
             raise ValueError(tr(f"marks[{label!r}] = {index} nằm ngoài timeline (0…{len(points)})",
                                 f"marks[{label!r}] = {index} is outside the timeline (0…{len(points)})"))
     largest = max(max(points), 1.0)
-    if unit is None:
-        unit_name, unit_size = _pick_unit(largest)
-    else:
-        sizes = dict(_UNITS)
-        if unit not in sizes:
-            raise ValueError(tr(f"unit phải là một trong {list(sizes)}, nhận {unit!r}",
-                                f"unit must be one of {list(sizes)}, got {unit!r}"))
-        unit_name, unit_size = unit, sizes[unit]
+    unit_name, unit_size = _resolve_unit(unit, largest)
     ax = get_ax(ax)
     ax.step(range(len(points)), [p / unit_size for p in points], where="post", color=_COLORS["activations"],
             label=tr("activation autograd đang giữ", "activations held by autograd"))
