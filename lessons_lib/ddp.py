@@ -190,7 +190,9 @@ def torchrun_command(out_dir: str | os.PathLike, nproc_per_node: int = 2, master
     cmd = [python or sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={nproc_per_node}"]
     if master_port is not None:
         cmd += ["--master_addr=127.0.0.1", f"--master_port={master_port}"]
-    cmd += ["--max_restarts=0", "--monitor_interval=0.2", "-m", DEMO_MODULE, "--out", str(out_dir),
+    # torchrun's own error files go under out_dir: without --log_dir it leaves a torchelastic_* folder in /tmp per run
+    cmd += ["--max_restarts=0", "--monitor_interval=0.2", f"--log_dir={Path(out_dir) / 'torchrun-logs'}",
+            "-m", DEMO_MODULE, "--out", str(out_dir),
             "--steps", str(steps), "--backend", backend]
     return cmd + list(extra_args or [])
 

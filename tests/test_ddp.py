@@ -170,6 +170,7 @@ def test_torchrun_command_flags(tmp_path):
     cmd = torchrun_command(tmp_path, nproc_per_node=2, master_port=12345, steps=2, backend="gloo", python="python")
     assert cmd[:3] == ["python", "-m", "torch.distributed.run"]
     assert "--nproc_per_node=2" in cmd and "--master_port=12345" in cmd and "--master_addr=127.0.0.1" in cmd
+    assert f"--log_dir={tmp_path / 'torchrun-logs'}" in cmd  # torchrun's files stay in the run folder, not /tmp
     assert cmd[cmd.index("-m", 3) + 1] == "lessons_lib.ddp_demo" and str(tmp_path) in cmd
     assert not any(a.startswith("--master_port") for a in torchrun_command(tmp_path))
     with pytest.raises(TypeError, match="nproc_per_node must be an int"):
