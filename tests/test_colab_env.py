@@ -24,6 +24,8 @@ import colab_env  # noqa: E402
 
 colab = pytest.mark.colab_env  # the tests that build or use the environment
 NOTEBOOKS = colab_env.all_notebooks()
+# test_setup_cell.py uninstalls lessons_lib from the same environment: with pytest-xdist, never at the same time.
+pytestmark = pytest.mark.xdist_group("colab-env")
 # What the kernel reports about itself, checked against the pins file.
 KERNEL_STACK = ("ipython", "ipykernel", "ipywidgets", "jupyter_client", "matplotlib", "torch")
 

@@ -77,6 +77,25 @@ def test_python_version_floor():
 # --------------------------------------------------------------------------- JupyterLab
 
 
+def test_test_runs_two_processes_without_an_nvidia_gpu_and_one_with():
+    assert course.test_workers([], environ={}, nvidia_gpu=False, cpus=2) == ["-n", "2", "--dist", "loadgroup"]
+    assert course.test_workers([], environ={}, nvidia_gpu=False, cpus=16) == ["-n", "2", "--dist", "loadgroup"]
+    assert course.test_workers([], environ={}, nvidia_gpu=True, cpus=16) == []  # GPU cells measure: one at a time
+    assert course.test_workers([], environ={}, nvidia_gpu=False, cpus=1) == []
+
+
+def test_test_workers_follow_the_variable_and_yield_to_pytests_own_options():
+    assert course.test_workers([], environ={"COURSE_TEST_WORKERS": "4"}, nvidia_gpu=True) == ["-n", "4", "--dist",
+                                                                                                "loadgroup"]
+    assert course.test_workers([], environ={"COURSE_TEST_WORKERS": "1"}, nvidia_gpu=False, cpus=8) == []
+    for args in (["-n", "3"], ["-n3"], ["--numprocesses=auto"], ["--dist", "load"], ["-p", "no:xdist"]):
+        assert course.test_workers(["tests", *args], environ={}, nvidia_gpu=False, cpus=8) == [], args
+    assert course.test_workers(["--nbval-lax", "-m", "not browser"], environ={}, nvidia_gpu=False, cpus=2)
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(course.SetupError, match="COURSE_TEST_WORKERS must be a whole number"):
+            course.test_workers([], environ={"COURSE_TEST_WORKERS": bad})
+
+
 def test_lab_command_allows_root_only_for_root_and_skips_the_browser_when_headless():
     as_root = course.lab_command("py", "/w", "127.0.0.1", 8888, uid=0, no_browser=True)
     assert as_root == ["py", "-m", "jupyterlab", "--ServerApp.ip=127.0.0.1", "--ServerApp.port=8888",

@@ -117,6 +117,30 @@ def test_a_corrupt_cached_copy_is_run_again(tmp_path, monkeypatch):
     assert nbformat.read(target, as_version=4).metadata["lessons_run"]["cpu"] == "fake cpu"
 
 
+def test_two_callers_at_once_run_the_notebook_once(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    source = write_notebook(tmp_path / "n.ipynb", "print(1)")
+    ran = []
+
+    def slow_run(*args, **kwargs):
+        ran.append(1)
+        time.sleep(0.5)  # the other caller arrives while this run is still going
+        return _fake_run(source)
+
+    monkeypatch.setattr(execute_course, "execute_notebook", slow_run)
+    results = []
+    callers = [threading.Thread(target=lambda: results.append(
+        execute_course.execute_cached(source, cache_dir=tmp_path / "cache"))) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert ran == [1], "the second caller must wait for the first run and read its copy"
+    assert sorted(r.cached for r in results) == [False, True]
+
+
 def _fake_run(source: Path):
     from run_notebooks import Execution
 

@@ -20,6 +20,8 @@ Environment variables:
     COURSE_LAB_IP          the address JupyterLab listens on (default 127.0.0.1: this machine only)
     COURSE_LAB_PORT        its port (default: the first free one from 8888)
     COURSE_NO_BROWSER=1    never open a browser (automatic on Linux without DISPLAY / WAYLAND_DISPLAY)
+    COURSE_TEST_WORKERS    test processes for `test` (default 2 without an NVIDIA GPU, 1 with one: GPU cells
+                           measure speed and memory, so they run one at a time); pytest's own -n wins
     JUPYTER_TOKEN          the access token (default: a new random one at each start)
 """
 
@@ -285,6 +287,30 @@ def lab(python: Path, extra: list[str], environ=os.environ) -> int:
     return _hand_over(cmd, {**environ, "JUPYTER_TOKEN": token})
 
 
+def test_workers(args: list[str], environ=os.environ, nvidia_gpu: bool | None = None,
+                 cpus: int | None = None) -> list[str]:
+    """Return the pytest-xdist arguments `test` adds: 2 processes on a machine without an NVIDIA GPU, else none.
+
+    Half of a serial run waits (kernels starting, torchrun, JupyterLab, the network), so two processes finish
+    the suite in about two thirds of the time even on 2 cores. Tests that share a cache or an environment carry
+    an ``xdist_group`` mark and stay in one process (``--dist loadgroup``); a notebook's cells always do.
+    """
+    if any(a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n", "--numprocesses=", "--dist=")) for a in args) \
+            or "no:xdist" in args:
+        return []  # the caller chose
+    if environ.get("COURSE_TEST_WORKERS"):
+        value = environ["COURSE_TEST_WORKERS"]
+        if not value.isdigit() or int(value) < 1:
+            raise SetupError(f"COURSE_TEST_WORKERS must be a whole number >= 1, got {value!r}")
+        workers = int(value)
+    else:
+        nvidia_gpu = shutil.which("nvidia-smi") is not None if nvidia_gpu is None else nvidia_gpu
+        cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) \
+            if cpus is None else cpus
+        workers = 1 if nvidia_gpu or cpus < 2 else 2
+    return ["-n", str(workers), "--dist", "loadgroup"] if workers > 1 else []
+
+
 def _hand_over(cmd: list[str], env: dict) -> int:
     """Replace this process with `cmd` (POSIX), or run it and return its status (Windows)."""
     if os.name == "nt":
@@ -312,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             return lab(python, rest)
         if command == "test":
             ensure_chromium()
-            return _hand_over([str(python), "-m", "pytest", *rest], dict(os.environ))
+            return _hand_over([str(python), "-m", "pytest", *test_workers(rest), *rest], dict(os.environ))
         if command in ("site", "matrix"):
             script = {"site": "tools/build_site.py", "matrix": "tools/version_matrix.py"}[command]
             return _hand_over([str(python), script, *rest], dict(os.environ))

@@ -28,6 +28,7 @@ from importlib import metadata
 from pathlib import Path
 
 import nbformat
+from filelock import FileLock  # a dependency of torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_notebooks import execute_notebook  # noqa: E402  (tools/ is not a package)
@@ -150,6 +151,14 @@ def execute_cached(path: Path, cache_dir: Path = CACHE_DIR, force: bool = False,
         raise ValueError(f"path must be an existing .ipynb notebook, got {str(path)!r}")
     key = cache_key(path)
     target = cached_path(path, cache_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Two test processes (pytest-xdist workers running the re-run test and the site test) may ask for the same
+    # notebook at once: the second waits for the first run and then reads its copy instead of running it again.
+    with FileLock(target.with_name(f".{target.name}.lock")):
+        return _execute_locked(path, target, key, force, timeout)
+
+
+def _execute_locked(path: Path, target: Path, key: str, force: bool, timeout: int) -> Executed:
     if not force and target.is_file():
         try:
             nb = nbformat.read(target, as_version=4)
@@ -164,7 +173,6 @@ def execute_cached(path: Path, cache_dir: Path = CACHE_DIR, force: bool = False,
     nb.cells = nb.cells[:-1]  # drop the probe cell
     info = _parse_probe(run.probe_text)
     nb.metadata[RUN_KEY] = {"key": key, "wall_s": round(run.wall_s, 1), "repeat": REPEAT, **info}
-    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     nbformat.write(nb, partial)
     partial.replace(target)  # atomic: a reader never sees a half-written notebook
