@@ -10,12 +10,16 @@ Usage:
     python tools/run_notebooks.py notebooks/01_device_basics.ipynb --markdown
     python tools/run_notebooks.py --repeat 2            # run every cell twice in one kernel (re-run safety)
     python tools/run_notebooks.py --save out/executed   # keep the executed notebooks, outputs included
+    python tools/run_notebooks.py --readme              # write the measured times into README's notebook table
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import datetime
+import os
+import platform
 import re
 import sys
 import time
@@ -112,6 +116,62 @@ def run_notebook(path: Path, timeout: int = 600, kernel_name: str = "python3", r
     return result
 
 
+README = ROOT / "README.md"
+TABLE_START, TABLE_END = "<!-- notebook-table:start -->", "<!-- notebook-table:end -->"
+_FOOTNOTE = "Thời gian CPU đo bằng"
+_LINK = re.compile(r"\]\((notebooks/[^)]+\.ipynb)\)")
+
+
+def _time_and_peak(result: dict) -> str:
+    peak = f" · {result['peak_bytes'] / 2**20:.0f} MiB" if result["peak_bytes"] else ""
+    return f"{result['wall_s']:.0f} s{peak}"
+
+
+def readme_with_times(readme: str, results: list[dict], footnote: str) -> str:
+    """Return `readme` whose notebook table shows the measured times in its last column, and `footnote` under it.
+
+    Args:
+        readme: README text with the table between the notebook-table markers; each row links its notebooks.
+        results: ``run_notebook`` results; every notebook the table links must be among them, without error.
+        footnote: The line saying how, where and when the times were measured.
+
+    Returns:
+        The new README text.
+    """
+    if TABLE_START not in readme or TABLE_END not in readme:
+        raise ValueError(f"README has no notebook table between {TABLE_START} and {TABLE_END}")
+    by_path = {r["notebook"]: r for r in results}
+    failed = [r["notebook"] for r in results if r["error"]]
+    if failed:
+        raise ValueError(f"these notebooks failed, so their times are not written: {failed}")
+    head, rest = readme.split(TABLE_START, 1)
+    table, tail = rest.split(TABLE_END, 1)
+    lines, linked = [], set()
+    for line in table.strip("\n").splitlines():
+        paths = _LINK.findall(line)
+        if line.startswith("|") and paths:
+            missing = [p for p in paths if p not in by_path]
+            if missing:
+                raise ValueError(f"no measurement for {missing}: run every notebook (no arguments) with --readme")
+            linked.update(paths)
+            cells = line.rstrip().rstrip("|").split(" | ")
+            line = " | ".join([*cells[:-1], " / ".join(_time_and_peak(by_path[p]) for p in paths)]) + " |"
+        elif line.startswith(_FOOTNOTE):
+            line = footnote
+        lines.append(line)
+    unlisted = sorted(set(by_path) - linked)
+    if unlisted:
+        raise ValueError(f"README's notebook table has no row linking {unlisted}: add one")
+    return head + TABLE_START + "\n" + "\n".join(lines) + "\n" + TABLE_END + tail
+
+
+def _footnote() -> str:
+    load = f", tải trung bình lúc bắt đầu {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    return (f"{_FOOTNOTE} `python tools/run_notebooks.py --readme` (chạy như \"Run all\", từng notebook một) trên "
+            f"{platform.system()} {platform.machine()}, {os.cpu_count()} lõi, không dùng GPU{load}, "
+            f"{datetime.date.today().isoformat()} (cột cuối: thời gian · bộ nhớ đỉnh của kernel; bản học viên / bản lời giải).")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: all)")
@@ -119,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table too")
     parser.add_argument("--repeat", type=int, default=1, help="run all cells this many times in one kernel")
     parser.add_argument("--save", type=Path, metavar="DIR", help="write the executed notebooks (with outputs) here")
+    parser.add_argument("--readme", action="store_true", help="write the times into README.md's notebook table")
     args = parser.parse_args(argv)
+    if args.readme and args.notebooks:
+        parser.error("--readme measures every notebook: give no notebook names")
+    footnote = _footnote()  # the load before the runs add their own
     paths = args.notebooks or sorted((ROOT / "notebooks").rglob("*.ipynb"))
     paths = [p.resolve() for p in paths if ".ipynb_checkpoints" not in str(p)]
     results, failed = [], False
@@ -137,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         for r in results:
             peak = f"{r['peak_bytes'] / 2**20:.0f} MiB" if r["peak_bytes"] else "?"
             print(f"| `{r['notebook']}` | {r['wall_s']:.0f} s | {peak} |")
+    if args.readme and not failed:
+        README.write_text(readme_with_times(README.read_text(encoding="utf-8"), results, footnote), encoding="utf-8")
+        print(f"wrote the times into {README.relative_to(ROOT)}")
     return 1 if failed else 0
 
 
