@@ -1,6 +1,6 @@
-"""Give everything the test session starts (notebook kernels, torchrun, helpers) one temp folder, removed at the end.
+"""Test-session settings for the whole repository: one temp folder for child processes, and the xdist groups.
 
-nbval stops each notebook's kernel with ``shutdown_kernel(now=True)``, which kills it: the kernel's
+Everything the session starts (notebook kernels, torchrun, helpers) gets one temp folder, removed at the end: nbval stops each notebook's kernel with ``shutdown_kernel(now=True)``, which kills it: the kernel's
 ``tempfile.TemporaryDirectory`` objects are never finalized, so without this every test run would leave the
 notebooks' checkpoint and trace folders in /tmp. (A kernel that Jupyter shuts down normally removes them itself.)
 """
@@ -32,3 +32,37 @@ def pytest_unconfigure(config):
         else:
             os.environ[name] = value
     shutil.rmtree(folder, ignore_errors=True)
+
+
+# Test files that share something one process at a time must use; pytest-xdist runs each group in one process.
+SHARED_GROUPS = {
+    # the executed-notebook cache: the re-run test fills it, the site is built from it
+    "tests/test_rerun.py": "executed-notebooks",
+    "tests/e2e/test_site.py": "executed-notebooks",
+    # the Colab-pinned environment: the setup-cell test uninstalls lessons_lib there while it runs
+    "tests/test_colab_env.py": "colab-env",
+    "tests/test_setup_cell.py": "colab-env",
+}
+
+
+def xdist_group_of(nodeid: str) -> str:
+    """Return the pytest-xdist group of a test: its file (a notebook's cells share one kernel), or its shared group."""
+    path = nodeid.split("::", 1)[0]
+    return SHARED_GROUPS.get(path, path)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Give ``--dist loadgroup`` (what `course.sh test` asks for) the course's groups: a file, or a shared group.
+
+    pytest-xdist's own loadgroup reads ``xdist_group`` marks through the test ids, which pytest 9.2 no longer lets
+    it change (pytest-dev/pytest-xdist#1386): every test would go to any process, splitting a notebook's cells.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None  # the caller chose another mode: pytest-xdist's own scheduler
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CourseGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid)
+
+    return CourseGroups(config, log)

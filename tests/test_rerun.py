@@ -18,8 +18,6 @@ sys.path.insert(0, str(ROOT / "tools"))
 import execute_course  # noqa: E402
 
 NOTEBOOKS = execute_course.course_notebooks()
-# With pytest-xdist, the site test (which reads the same cache) runs in the same process, after or before these.
-pytestmark = pytest.mark.xdist_group("executed-notebooks")
 
 
 def test_the_course_has_notebooks():

@@ -27,8 +27,6 @@ import build_course  # noqa: E402
 import colab_env  # noqa: E402
 
 NOTEBOOKS = colab_env.all_notebooks()
-# It uninstalls lessons_lib from the environment test_colab_env.py runs notebooks in: one process for both.
-pytestmark = pytest.mark.xdist_group("colab-env")
 MAX_SETUP_LINES = 17
 _DRIVER = """
 import json, sys

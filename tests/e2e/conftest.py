@@ -218,9 +218,9 @@ def lab():
 
 @pytest.fixture(scope="module")
 def screenshots() -> Path:
-    """The folder for screenshots (kept; LESSONS_E2E_SCREENSHOTS chooses it, else a new temp folder)."""
+    """The folder for screenshots, kept after the run: LESSONS_E2E_SCREENSHOTS, else build/e2e-screenshots/ (git ignores build/)."""
     chosen = os.environ.get("LESSONS_E2E_SCREENSHOTS")
-    folder = Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="lessons-e2e-screenshots-"))
+    folder = Path(chosen) if chosen else Path(__file__).resolve().parents[2] / "build" / "e2e-screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     _SUMMARY["screenshots"] = str(folder)
     return folder

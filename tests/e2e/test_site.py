@@ -31,7 +31,7 @@ import build_site  # noqa: E402
 from build_course import colab_url, kaggle_url, load_config  # noqa: E402
 from lessons_site import course_version  # noqa: E402
 
-pytestmark = [pytest.mark.browser, pytest.mark.site, pytest.mark.xdist_group("executed-notebooks")]  # cache shared with test_rerun
+pytestmark = [pytest.mark.browser, pytest.mark.site]
 VIEWPORT = {"width": 1400, "height": 1000}
 
 # Everything the checks need from one page, read in one evaluation after MathJax and the fonts are done.

@@ -1,0 +1,61 @@
+"""The repository's conftest.py: xdist groups keep a notebook's cells and shared resources in one process."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+root_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(root_conftest)
+
+
+@pytest.mark.parametrize("nodeid, group", [
+    ("notebooks/02_moving_tensors.ipynb::Cell 7", "notebooks/02_moving_tensors.ipynb"),
+    ("tests/test_bench.py::test_x[a::b]", "tests/test_bench.py"),
+    ("tests/test_rerun.py::test_notebook_runs_twice_in_one_kernel[notebooks/01.ipynb]", "executed-notebooks"),
+    ("tests/e2e/test_site.py::test_search", "executed-notebooks"),
+    ("tests/test_setup_cell.py::test_offline", "colab-env"),
+    ("tests/test_colab_env.py::test_notebook_runs_top_to_bottom_in_colab_env[01.ipynb]", "colab-env"),
+])
+def test_a_test_goes_with_its_file_or_its_shared_group(nodeid, group):
+    assert root_conftest.xdist_group_of(nodeid) == group
+
+
+def test_every_shared_group_names_a_test_file_that_exists():
+    for path in root_conftest.SHARED_GROUPS:
+        assert (ROOT / path).is_file(), f"conftest.SHARED_GROUPS names {path}, which does not exist"
+
+
+def test_other_distribution_modes_keep_xdists_own_scheduler():
+    class Config:
+        def getvalue(self, name):
+            return {"dist": "load"}[name]
+
+    assert root_conftest.pytest_xdist_make_scheduler(Config(), log=None) is None
+
+
+def test_two_processes_keep_each_notebooks_cells_in_one_kernel(tmp_path):
+    """A notebook whose later cells need its first cell: split across processes, they would fail with NameError."""
+    import nbformat
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for name in ("a", "b"):
+        cells = [nbformat.v4.new_code_cell("value = 41")] + [nbformat.v4.new_code_cell(f"assert value == 41\nvalue{i} = {i}")
+                                                             for i in range(6)]
+        nb = nbformat.v4.new_notebook(cells=cells)
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, folder / f"{name}.ipynb")
+    (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text(encoding="utf-8"), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                           "--nbval-current-env", "-n", "2", "--dist", "loadgroup", "notebooks"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "14 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
