@@ -11,6 +11,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 _TEMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")
 _STATE = "_bai14_session_temp"
 
@@ -51,6 +53,7 @@ def xdist_group_of(nodeid: str) -> str:
     return SHARED_GROUPS.get(path, path)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it installed, pytest must not reject it
 def pytest_xdist_make_scheduler(config, log):
     """Give ``--dist loadgroup`` (what `course.sh test` asks for) the course's groups: a file, or a shared group.
 

@@ -33,6 +33,14 @@ def test_every_shared_group_names_a_test_file_that_exists():
         assert (ROOT / path).is_file(), f"conftest.SHARED_GROUPS names {path}, which does not exist"
 
 
+def test_without_pytest_xdist_the_session_still_starts(tmp_path):
+    (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
 def test_other_distribution_modes_keep_xdists_own_scheduler():
     class Config:
         def getvalue(self, name):
@@ -43,6 +51,7 @@ def test_other_distribution_modes_keep_xdists_own_scheduler():
 
 def test_two_processes_keep_each_notebooks_cells_in_one_kernel(tmp_path):
     """A notebook whose later cells need its first cell: split across processes, they would fail with NameError."""
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed here (requirements.txt installs it)")
     import nbformat
 
     folder = tmp_path / "notebooks"
