@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "site" / "_ext"))
 import build_site  # noqa: E402
+
+# The site's Sphinx extension needs Sphinx: requirements.txt installs it; Colab's package set (the version matrix) does not.
+pytest.importorskip("sphinx", reason="Sphinx builds the website; it is in requirements.txt, not in Colab's packages")
 import lessons_site  # noqa: E402
 
 from lessons_lib.gpu_cells import SKIP_MARK, missing_hardware  # noqa: E402
@@ -220,6 +223,9 @@ def test_run_label_names_gpus_and_is_empty_without_a_run():
     assert build_site.run_label({}) == ""
     label = build_site.run_label(dict(RUN, gpus=["Tesla T4", "Tesla T4"]))
     assert label.startswith("Chạy trên AMD EPYC, 2 lõi + 2× Tesla T4, torch 2.13.0+cpu")
+    assert "song song" not in build_site.run_label(dict(RUN, conditions="alone"))
+    busy = build_site.run_label(dict(RUN, conditions="with 2 test processes"))
+    assert busy.endswith("(trong lúc bộ test chạy song song: thời gian CPU chậm hơn thật).")
 
 
 def test_launch_html_escapes_links():

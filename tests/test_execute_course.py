@@ -51,6 +51,17 @@ def test_environment_digest_follows_every_library_file(tmp_path):
     assert execute_course.environment_digest(library) == second
 
 
+def test_a_run_beside_other_test_processes_is_not_reused_alone(monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    alone = execute_course.environment_digest()
+    assert execute_course.run_conditions() == "alone"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
+    assert execute_course.environment_digest() == alone
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert execute_course.run_conditions() == "with 2 test processes"
+    assert execute_course.environment_digest() != alone
+
+
 def test_cache_key_changes_with_the_notebook_and_the_environment(tmp_path):
     path = write_notebook(tmp_path / "n.ipynb", "1")
     key = execute_course.cache_key(path, "env")

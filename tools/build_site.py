@@ -142,7 +142,9 @@ def run_label(run: dict) -> str:
     where = f"{run.get('cpu', '?')}, {run.get('cores', '?')} lõi"
     if run.get("gpus"):
         where += " + " + " + ".join(f"{n}× {g}" if n > 1 else g for g, n in Counter(run["gpus"]).items())
-    return f"Chạy trên {where}, torch {run.get('torch', '?')}, Python {run.get('python', '?')}, {run.get('date', '?')}."
+    busy = " (trong lúc bộ test chạy song song: thời gian CPU chậm hơn thật)" if run.get("conditions", "alone") != "alone" else ""
+    return (f"Chạy trên {where}, torch {run.get('torch', '?')}, Python {run.get('python', '?')}, "
+            f"{run.get('date', '?')}{busy}.")
 
 
 def launch_html(colab: str, kaggle: str, label: str) -> str:

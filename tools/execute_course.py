@@ -3,8 +3,8 @@
 Each notebook runs top to bottom twice in one kernel (learners re-run cells); the second pass, with its
 outputs, is saved under ``build/executed/<relative notebook path>``. The saved notebook's metadata
 (``lessons_run``) records the cache key and where it ran: CPU model, cores, GPU, torch, Python, date. The key
-hashes the notebook's JSON, every file of ``lessons_lib``, the torch and Python versions and this executor's
-settings, so a notebook runs again only when one of those changed. A failed run is never cached.
+hashes the notebook's JSON, every file of ``lessons_lib``, the torch and Python versions, this executor's
+settings and whether other test processes share the CPU (``run_conditions``), so a notebook runs again only when one of those changed. A failed run is never cached.
 
 The re-run test (``tests/test_rerun.py``) and the website build (``tools/build_site.py``) both read from this
 cache, so one test command executes each notebook once for both.
@@ -109,8 +109,20 @@ def environment_digest(library: Path = LIBRARY) -> str:
         except metadata.PackageNotFoundError:
             version = "none"
         digest.update(f"{package}=={version}\0".encode())
-    digest.update(f"python {platform.python_version()}\0{SETTINGS}".encode())
+    digest.update(f"python {platform.python_version()}\0{SETTINGS}\0{run_conditions()}".encode())
     return digest.hexdigest()
+
+
+def run_conditions() -> str:
+    """Return what else shares the CPU by design: the number of pytest-xdist processes of the test run, or "alone".
+
+    Inside `course.sh test` two test processes run at once, so the notebooks' CPU timings are measured while the
+    other process works (a 2-thread matmul can wait a whole scheduler tick for its second thread). Those copies serve
+    the re-run test and the site test; a site built on its own (`course.sh site`) must not publish them, so this
+    is part of the cache key.
+    """
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    return f"with {workers} test processes" if workers.isdigit() and int(workers) > 1 else "alone"
 
 
 def cache_key(path: Path, environment: str | None = None) -> str:
@@ -172,7 +184,8 @@ def _execute_locked(path: Path, target: Path, key: str, force: bool, timeout: in
     nb = run.nb
     nb.cells = nb.cells[:-1]  # drop the probe cell
     info = _parse_probe(run.probe_text)
-    nb.metadata[RUN_KEY] = {"key": key, "wall_s": round(run.wall_s, 1), "repeat": REPEAT, **info}
+    nb.metadata[RUN_KEY] = {"key": key, "wall_s": round(run.wall_s, 1), "repeat": REPEAT,
+                            "conditions": run_conditions(), **info}
     partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     nbformat.write(nb, partial)
     partial.replace(target)  # atomic: a reader never sees a half-written notebook
