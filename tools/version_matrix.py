@@ -76,6 +76,8 @@ UNIT_TEST_LEFT_OUT = {
     "tests/e2e": "JupyterLab + Playwright + Chromium của môi trường thường (marker browser)",
     "tests/test_python310.py::test_ruff_finds_no_syntax_newer_than_python310":
         "ruff của môi trường thường; kiểm tra cú pháp của lessons_lib, không phụ thuộc phiên bản chạy",
+    "tests/test_requirements_resolve.py":
+        "uv của môi trường thường; giải requirements.txt cho mọi nền tảng, không phụ thuộc phiên bản chạy",
     "tests/test_version_matrix.py::test_readme_table_is_the_committed_results":
         "so README với file kết quả mà chính lần chạy đang ghi",
 }
