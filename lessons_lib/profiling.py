@@ -37,7 +37,8 @@ def row_kind(name: str, is_user_annotation: bool | None = False) -> str:
 
     Args:
         name: The row's key, e.g. "aten::mm", "forward", "cudaLaunchKernel".
-        is_user_annotation: The event's ``is_user_annotation`` flag (True for ``record_function`` ranges).
+        is_user_annotation: The event's ``is_user_annotation`` flag (True for ``record_function`` ranges); None
+            where torch does not set it (before 2.5): a row that is nothing else and has no "::" is then a label.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be the row's key (a str), got {type(name).__name__}")
@@ -54,7 +55,7 @@ def row_kind(name: str, is_user_annotation: bool | None = False) -> str:
         return "copy"
     if any(mark in name for mark in ("kernel", "gemm", "<", "cutlass", "triton_")):
         return "kernel"
-    return "other"
+    return "label" if is_user_annotation is None and "::" not in name else "other"
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def top_ops(prof, n: int = 8, by: str = "cpu", kinds: Iterable[str] | None = Non
         self_us = _self_us(event, by)
         if self_us <= 0:
             continue
-        kind = row_kind(event.key, getattr(event, "is_user_annotation", False))
+        kind = row_kind(event.key, getattr(event, "is_user_annotation", None))  # None: torch < 2.5 does not say
         if kinds is not None and kind not in kinds:
             continue
         rows.append(OpRow(event.key, kind, self_us / 1e6, _total_us(event, by) / 1e6, int(event.count),

@@ -25,6 +25,13 @@ def test_task1_solution_passes(tmp_path):
 
 
 def test_task1_other_correct_filters_pass():
+    from torch.profiler import profile, record_function
+
+    with profile() as probe, record_function("label"):
+        pass
+    if not any(hasattr(r, "is_user_annotation") for r in probe.key_averages()):
+        pytest.skip("this torch (before 2.5) does not mark record_function rows: the answer below cannot work here")
+
     def by_annotation(prof):
         rows = [r for r in prof.key_averages() if not getattr(r, "is_user_annotation", False)]
         return sorted(rows, key=lambda r: r.self_cpu_time_total)[-1].key

@@ -58,6 +58,9 @@ def fake_row(key, self_cpu=0.0, cpu=0.0, self_dev=0.0, dev=0.0, count=1, device_
     ("ampere_sgemm_32x32_sliced1x4_tn", False, "kernel"),
     ("cutlass::Kernel2<...>", False, "kernel"),
     ("something else", False, "other"),
+    ("work", None, "label"),             # torch < 2.5 has no is_user_annotation: a plain name is a label
+    ("c10d::allreduce_", None, "other"),
+    ("aten::mm", None, "op"),
 ])
 def test_row_kind(name, annotation, kind):
     assert profiling.row_kind(name, annotation) == kind
