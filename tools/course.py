@@ -292,8 +292,9 @@ def test_workers(args: list[str], environ=os.environ, nvidia_gpu: bool | None = 
     """Return the pytest-xdist arguments `test` adds: 2 processes on a machine without an NVIDIA GPU, else none.
 
     Half of a serial run waits (kernels starting, torchrun, JupyterLab, the network), so two processes finish
-    the suite in about two thirds of the time even on 2 cores. Tests that share a cache or an environment carry
-    an ``xdist_group`` mark and stay in one process (``--dist loadgroup``); a notebook's cells always do.
+    the suite in about two thirds of the time even on 2 cores. With ``--dist loadgroup`` the root conftest.py keeps
+    each test file in one process (a notebook's cells share its kernel), and files that share a cache or an
+    environment (its ``SHARED_GROUPS``) in the same one.
     """
     if any(a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n", "--numprocesses=", "--dist=")) for a in args) \
             or "no:xdist" in args:

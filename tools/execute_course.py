@@ -4,7 +4,8 @@ Each notebook runs top to bottom twice in one kernel (learners re-run cells); th
 outputs, is saved under ``build/executed/<relative notebook path>``. The saved notebook's metadata
 (``lessons_run``) records the cache key and where it ran: CPU model, cores, GPU, torch, Python, date. The key
 hashes the notebook's JSON, every file of ``lessons_lib``, the torch and Python versions, this executor's
-settings and whether other test processes share the CPU (``run_conditions``), so a notebook runs again only when one of those changed. A failed run is never cached.
+settings and whether other test processes share the CPU (``run_conditions``), so a notebook runs again only
+when one of those changed. A failed run is never cached.
 
 The re-run test (``tests/test_rerun.py``) and the website build (``tools/build_site.py``) both read from this
 cache, so one test command executes each notebook once for both.
@@ -164,8 +165,8 @@ def execute_cached(path: Path, cache_dir: Path = CACHE_DIR, force: bool = False,
     key = cache_key(path)
     target = cached_path(path, cache_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Two test processes (pytest-xdist workers running the re-run test and the site test) may ask for the same
-    # notebook at once: the second waits for the first run and then reads its copy instead of running it again.
+    # Two processes (e.g. `course.sh site` while a test run fills the cache, or tests outside conftest.py's shared
+    # group) may ask for the same notebook at once: the second waits for the first run and reads its copy.
     with FileLock(target.with_name(f".{target.name}.lock")):
         return _execute_locked(path, target, key, force, timeout)
 
