@@ -8,7 +8,7 @@ environment's build, `tools/colab_env.py build --rebuild`, and the version matri
 
     git clone https://github.com/googlecolab/backend-info ../backend-info
     python tools/colab_pins.py --from ../backend-info [--rev COMMIT] [--runtime cpu] [--write]
-Without --from it clones or updates the repository in $BAI14_CACHE/backend-info (needs the internet).
+Only the clone needs the internet; the tests read saved copies (tests/fixtures/colab-backend-info/).
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ _REQUIREMENT = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P<eq>\s*==\s*)
 
 @dataclasses.dataclass
 class Snapshot:
-    """One published Colab image: {normalized name: version, or None for a `name @ url` line}, its Python."""
+    """One published Colab image: its freeze (parse_freeze), Python, runtime, commit id and date (None: no git)."""
 
     freeze: dict[str, str | None]
     python: str
     runtime: str = "gpu"
-    commit: str | None = None  # full commit id, None when read from files that git does not vouch for
-    date: str | None = None  # commit date, YYYY-MM-DD
+    commit: str | None = None
+    date: str | None = None
 
 
 def _git(folder: Path, *args: str) -> subprocess.CompletedProcess:
@@ -76,35 +76,27 @@ def parse_python(text: str) -> str:
 def read_source(source: Path | str, rev: str | None = None, runtime: str = "gpu") -> Snapshot:
     """Read Colab's freeze and OS info from a folder (a clone's work tree) or a git repository (bare too).
 
-    Args:
-        source: The folder or git repository of googlecolab/backend-info.
-        rev: A commit to read from git history (default: the folder's files, else the repository's HEAD).
-        runtime: "gpu" (pip-freeze.gpu.txt, os-info-gpu.txt) or "cpu" (pip-freeze.txt, os-info.txt).
+    `rev` is a commit of its history (default: the folder's files, else HEAD); `runtime` a key of RUNTIMES.
     """
     if runtime not in RUNTIMES:
         raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
     source = Path(source)
     if not source.is_dir():
         raise FileNotFoundError(f"{source}: no such folder; clone Colab's list first: git clone {REPO_URL}")
-    names = RUNTIMES[runtime]
-    is_git = _git(source, "rev-parse", "--git-dir").returncode == 0
-    if rev is None and (source / names[0]).is_file():
-        texts = [(source / name).read_text(encoding="utf-8") if (source / name).is_file() else "" for name in names]
-        clean = is_git and not _git(source, "status", "--porcelain", "--", *names).stdout.strip()
-        rev = "HEAD" if clean else None
-    elif is_git:
-        rev = rev or "HEAD"
-        texts = []
-        for name in names:
-            shown = _git(source, "show", f"{rev}:{name}")
-            if shown.returncode != 0:
-                raise FileNotFoundError(f"{source}: no {name} at {rev} ({shown.stderr.strip()})")
-            texts.append(shown.stdout)
-    else:
+    names, is_git = RUNTIMES[runtime], _git(source, "rev-parse", "--git-dir").returncode == 0
+    from_files = rev is None and (source / names[0]).is_file()
+    if not (from_files or is_git):
         raise FileNotFoundError(f"{source} has no {names[0]}: pass a clone of {REPO_URL}")
-    commit = date = None
-    if rev is not None:
-        commit, date = _git(source, "log", "-1", "--format=%H %cs", rev).stdout.split()
+    rev, texts = None if from_files else rev or "HEAD", []
+    for name in names:
+        shown = None if from_files else _git(source, "show", f"{rev}:{name}")
+        if (source / name).is_file() if from_files else shown.returncode == 0:
+            texts.append((source / name).read_text(encoding="utf-8") if from_files else shown.stdout)
+        else:
+            raise FileNotFoundError(f"{source}: no {name}" + (f" at {rev}" if rev else ""))
+    if from_files and is_git and not _git(source, "status", "--porcelain", "--", *names).stdout.strip():
+        rev = "HEAD"  # the files of a clean work tree are HEAD's; other files have no commit
+    commit, date = _git(source, "log", "-1", "--format=%H %cs", rev).stdout.split() if rev else (None, None)
     return Snapshot(parse_freeze(texts[0]), parse_python(texts[1]), runtime, commit, date)
 
 
@@ -122,15 +114,16 @@ def source_paragraph(snap: Snapshot, today: str) -> list[str]:
 def regenerate(pins_text: str, snap: Snapshot, today: str) -> tuple[str, list[tuple[str, str, str, str, str]]]:
     """Return the new pins text and its changes: (section, name, old, new, note) for every pinned package.
 
-    `note` is "" (follows Colab), "departure" (a `# Colab:` pin: old/new are Colab's versions), "absent" (not in
-    Colab's freeze, kept) or "url" (Colab installs it from a URL, kept).
+    `note` is "" (follows Colab), "departure" (a `# Colab:` pin: old/new are Colab's versions) or "absent" (no
+    version in Colab's freeze: kept). The first two rows are the Python and the source commit.
     """
+    if not isinstance(pins_text, str) or not isinstance(snap, Snapshot):
+        raise TypeError("pass the pins file's text (str) and a Snapshot (read_source)")
     lines, out, rows = pins_text.splitlines(), [], []
     starts = [i for i, line in enumerate(lines) if line.startswith("# Source:")]
     if not starts:
         raise ValueError("the pins file has no `# Source:` paragraph to rewrite")
-    end = next((i for i in range(starts[0] + 1, len(lines)) if not lines[i].startswith("# ") or
-                lines[i].strip() == "#"), len(lines))
+    end = next((i for i in range(starts[0] + 1, len(lines)) if not lines[i].startswith("# ")), len(lines))
     old_source = " ".join(lines[starts[0]:end])
     section = ""
     for i, line in enumerate(lines):
@@ -146,13 +139,12 @@ def regenerate(pins_text: str, snap: Snapshot, today: str) -> tuple[str, list[tu
         name, pinned, comment = colab_env.normalize(match["name"]), match["version"], match["comment"] or ""
         colab = snap.freeze.get(name, "")
         if comment.startswith("Colab:"):
-            old = comment[len("Colab:"):].split()[0].rstrip(".,;") if comment[len("Colab:"):].split() else ""
+            old = (comment[len("Colab:"):].split() or [""])[0].rstrip(".,;")
             rows.append((section, name, old, colab or old, "departure"))
             if colab and old:
                 line = line[:match.start("comment")] + comment.replace(old, colab, 1)
         else:
-            note = "absent" if colab == "" else "url" if colab is None else ""
-            rows.append((section, name, pinned, colab or pinned, note))
+            rows.append((section, name, pinned, colab or pinned, "" if colab else "absent"))
             if colab:
                 line = line[:match.start("version")] + colab + match["rest"]
         out.append(line)
@@ -165,18 +157,15 @@ def regenerate(pins_text: str, snap: Snapshot, today: str) -> tuple[str, list[tu
 
 def report(rows: list[tuple[str, str, str, str, str]], stack: str = "the notebook stack") -> str:
     """Return the summary of `regenerate`'s rows: Python, torch and the notebook stack always, other pins if changed."""
-    def arrow(old: str, new: str) -> str:
-        return f"{old} → {new}" if old != new else f"{new} (unchanged)"
-
+    arrow = lambda old, new: f"{old} → {new}" if old != new else f"{new} (unchanged)"  # noqa: E731
     text = [f"Python: {arrow(rows[0][2], rows[0][3])} (the Colab-pinned environment itself uses Python 3.11)",
             f"source commit: {arrow(rows[1][2][:12], rows[1][3][:12])}"]
     heading = None
     for section, name, old, new, note in rows[2:]:
         if note == "departure" and (name == "torch" or old != new):
             line = f"{name}: Colab {arrow(old, new)}; the pin departs from Colab on purpose (`# Colab:`), kept"
-        elif note in ("absent", "url"):
-            why = "not in Colab's freeze: remove it if nothing needs it" if note == "absent" else "a URL in Colab"
-            line = f"{name}: {old} kept ({why})"
+        elif note == "absent":
+            line = f"{name}: {old} kept (no version in Colab's freeze: remove it if nothing needs it)"
         elif note == "" and (section.startswith(stack) or old != new):
             line = f"{name}: {arrow(old, new)}"
         else:
@@ -192,33 +181,23 @@ def report(rows: list[tuple[str, str, str, str, str]], stack: str = "the noteboo
 
 def history(source: Path, old: str, new: str | None, runtime: str = "gpu") -> list[str]:
     """Return `hash date subject` of the commits between `old` and `new` that changed the runtime's files."""
-    if new is None or _git(source, "cat-file", "-e", f"{old}^{{commit}}").returncode != 0:
+    if new is None or old == "?" or _git(source, "cat-file", "-e", f"{old}^{{commit}}").returncode != 0:
         return []
     log = _git(source, "log", "--format=%h %cs %s", f"{old}..{new}", "--", *RUNTIMES[runtime])
     return [line.strip()[:110] for line in log.stdout.splitlines()]
 
 
-def fetch_default() -> Path:
-    """Clone googlecolab/backend-info into the cache (or fast-forward the clone there); return its folder."""
-    folder = colab_env.cache_dir() / "backend-info"
-    args = (["-C", str(folder), "pull", "--ff-only", "-q"] if (folder / ".git").is_dir()
-            else ["clone", "-q", REPO_URL, str(folder)])
-    if subprocess.run(["git", *args]).returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed: clone {REPO_URL} yourself and pass --from")
-    return folder
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from", dest="source", type=Path, help="a clone (folder or git repository) of "
-                        "googlecolab/backend-info; default: clone it into $BAI14_CACHE/backend-info")
+    parser.add_argument("--from", dest="source", type=Path, required=True,
+                        help="a clone (work tree or bare git repository) of googlecolab/backend-info")
     parser.add_argument("--rev", help="read this commit of its history instead of the folder's files / HEAD")
     parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="gpu", help="Colab's runtime (default gpu)")
     parser.add_argument("--pins", type=Path, default=colab_env.PINS, help="the pins file (default %(default)s)")
     parser.add_argument("--write", action="store_true", help="rewrite the pins file (default: only print)")
     args = parser.parse_args(argv)
     try:
-        snap = read_source(args.source or fetch_default(), args.rev, args.runtime)
+        snap = read_source(args.source, args.rev, args.runtime)
         old_text = Path(args.pins).read_text(encoding="utf-8")
         text, rows = regenerate(old_text, snap, datetime.date.today().isoformat())
     except (OSError, ValueError, RuntimeError) as error:
@@ -226,14 +205,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"Colab {args.runtime} image ({snap.commit or 'folder'}, {snap.date or 'date unknown'}) vs {args.pins}:")
     print(report(rows))
-    since = history(Path(args.source or colab_env.cache_dir() / "backend-info"), rows[1][2], snap.commit,
-                    args.runtime) if rows[1][2] != "?" else []
+    since = history(args.source, rows[1][2], snap.commit, args.runtime)
     if since:
         print(f"Colab's commits since the pinned one that changed these files ({len(since)}):")
         print("\n".join(f"  {line}" for line in since))
     if args.write and text != old_text:
-        Path(args.pins).write_text(text, encoding="utf-8")
-        colab_env.read_pins(Path(args.pins))  # the format colab_env and the version matrix read
+        temp = Path(f"{args.pins}.new")
+        temp.write_text(text, encoding="utf-8")
+        colab_env.read_pins(temp)  # the format colab_env and the version matrix read, checked before it replaces
+        temp.replace(args.pins)
         print(f"Wrote {args.pins}. Next: tools/colab_env.py build --rebuild, then the version matrix.")
     elif text != old_text:
         print("Nothing written: add --write to rewrite the pins file.")
