@@ -83,7 +83,8 @@ def read_source(source: Path | str, rev: str | None = None, runtime: str = "gpu"
     source = Path(source)
     if not source.is_dir():
         raise FileNotFoundError(f"{source}: no such folder; clone Colab's list first: git clone {REPO_URL}")
-    names, is_git = RUNTIMES[runtime], _git(source, "rev-parse", "--git-dir").returncode == 0
+    probe = _git(source, "rev-parse", "--is-bare-repository", "--show-prefix")  # a subfolder is not the clone
+    names, is_git = RUNTIMES[runtime], probe.returncode == 0 and probe.stdout.split() in (["true"], ["false"])
     from_files = rev is None and (source / names[0]).is_file()
     if not (from_files or is_git):
         raise FileNotFoundError(f"{source} has no {names[0]}: pass a clone of {REPO_URL}")
