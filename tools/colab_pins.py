@@ -166,7 +166,7 @@ def report(rows: list[tuple[str, str, str, str, str]], stack: str = "the noteboo
         if note == "departure" and (name == "torch" or old != new):
             line = f"{name}: Colab {arrow(old, new)}; the pin departs from Colab on purpose (`# Colab:`), kept"
         elif note == "absent":
-            line = f"{name}: {old} kept (no version in Colab's freeze: remove it if nothing needs it)"
+            line = f"{name}: {old} kept: no version in Colab's freeze (read its comment; drop it if nothing needs it)"
         elif note == "" and (section.startswith(stack) or old != new):
             line = f"{name}: {arrow(old, new)}"
         else:
@@ -180,14 +180,6 @@ def report(rows: list[tuple[str, str, str, str, str]], stack: str = "the noteboo
                              "Colab-pinned environment's build and its freeze check show what is missing."])
 
 
-def history(source: Path, old: str, new: str | None, runtime: str = "gpu") -> list[str]:
-    """Return `hash date subject` of the commits between `old` and `new` that changed the runtime's files."""
-    if new is None or old == "?" or _git(source, "cat-file", "-e", f"{old}^{{commit}}").returncode != 0:
-        return []
-    log = _git(source, "log", "--format=%h %cs %s", f"{old}..{new}", "--", *RUNTIMES[runtime])
-    return [line.strip()[:110] for line in log.stdout.splitlines()]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="source", type=Path, required=True,
@@ -197,27 +189,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pins", type=Path, default=colab_env.PINS, help="the pins file (default %(default)s)")
     parser.add_argument("--write", action="store_true", help="rewrite the pins file (default: only print)")
     args = parser.parse_args(argv)
+    temp = Path(f"{args.pins}.new")
     try:
         snap = read_source(args.source, args.rev, args.runtime)
         old_text = Path(args.pins).read_text(encoding="utf-8")
         text, rows = regenerate(old_text, snap, datetime.date.today().isoformat())
-    except (OSError, ValueError, RuntimeError) as error:
+        temp.write_text(text, encoding="utf-8")
+        colab_env.read_pins(temp)  # the format colab_env and the version matrix read
+    except (OSError, ValueError) as error:
         print(f"colab_pins: {error}", file=sys.stderr)
         return 2
+    finally:
+        temp.unlink(missing_ok=True)
     print(f"Colab {args.runtime} image ({snap.commit or 'folder'}, {snap.date or 'date unknown'}) vs {args.pins}:")
     print(report(rows))
-    since = history(args.source, rows[1][2], snap.commit, args.runtime)
-    if since:
-        print(f"Colab's commits since the pinned one that changed these files ({len(since)}):")
-        print("\n".join(f"  {line}" for line in since))
-    if args.write and text != old_text:
-        temp = Path(f"{args.pins}.new")
-        temp.write_text(text, encoding="utf-8")
-        colab_env.read_pins(temp)  # the format colab_env and the version matrix read, checked before it replaces
-        temp.replace(args.pins)
-        print(f"Wrote {args.pins}. Next: tools/colab_env.py build --rebuild, then the version matrix.")
-    elif text != old_text:
-        print("Nothing written: add --write to rewrite the pins file.")
+    old = rows[1][2]  # the pinned commit: Colab's commits since then that changed the runtime's files
+    if snap.commit and _git(args.source, "cat-file", "-e", f"{old}^{{commit}}").returncode == 0:
+        log = _git(args.source, "log", "--format=%h %cs %s", f"{old}..{snap.commit}", "--", *RUNTIMES[args.runtime])
+        lines = [line.strip()[:110] for line in log.stdout.splitlines()]
+        print(f"Colab's commits since {old[:12]} that changed these files:", *lines, sep="\n  ") if lines else None
+    if text != old_text and args.write:
+        Path(args.pins).write_text(text, encoding="utf-8")
+    if text != old_text:
+        print(f"Wrote {args.pins}. Next: tools/colab_env.py build --rebuild, then the version matrix." if args.write
+              else "Nothing written: add --write to rewrite the pins file.")
     return 0
 
 
