@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     if snap.commit and _git(args.source, "cat-file", "-e", f"{old}^{{commit}}").returncode == 0:
         log = _git(args.source, "log", "--format=%h %cs %s", f"{old}..{snap.commit}", "--", *RUNTIMES[args.runtime])
         lines = [line.strip()[:110] for line in log.stdout.splitlines()]
-        print(f"Colab's commits since {old[:12]} that changed these files:", *lines, sep="\n  ") if lines else None
+        if lines:
+            print(f"Colab's commits since {old[:12]} that changed these files:", *lines, sep="\n  ")
     if text != old_text and args.write:
         Path(args.pins).write_text(text, encoding="utf-8")
     if text != old_text:
