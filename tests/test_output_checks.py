@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -140,3 +141,13 @@ def test_a_clean_notebook_has_no_problems_and_bad_input_is_refused():
         output_checks.check_outputs(notebook(), "gpu")
     with pytest.raises(TypeError, match="executed notebook"):
         output_checks.check_outputs([], "cpu-build")
+
+
+def test_a_notebook_file_read_as_plain_json_works_too(tmp_path):
+    nb = notebook(cell([stdout("→ device: cpu\n"), stderr("W1201 x\n")], source="a\nb", **EXPECT))
+    path = tmp_path / "x.ipynb"
+    nbformat.write(nb, path)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert isinstance(raw["cells"][1]["source"], list)
+    (problem,) = output_checks.check_outputs(raw, "cpu-build")
+    assert "`a`" in problem and "W1201 x" in problem

@@ -44,15 +44,20 @@ def machine_kind(torch=None) -> str:
                    bool(mps is not None and mps.is_available()))
 
 
+def _text(value) -> str:
+    return value if isinstance(value, str) else "".join(value)  # a notebook file may store text as a list of lines
+
+
 def _streams(outputs: list, name: str) -> str:
-    return "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o.get("name") == name)
+    return "".join(_text(o.get("text", "")) for o in outputs
+                   if o.get("output_type") == "stream" and o.get("name") == name)
 
 
 def cell_text(outputs: list) -> str:
     """Return what a cell shows as text: its stdout, then the text/plain of its results and displays."""
     plain = [o.get("data", {}).get("text/plain", "") for o in outputs
              if o.get("output_type") in ("execute_result", "display_data")]
-    return _streams(outputs, "stdout") + "".join(p if isinstance(p, str) else "".join(p) for p in plain)
+    return _streams(outputs, "stdout") + "".join(_text(p) for p in plain)
 
 
 def _alarms(text: str, allowed: list[re.Pattern], every_line: bool) -> list[str]:
@@ -91,8 +96,7 @@ def check_outputs(nb, kind: str) -> list[str]:
     for index, cell in enumerate(cells):
         if cell.get("cell_type") != "code":
             continue
-        source = cell.get("source", "")
-        source = source if isinstance(source, str) else "".join(source)
+        source = _text(cell.get("source", ""))
         where = f"cell {index} `{(source.strip().splitlines() or [''])[0][:60]}`"
         meta = cell.get("metadata", {}).get(META_KEY) or {}
         outputs = cell.get("outputs", [])
