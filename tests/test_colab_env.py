@@ -153,6 +153,21 @@ def test_run_notebook_rejects_a_bad_repeat(repeat):
         colab_env.run_notebook(sys.executable, NOTEBOOKS[0], repeat=repeat)
 
 
+@pytest.mark.parametrize("environ", [["COLAB_GPU"], {"COLAB_GPU": 0}])
+def test_run_notebook_rejects_an_environ_that_is_not_str_to_str(environ):
+    with pytest.raises(TypeError, match="environ must be a dict of str to str"):
+        colab_env.run_notebook(sys.executable, NOTEBOOKS[0], environ=environ)
+
+
+def test_colab_runtime_env_makes_the_course_see_colab(monkeypatch):
+    from lessons_lib.platforms import detect_platform
+
+    for name, value in colab_env.COLAB_RUNTIME_ENV.items():
+        monkeypatch.setenv(name, value)
+    assert detect_platform() == "colab" and colab_env.COLAB_RUNTIME_ENV["COLAB_GPU"] == "", "a CPU runtime"
+    assert "replica" in colab_env.COLAB_RUNTIME_ENV["COLAB_RELEASE_TAG"], "never passed off as a real Colab release"
+
+
 def test_run_notebook_rejects_what_is_not_a_notebook(tmp_path):
     with pytest.raises(ValueError, match=r"existing \.ipynb"):
         colab_env.run_notebook(sys.executable, tmp_path / "missing.ipynb")

@@ -242,3 +242,75 @@ def test_teaching_guide_times_are_the_lessons_own(tmp_path):
     assert build_course.lesson_times_table() in filled
     with pytest.raises(ValueError, match="lesson-times"):
         build_course.guide_with_times("a guide without the region")
+
+
+# --------------------------------------------------------------------------- output directives
+
+
+DIRECTIVE_SOURCE = """# T
+
+Chạy ô này.
+<!-- expect cpu-build, cuda-no-gpu: ^→ device: cpu$ -->
+<!-- expect-not any: cuda -->
+<!-- allow-stderr: No CUDA runtime is found -->
+```python
+print("→ device: cpu")
+```
+
+```python
+x = 1
+```
+"""
+
+
+def test_directives_become_code_cell_metadata_and_leave_the_markdown():
+    cells = build_course.parse_source(DIRECTIVE_SOURCE)
+    assert [c.kind for c in cells] == ["markdown", "code", "code"]
+    assert "<!--" not in cells[0].source and cells[0].source.endswith("Chạy ô này.")
+    assert cells[1].meta == {"expect": [[["cpu-build", "cuda-no-gpu"], "^→ device: cpu$"]],
+                             "expect_not": [[["any"], "cuda"]], "allow_stderr": ["No CUDA runtime is found"]}
+    assert cells[2].meta is None
+
+
+def test_directives_reach_learner_and_solutions_notebooks(tmp_path, monkeypatch):
+    src = tmp_path / "course_src"
+    src.mkdir()
+    text = DIRECTIVE_SOURCE.replace('print("→ device: cpu")', 'print("→ device: cpu")\n### BEGIN SOLUTION\ny = 2\n'
+                                    '### BEGIN LEARNER\ny = ...\n### END')
+    (src / "01_x.md").write_text(text, encoding="utf-8")
+    monkeypatch.setattr(build_course, "SRC", src)
+    monkeypatch.setattr(build_course, "NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.setattr(build_course, "ROOT", tmp_path)
+    monkeypatch.setattr(build_course, "BADGES_MD", tmp_path / "colab_badges.md")
+    config = build_course.CourseConfig(repo="org/repo", branch="main", ref="v1")
+    files = build_course.planned_outputs(config)
+    notebooks = [json.loads(text) for path, text in files.items() if path.suffix == ".ipynb"]
+    assert len(notebooks) == 2
+    for nb in notebooks:
+        (checked,) = [c for c in nb["cells"] if c["metadata"]]
+        assert checked["cell_type"] == "code" and checked["metadata"]["course"]["allow_stderr"] == [
+            "No CUDA runtime is found"]
+        assert not any("<!--" in "".join(c["source"]) for c in nb["cells"])
+
+
+@pytest.mark.parametrize("source, message", [
+    ("<!-- expect gpu: x -->\n```python\nx\n```\n", "unknown machine kind"),
+    ("<!-- expect : x -->\n```python\nx\n```\n", "unknown machine kind"),
+    ("<!-- expect cpu-build: ([a -->\n```python\nx\n```\n", "bad regular expression"),
+    ("<!-- expect cpu-build x -->\n```python\nx\n```\n", "non-empty REGEX"),
+    ("<!-- expect cpu-build: -->\n```python\nx\n```\n", "non-empty REGEX"),
+    ("<!-- allow-stderr cuda: W -->\n```python\nx\n```\n", "takes no kinds"),
+    ("<!-- expect cpu-build: x\n```python\nx\n```\n", "not a directive"),
+    ("<!-- expect cpu-build: x -->\n\n```python\nx\n```\n", "directly above"),
+    ("<!-- expect cpu-build: x -->\ntext\n", "after the last code fence"),
+    ("<!-- expect cpu-build: x -->\n```text\nquoted\n```\n", "```text fence"),
+    ("<!-- expect cpu-build: x -->\n```setup\n```\n", "```setup fence"),
+])
+def test_malformed_directives_fail_the_build(source, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_course.parse_source(source)
+
+
+def test_a_directive_quoted_inside_a_fence_stays_text():
+    cells = build_course.parse_source("```text\n<!-- expect cpu-build: x -->\n```\n")
+    assert [c.kind for c in cells] == ["markdown"] and "<!-- expect" in cells[0].source

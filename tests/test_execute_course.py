@@ -77,12 +77,15 @@ def test_cached_path_mirrors_the_repository_layout(tmp_path):
 
 
 def test_runs_twice_keeps_the_last_pass_then_answers_from_the_cache(tmp_path):
-    source = write_notebook(tmp_path / "nb" / "n.ipynb", "counter = globals().get('counter', 0) + 1\nprint('run', counter)")
+    source = write_notebook(tmp_path / "nb" / "n.ipynb", "import sys\ncounter = globals().get('counter', 0) + 1\n"
+                            "print('run', counter)\nif counter == 1:\n    print('first pass only', file=sys.stderr)")
     cache = tmp_path / "cache"
     first = execute_course.execute_cached(source, cache_dir=cache)
     assert first.error is None and not first.cached
     (cell,) = first.nb.cells  # the probe cell is gone
     assert cell.outputs[0]["text"] == "run 2\n"  # the second pass, in the same kernel
+    first_pass = cell.metadata["first_pass_streams"]  # what only the first pass showed, for the output checks
+    assert [(o["name"], o["text"]) for o in first_pass] == [("stdout", "run 1\n"), ("stderr", "first pass only\n")]
     run = first.run
     assert run["key"] == execute_course.cache_key(source) and run["repeat"] == 2 and run["cores"] >= 1
     assert run["cpu"] and run["torch"] and run["python"] and len(run["date"]) == 10 and run["gpus"] == []

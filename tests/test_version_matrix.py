@@ -47,6 +47,53 @@ def test_combinations_cover_colab_the_declared_floor_and_the_newest():
     assert any(c.python == python_floor for c in vm.COMBOS), f"the declared Python floor {python_floor} must run"
 
 
+def test_the_colab_rows_run_as_on_colab_and_the_others_do_not():
+    colab = {combo.id for combo in vm.COMBOS if combo.colab}
+    assert colab == {"py3.12-torch2.11.0", "py3.12-torch2.8.0"}
+
+
+@pytest.mark.parametrize("facts, kind", [
+    ({"cuda": "13.0", "hip": None, "cuda_available": False}, "cuda-no-gpu"),
+    ({"cuda": None, "hip": None, "cuda_available": False, "mps_available": False}, "cpu-build"),
+    ({"cuda": "12.6", "cuda_available": True}, "cuda"),
+    ({"cuda": None, "cuda_available": False, "mps_available": True}, "mps"),
+])
+def test_machine_kind_of_a_rows_torch(facts, kind):
+    assert vm.machine_kind(facts) == kind
+
+
+def _fake_run(outputs, error=None, seen=None):
+    def run_notebook(python, path, repeat=1, save_to=None, environ=None):
+        import nbformat
+
+        if seen is not None:
+            seen.append(environ)
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(device)", outputs=outputs)])
+        nb.cells[0].metadata["course"] = {"expect": [[["cuda-no-gpu"], "device: cpu"]]}
+        nbformat.write(nb, save_to)
+        return {"notebook": str(ROOT / "notebooks" / "01.ipynb"), "wall_s": 1.0, "error": error, "stderr": []}
+    return run_notebook
+
+
+def test_a_row_fails_a_notebook_whose_outputs_break_the_lessons_promise(monkeypatch):
+    import nbformat
+
+    seen = []
+    good = [nbformat.v4.new_output("stream", name="stdout", text="device: cpu\n")]
+    monkeypatch.setattr(vm.colab_env, "run_notebook", _fake_run(good, seen=seen))
+    row = vm.run_checked_notebook("python", ROOT / "notebooks" / "01.ipynb", 2, "cuda-no-gpu", colab=True)
+    assert row["ok"] and row["problems"] == [] and row["notebook"] == "notebooks/01.ipynb"
+    bad = [nbformat.v4.new_output("stream", name="stdout", text="device: cuda\n"),
+           nbformat.v4.new_output("stream", name="stderr", text="W1201 00:00:00.0 1 x.py:1] No CUDA runtime\n")]
+    monkeypatch.setattr(vm.colab_env, "run_notebook", _fake_run(bad, seen=seen))
+    row = vm.run_checked_notebook("python", ROOT / "notebooks" / "01.ipynb", 2, "cuda-no-gpu", colab=False)
+    assert not row["ok"] and row["error"] is None and len(row["problems"]) == 2
+    assert seen == [vm.colab_env.COLAB_RUNTIME_ENV, None], "only a Colab row gets Colab's environment variables"
+    monkeypatch.setattr(vm.colab_env, "run_notebook", _fake_run(bad, error="ZeroDivisionError"))
+    row = vm.run_checked_notebook("python", ROOT / "notebooks" / "01.ipynb", 1, "cuda-no-gpu", colab=False)
+    assert not row["ok"] and row["problems"] == [], "a notebook that raised is reported by its error"
+
+
 def test_combo_validates_and_names_itself():
     combo = vm.Combo("3.12", "2.11.0", "Colab")
     assert combo.id == "py3.12-torch2.11.0" and combo.python_version == (3, 12)
@@ -272,8 +319,9 @@ def test_parse_junit_counts_and_names_failures():
     assert counts["failures"] == ["tests.test_a::test_bad: assert 1 == 2 | more", "tests.test_b::test_err: ImportError: x"]
 
 
-def _record(combo_id="py3.12-torch2.11.0", ok=True, swaps=()):
-    return {"id": combo_id, "who": "Colab", "date": "2026-12-01", "ok": ok, "repeat": 2, "cpus": 2,
+def _record(combo_id="py3.12-torch2.11.0", ok=True, swaps=(), checked=True):
+    checks = {"output_checks": True, "kind": "cuda-no-gpu", "colab_environ": combo_id.startswith("py3.12")} if checked else {}
+    return {"id": combo_id, "who": "Colab", "date": "2026-12-01", "ok": ok, "repeat": 2, "cpus": 2, **checks,
             "checkout": {"commit": "abc123def456", "uncommitted": ["notebooks/03.ipynb"] if swaps else []},
             "python": "3.12.1", "torch": "2.11.0+cu130", "build": "CUDA 13.0", "cuda_available": False,
             "swaps": list(swaps), "lessons_lib_install": {"ok": True},
@@ -287,14 +335,18 @@ def test_markdown_table_shows_each_combination_and_how_it_was_measured():
     swap = {"name": "numpy", "pinned": "2.0.2", "version": "2.1.0", "reason": "r"}
     data = {"combos": {"py3.12-torch2.11.0": _record(),
                        "py3.13-torch2.14.1": _record("py3.13-torch2.14.1", ok=False, swaps=[swap]),
+                       "py3.10-torch2.14.1": _record("py3.10-torch2.14.1", checked=False),
                        "py3.11-torch2.4.1": {"id": "py3.11-torch2.4.1", "who": "floor", "error": "no network\nmore"}}}
     table = vm.markdown_table(data)
     header, rule, *rows = [line for line in table.splitlines() if line.startswith("| ")]
-    assert header.startswith("| Python | torch (bản build) |") and rule.startswith("| --- |") and len(rows) == 3
+    assert header.startswith("| Python | torch (bản build) |") and rule.startswith("| --- |") and len(rows) == 4
+    assert "đầu ra đúng lời bài" in header
     assert rows[0] == ("| 3.12.1 | 2.11.0+cu130 (CUDA 13.0, không có driver) | Colab (2026-06), runtime CPU | 2/2 "
-                       "| 700 / 0 / 9 | 30 s · 120 s | — |"), "the label comes from COMBOS, the numbers from the run"
-    assert "1/2 ❌" in rows[1] and "700 / 2 / 9 ❌" in rows[1] and "numpy 2.0.2 → 2.1.0" in rows[1]
-    assert "**lỗi:** no network |" in rows[2]
+                       "(như Colab) | 700 / 0 / 9 | 30 s · 120 s | — |"), "the label comes from COMBOS, the numbers from the run"
+    assert "1/2 ❌ |" in rows[1] and "700 / 2 / 9 ❌" in rows[1] and "numpy 2.0.2 → 2.1.0" in rows[1]
+    assert "2/2 (chỉ kiểm không lỗi, chưa kiểm đầu ra)" in rows[2], "a record from before the output checks says so"
+    assert "**lỗi:** no network |" in rows[3]
+    assert "`tools/output_checks.py`" in table and "(ở đây `cuda-no-gpu`)" in table and "COLAB_RELEASE_TAG" in table
     assert "2026-12-01" in table and "2 lõi" in table and "3–6" in table and "2 lần" in table
     assert "(commit `?`, `abc123def456` cộng thay đổi chưa commit ở `notebooks/03.ipynb`)" in table
     assert "test_ruff_finds_no_syntax_newer_than_python310" in table, "what the matrix leaves out is said"
@@ -380,7 +432,8 @@ def test_every_notebook_and_unit_test_passes_in_the_combination(combo, monkeypat
     assert "error" not in record, record.get("error")
     assert record["lessons_lib_install"]["ok"], f"installing lessons_lib changed: {record['lessons_lib_install']}"
     failed = [row for row in record["notebooks"] if not row["ok"]]
-    assert not failed, "\n\n".join(f"{row['notebook']}:\n{row['error']}" for row in failed)
+    assert not failed, "\n\n".join(f"{row['notebook']}:\n" + (row["error"] or "\n".join(row["problems"]))
+                                     for row in failed)
     tests = record["unit_tests"]
     assert tests["failed"] + tests["errors"] == 0, "\n".join(tests["failures"])
     banner, report, gpu_cell = (cell["shows"] for cell in record["learner_view"])

@@ -7,6 +7,11 @@ setup cell goes. Exercise sources may hold ``### BEGIN SOLUTION`` / ``### BEGIN 
 SOLUTION part. The course repository and ref come from ``[tool.course]`` in pyproject.toml; the ref
 must be the release tag ``v<lessons_lib.__version__>`` or a 40-hex commit (never a moving branch).
 
+Output expectations go on the lines directly above a ```python fence: ``<!-- expect KINDS: REGEX -->``,
+``<!-- expect-not KINDS: REGEX -->`` and ``<!-- allow-stderr: REGEX -->`` (KINDS: a comma list of
+``OUTPUT_KINDS``). They leave the Markdown and become the code cell's ``metadata["course"]``, which
+tools/output_checks.py checks against the executed notebook.
+
 Usage:
     python tools/build_course.py          # write notebooks/ and colab_badges.md
     python tools/build_course.py --check  # exit 1 if anything on disk differs from the sources
@@ -130,10 +135,66 @@ def badge_cell_source(config: CourseConfig, path: str) -> str:
 class Cell:
     kind: str  # "markdown" | "code" | "setup"
     source: str
+    meta: dict | None = None  # a code cell's output expectations: metadata["course"]
+
+
+#: The kinds of machine an expectation names (tools/output_checks.py machine_kind()), plus "any".
+OUTPUT_KINDS = ("cpu-build", "cuda-no-gpu", "cuda", "mps", "any")
+_DIRECTIVE = re.compile(r"^[ \t]*<!--[ \t]*(expect-not|expect|allow-stderr)\b(.*?)-->[ \t]*$", re.M)
+_DIRECTIVE_START = re.compile(r"^[ \t]*<!--[ \t]*(?:expect|allow-stderr)\b.*$", re.M)
+
+
+def parse_directive(line: str) -> tuple[str, list[str] | None, str]:
+    """Return (name, kinds or None for allow-stderr, regex) of one directive line; raise ValueError if malformed."""
+    found = _DIRECTIVE.fullmatch(line.strip())
+    if found is None:
+        raise ValueError(f"not a directive (<!-- expect KINDS: REGEX -->, <!-- expect-not KINDS: REGEX -->, "
+                         f"<!-- allow-stderr: REGEX -->): {line.strip()!r}")
+    name, rest = found.group(1), found.group(2)
+    head, colon, pattern = rest.partition(":")
+    pattern = pattern.strip()
+    if not colon or not pattern:
+        raise ValueError(f"{line.strip()!r}: write '<!-- {name}{' KINDS' if name != 'allow-stderr' else ''}: REGEX -->'"
+                         " with a non-empty REGEX")
+    kinds = None
+    if name == "allow-stderr":
+        if head.strip():
+            raise ValueError(f"{line.strip()!r}: allow-stderr takes no kinds, only ': REGEX'")
+    else:
+        kinds = [kind.strip() for kind in head.split(",")]
+        unknown = [kind for kind in kinds if kind not in OUTPUT_KINDS]
+        if unknown or not head.strip():
+            raise ValueError(f"{line.strip()!r}: unknown machine kind {unknown or [head.strip()]}; "
+                             f"KINDS is a comma list of {', '.join(OUTPUT_KINDS)}")
+    try:
+        re.compile(pattern, re.M)
+    except re.error as exc:
+        raise ValueError(f"{line.strip()!r}: bad regular expression {pattern!r}: {exc}") from None
+    return name, kinds, pattern
+
+
+def _split_directives(chunk: str) -> tuple[str, dict | None]:
+    """Return `chunk` without its trailing directive lines (those directly above the next fence) and their metadata."""
+    lines = chunk.split("\n")
+    if lines and lines[-1] == "":  # the chunk ends with the newline before the fence
+        lines.pop()
+    meta: dict = {}
+    while lines and _DIRECTIVE_START.match(lines[-1]):
+        name, kinds, pattern = parse_directive(lines.pop())
+        key = name.replace("-", "_")
+        meta.setdefault(key, []).insert(0, pattern if kinds is None else [kinds, pattern])
+    return ("\n".join(lines) + "\n" if meta else chunk), (meta or None)
+
+
+def _no_directive(chunk: str, where: str) -> None:
+    found = _DIRECTIVE_START.search(chunk)
+    if found:
+        raise ValueError(f"output directive {found.group(0).strip()!r} is {where}: it must be on the line(s) "
+                         "directly above a ```python fence")
 
 
 def parse_source(text: str) -> list[Cell]:
-    """Split a course source into cells."""
+    """Split a course source into cells; output directives above a ```python fence become its `meta`."""
     cells: list[Cell] = []
 
     def add_markdown(chunk: str) -> None:
@@ -143,15 +204,21 @@ def parse_source(text: str) -> list[Cell]:
 
     pos = 0
     for fence in _FENCE.finditer(text):
-        add_markdown(text[pos:fence.start()])
         lang, body = fence.group(1), fence.group(2).rstrip("\n")
+        chunk, meta = _split_directives(text[pos:fence.start()])
+        if meta and lang != "python":
+            raise ValueError(f"output directives {meta} stand above a ```{lang} fence: only a ```python code cell "
+                             "has outputs to check")
+        _no_directive(chunk, "not directly above a code fence")
+        add_markdown(chunk)
         if lang == "setup":
             cells.append(Cell("setup", ""))
         elif lang == "python":
-            cells.append(Cell("code", body))
+            cells.append(Cell("code", body, meta))
         else:
             add_markdown(fence.group(0))  # a quoted block of another language stays in the Markdown
         pos = fence.end()
+    _no_directive(text[pos:], "after the last code fence")
     add_markdown(text[pos:])
     return cells
 
@@ -233,7 +300,7 @@ def build_notebook(cells: list[Cell], name: str, repo_path: str, config: CourseC
     out = []
     all_cells = [Cell("markdown", badge_cell_source(config, repo_path)), *cells]
     for i, cell in enumerate(all_cells):
-        base = {"id": _cell_id(name, i), "metadata": {}}
+        base = {"id": _cell_id(name, i), "metadata": {"course": cell.meta} if cell.meta else {}}
         if cell.kind == "markdown":
             out.append({"cell_type": "markdown", **base, "source": cell.source})
         else:

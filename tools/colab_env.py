@@ -312,8 +312,16 @@ def _build(env: Path, base_python: str, log) -> None:
 # --------------------------------------------------------------------------- running notebooks
 
 
+# What Colab's CPU runtime sets and the course reads (lessons_lib.platforms.detect_platform reads
+# COLAB_RELEASE_TAG): env dumps from Colab runtimes show COLAB_RELEASE_TAG (e.g. release-colab_20250822-060052_RC00),
+# COLAB_BACKEND_VERSION, COLAB_JUPYTER_TRANSPORT=ipc, and COLAB_GPU (1 on a GPU runtime, empty on a CPU one).
+# The tag says that this is a replica, not a real Colab release.
+COLAB_RUNTIME_ENV = {"COLAB_RELEASE_TAG": "replica-by-bai14-version-matrix", "COLAB_BACKEND_VERSION": "replica",
+                     "COLAB_JUPYTER_TRANSPORT": "ipc", "COLAB_GPU": ""}
+
+
 def run_notebook(python: Path | str, notebook: Path | str, timeout: int = 600,
-                 save_to: Path | str | None = None, repeat: int = 1) -> dict:
+                 save_to: Path | str | None = None, repeat: int = 1, environ: dict[str, str] | None = None) -> dict:
     """Execute one notebook top to bottom in the environment of `python` with nbclient.
 
     Args:
@@ -322,6 +330,7 @@ def run_notebook(python: Path | str, notebook: Path | str, timeout: int = 600,
         timeout: Seconds allowed per cell.
         save_to: Where to write the executed notebook with its outputs (default: nowhere).
         repeat: How many times to run all the cells in one kernel (2: learners re-run cells).
+        environ: Environment variables set for the kernel on top of the clean environment (e.g. COLAB_RUNTIME_ENV).
 
     Returns:
         {"notebook", "wall_s", "error" (None when every cell ran), "stderr" ([cell index, first line] of each
@@ -333,11 +342,14 @@ def run_notebook(python: Path | str, notebook: Path | str, timeout: int = 600,
         raise ValueError(f"notebook must be an existing .ipynb file, got {notebook}")
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"repeat must be an int >= 1 (2 runs every cell twice), got {repeat!r}")
+    environ = {} if environ is None else environ
+    if not isinstance(environ, dict) or not all(isinstance(v, str) and isinstance(k, str) for k, v in environ.items()):
+        raise TypeError(f"environ must be a dict of str to str (or None), got {environ!r}")
     cmd = [str(python), str(Path(__file__).resolve()), "_execute", str(notebook), "--timeout", str(timeout),
            "--repeat", str(repeat)]
     if save_to is not None:
         cmd += ["--save", str(Path(save_to).resolve())]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_environ(), timeout=repeat * timeout + 120,
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_environ(**environ), timeout=repeat * timeout + 120,
                           cwd=neutral_cwd())
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_MARK):

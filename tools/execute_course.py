@@ -39,7 +39,7 @@ NOTEBOOKS = ROOT / "notebooks"
 LIBRARY = ROOT / "lessons_lib"
 CACHE_DIR = Path(os.environ.get("BAI14_EXECUTED_DIR", ROOT / "build" / "executed"))
 REPEAT = 2
-SETTINGS = f"execute_course v1; repeat={REPEAT}; kernel=python3"
+SETTINGS = f"execute_course v2 (first-pass streams kept); repeat={REPEAT}; kernel=python3"
 RUN_KEY = "lessons_run"
 # Packages whose version changes what a notebook prints (torch first: the brief's key names it).
 VERSIONED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "ipython")

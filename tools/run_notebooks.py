@@ -29,6 +29,9 @@ from pathlib import Path
 import nbclient
 import nbformat
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from output_checks import FIRST_PASS_KEY  # noqa: E402  (tools/ is not a package)
+
 ROOT = Path(__file__).resolve().parent.parent
 _PEAK_CELL = (  # no `resource` module on Windows: the peak is then unknown ("?"), not an error
     "try:\n"
@@ -85,8 +88,23 @@ def execute_notebook(path: Path, probe_source: str, kernel_name: str = "python3"
     wall = time.perf_counter() - start
     # print() may reach the notebook as several stream outputs: join them before parsing
     probe_text = "".join(output.get("text", "") for output in nb.cells[-1].get("outputs", []))
+    keep_first_pass_streams(nb.cells[:len(last_pass)], last_pass)
     nb.cells = nb.cells[len(nb.cells) - len(last_pass) - 1:]  # keep the last pass (+ probe) only
     return Execution(nb=nb, wall_s=wall, error=error, probe_text=probe_text)
+
+
+def keep_first_pass_streams(first: list, last: list) -> None:
+    """Copy into each cell of `last` the printed text (stream outputs) of the same cell in `first` where it differs.
+
+    A warning is often shown on the first pass only: the output checks (tools/output_checks.py) read it from the
+    cell's ``metadata["first_pass_streams"]``. A notebook run once has the same cells in both (nothing to do).
+    """
+    for before, after in zip(first, last, strict=True):
+        if before is after:
+            continue
+        streams = [o for o in before.get("outputs", []) if o.get("output_type") == "stream"]
+        if streams and streams != [o for o in after.get("outputs", []) if o.get("output_type") == "stream"]:
+            after.metadata[FIRST_PASS_KEY] = streams
 
 
 def saved_path(path: Path, save_dir: Path) -> Path:

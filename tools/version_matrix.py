@@ -4,8 +4,11 @@ For each combination (a Python X.Y and a torch release) it builds a virtualenv h
 (envs/colab-pins.txt) with that torch instead of the pinned one, installs lessons_lib the way the notebooks'
 setup cell does (tools/colab_env.py's install_like_setup_cell: a plain `pip install <wheel>`, which must change
 nothing else), shows what a learner sees (the banner, environment_report() and a %%gpu cell), runs every
-notebook top to bottom (twice in one kernel by default: learners re-run cells) and lessons_lib's unit tests
-with that environment's pytest. torch comes from the public index, so a Linux run gets PyPI's default build:
+notebook top to bottom (twice in one kernel by default: learners re-run cells), checks each executed notebook's
+outputs with tools/output_checks.py (the lesson's `<!-- expect … -->` lines for that kind of machine, and every
+warning or error line a learner would see that the prose does not explain: a row with one fails), and runs
+lessons_lib's unit tests with that environment's pytest. The Colab rows run their kernels with Colab's environment
+variables (colab_env.COLAB_RUNTIME_ENV), so the course takes its Colab paths (skip notices, hints) there. torch comes from the public index, so a Linux run gets PyPI's default build:
 a CUDA build that, on a machine without an NVIDIA driver, takes the path of Colab's CPU runtime.
 
 Where a Colab pin has no wheel for a Python (numpy 2.0.2 has none for 3.13), the pin is swapped for the oldest
@@ -54,6 +57,7 @@ from packaging.version import InvalidVersion, Version
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import colab_env  # noqa: E402
+import output_checks  # noqa: E402
 
 ROOT = colab_env.ROOT
 # Bump when the build recipe below changes in a way that needs fresh environments.
@@ -111,6 +115,7 @@ class Combo:
     torch: str
     who: str
     swaps: tuple[Swap, ...] = field(default=())
+    colab: bool = False  # a Colab row: its kernels see Colab's environment variables
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"3\.\d+", self.python):
@@ -135,8 +140,8 @@ class Combo:
 # The combinations the README's table covers (issue 17). The newest torch is the newest this machine's pip
 # allows (/etc/xdg/pip caps torch at 2.14.1); PyPI's newest at the time of writing is 2.15.0.
 COMBOS = (
-    Combo("3.12", "2.11.0", "Colab (2026-06), runtime CPU"),
-    Combo("3.12", "2.8.0", "ảnh Colab/Kaggle cũ hơn"),
+    Combo("3.12", "2.11.0", "Colab (2026-06), runtime CPU", colab=True),
+    Combo("3.12", "2.8.0", "ảnh Colab/Kaggle cũ hơn", colab=True),
     Combo("3.11", "2.4.1", "cận dưới `torch>=2.4` của pyproject"),
     Combo("3.13", "2.14.1", "torch mới nhất pip ở đây cho phép (PyPI đã có 2.15.0)"),
     Combo("3.10", "2.14.1", "cận dưới `python>=3.10` của pyproject (vd Ubuntu 22.04)"),
@@ -438,6 +443,7 @@ _FACTS = """
 import json, platform, sys, torch, lessons_lib
 print(json.dumps({"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
                   "hip": getattr(torch.version, "hip", None), "cuda_available": torch.cuda.is_available(),
+                  "mps_available": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
                   "lessons_lib": lessons_lib.__file__}))
 """
 
@@ -445,6 +451,12 @@ print(json.dumps({"python": platform.python_version(), "torch": torch.__version_
 def torch_facts(python: Path | str) -> dict:
     """Return the environment's Python and torch versions, torch's CUDA/HIP build and where lessons_lib is."""
     return json.loads(colab_env._run([python, "-c", _FACTS]).stdout.strip().splitlines()[-1])
+
+
+def machine_kind(facts: dict) -> str:
+    """Return the output checks' kind of machine (cpu-build, cuda-no-gpu, cuda, mps) from torch_facts()."""
+    return output_checks.kind_of(bool(facts.get("cuda") or facts.get("hip")), bool(facts.get("cuda_available")),
+                                 bool(facts.get("mps_available")))
 
 
 def build_name(facts: dict) -> str:
@@ -457,9 +469,8 @@ def build_name(facts: dict) -> str:
 
 
 # What a learner on Colab sees at the top of a notebook and in a GPU cell: the cells run in a kernel of the
-# environment after setting COLAB_RELEASE_TAG (an environment variable every Colab runtime sets, and
-# lessons_lib.platforms.detect_platform reads), so lessons_lib words its hints as it does on Colab.
-SIMULATE_COLAB = "import os\nos.environ['COLAB_RELEASE_TAG'] = 'simulated-by-version-matrix'"
+# environment with Colab's environment variables (colab_env.COLAB_RUNTIME_ENV; lessons_lib.platforms.detect_platform
+# reads COLAB_RELEASE_TAG), so lessons_lib words its hints as it does on Colab.
 LEARNER_VIEW_CELLS = (
     "%load_ext lessons_lib.notebook",
     "from lessons_lib.device import environment_report\nenvironment_report()",
@@ -472,14 +483,14 @@ def learner_view(python: Path | str) -> list[dict]:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in (SIMULATE_COLAB, *LEARNER_VIEW_CELLS)]
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in LEARNER_VIEW_CELLS]
     with tempfile.TemporaryDirectory() as tmp:
         source, executed = Path(tmp, "learner_view.ipynb"), Path(tmp, "executed.ipynb")
         nbformat.write(nb, source)
-        result = colab_env.run_notebook(python, source, save_to=executed)
+        result = colab_env.run_notebook(python, source, save_to=executed, environ=colab_env.COLAB_RUNTIME_ENV)
         if result["error"] is not None:
             raise MatrixError(f"the learner-view cells failed:\n{result['error']}")
-        cells = nbformat.read(executed, as_version=4).cells[1:]
+        cells = nbformat.read(executed, as_version=4).cells
     shown = []
     for cell in cells:
         parts = []
@@ -490,6 +501,24 @@ def learner_view(python: Path | str) -> list[dict]:
                 parts.append(output["data"]["text/plain"] + "\n")
         shown.append({"source": cell.source, "shows": "".join(parts)})
     return shown
+
+
+def run_checked_notebook(python: Path | str, path: Path, repeat: int, kind: str, colab: bool) -> dict:
+    """Run one notebook in the environment of `python` and check its outputs for `kind`; return its result row.
+
+    The row's "ok" is True only when no cell raised and output_checks.check_outputs found no problem.
+    """
+    import nbformat
+
+    with tempfile.TemporaryDirectory() as tmp:
+        executed = Path(tmp, "executed.ipynb")
+        result = colab_env.run_notebook(python, path, repeat=repeat, save_to=executed,
+                                        environ=colab_env.COLAB_RUNTIME_ENV if colab else None)
+        problems = [] if result["error"] is not None else output_checks.check_outputs(
+            nbformat.read(executed, as_version=4), kind)
+    name = Path(result["notebook"]).relative_to(ROOT).as_posix()
+    return {"notebook": name, "ok": result["error"] is None and not problems, "wall_s": result["wall_s"],
+            "error": result["error"], "problems": problems, "stderr": result["stderr"]}
 
 
 def run_unit_tests(python: Path | str, timeout: int = 3600) -> dict:
@@ -578,7 +607,8 @@ def run_combo(combo: Combo, repeat: int = 2, notebooks: list[Path] | None = None
         record["lessons_lib_install"] = install_lessons_lib(python, f"matrix-{combo.id}")
         facts = torch_facts(python)
         record.update(python=facts["python"], torch=facts["torch"], build=build_name(facts),
-                      cuda_available=facts["cuda_available"])
+                      cuda_available=facts["cuda_available"], kind=machine_kind(facts), colab_environ=combo.colab,
+                      output_checks=True)
         if not facts["lessons_lib"].startswith(str(python.parent.parent)):
             raise MatrixError(f"{combo.id}: lessons_lib is imported from {facts['lessons_lib']}, not the environment")
         log(f"{combo.id}: Python {facts['python']}, torch {facts['torch']} ({record['build']}), "
@@ -588,14 +618,12 @@ def run_combo(combo: Combo, repeat: int = 2, notebooks: list[Path] | None = None
             log("  | " + cell["source"].replace("\n", "\n  | ") + "\n" + "".join(f"  > {line}\n" for line in cell["shows"].splitlines()).rstrip())
         record["notebooks"] = []
         for path in notebooks or colab_env.all_notebooks():
-            result = colab_env.run_notebook(python, path, repeat=repeat)
-            name = Path(result["notebook"]).relative_to(ROOT).as_posix()
-            row = {"notebook": name, "ok": result["error"] is None, "wall_s": result["wall_s"],
-                   "error": result["error"], "stderr": result["stderr"]}
+            row = run_checked_notebook(python, path, repeat, record["kind"], combo.colab)
             record["notebooks"].append(row)
-            log(f"  {name:<52} {row['wall_s']:6.1f} s  {'ok' if row['ok'] else 'ERROR'}"
-                + ("" if row["ok"] else "\n    " + "\n    ".join(row["error"].splitlines()[-6:]))
-                + "".join(f"\n    stderr in cell {i}: {line[:110]}" for i, line in row["stderr"]))
+            status = "ok" if row["ok"] else "ERROR" if row["error"] else f"{len(row['problems'])} OUTPUT PROBLEMS"
+            log(f"  {row['notebook']:<52} {row['wall_s']:6.1f} s  {status}"
+                + ("" if not row["error"] else "\n    " + "\n    ".join(row["error"].splitlines()[-6:]))
+                + "".join(f"\n    - {problem[:300]}" for problem in row["problems"]))
         if unit_tests:
             log(f"  unit tests (tests/, -m '{UNIT_TEST_MARKERS}') with the environment's pytest ...")
             record["unit_tests"] = run_unit_tests(python)
@@ -648,7 +676,7 @@ def markdown_table(data: dict) -> str:
     """Return the Markdown table of a results file's content (Vietnamese, for the README)."""
     if not isinstance(data, dict) or not isinstance(data.get("combos"), dict):
         raise TypeError("data must be a results file's content: a dict with a 'combos' object (see load_results)")
-    lines = ["| Python | torch (bản build) | ai dùng | notebook chạy hết | unit test đạt / trượt / bỏ qua "
+    lines = ["| Python | torch (bản build) | ai dùng | notebook chạy hết, đầu ra đúng lời bài | unit test đạt / trượt / bỏ qua "
              "| thời gian notebook · unit test | gói đổi so với Colab |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     dates, loads, repeats, cpus, commits, uncommitted = set(), [], set(), set(), set(), set()
@@ -668,6 +696,10 @@ def markdown_table(data: dict) -> str:
         notebooks = record["notebooks"]
         passed = sum(row["ok"] for row in notebooks)
         nb_cell = f"{passed}/{len(notebooks)}" + ("" if passed == len(notebooks) else " ❌")
+        if not record.get("output_checks"):
+            nb_cell += " (chỉ kiểm không lỗi, chưa kiểm đầu ra)"
+        elif record.get("colab_environ"):
+            nb_cell += " (như Colab)"
         tests = record.get("unit_tests")
         if tests:
             bad = tests["failed"] + tests["errors"]
@@ -688,6 +720,8 @@ def markdown_table(data: dict) -> str:
     repeat = "/".join(str(r) for r in sorted(r for r in repeats if r)) or "?"
     load = f"{min(loads):.0f}–{max(loads):.0f}" if loads else "?"
     core = "/".join(str(c) for c in sorted(c for c in cpus if c)) or "?"
+    kinds = sorted({record.get("kind") for record in data["combos"].values() if record.get("kind")})
+    kinds_text = f" (ở đây {', '.join(f'`{kind}`' for kind in kinds)})" if kinds else ""
     left_out = "; ".join(f"`{node}` ({why})" for node, why in UNIT_TEST_LEFT_OUT.items())
     checkout = f"commit {', '.join(f'`{c}`' for c in sorted(commits))}" + (
         f" cộng thay đổi chưa commit ở {', '.join(f'`{path}`' for path in sorted(uncommitted))}" if uncommitted else "")
@@ -698,7 +732,12 @@ def markdown_table(data: dict) -> str:
               "đó là bản CUDA, chạy trên máy không có driver NVIDIA, đúng đường đi của runtime CPU trên Colab (các ô "
               "`%%gpu` được bỏ qua). Unit test chạy bằng pytest của chính môi trường đó với `lessons_lib` cài từ wheel "
               f"như ô cài đặt; không chạy ở đây: {left_out}. Bộ gói notebook là của Colab (`envs/colab-pins.txt`); cột "
-              "cuối ghi gói phải đổi vì không có wheel cho phiên bản Python đó."]
+              "cuối ghi gói phải đổi vì không có wheel cho phiên bản Python đó. Một notebook chỉ đạt khi không ô nào lỗi "
+              "và đầu ra giữ đúng lời bài (`tools/output_checks.py`): mỗi dòng `<!-- expect … -->` trong bài khớp với "
+              f"loại máy của hàng{kinds_text}, và không có dòng cảnh báo hay lỗi nào học viên thấy mà bài không "
+              "giải thích (stderr, `FutureWarning`/`DeprecationWarning`, dòng log `W…`/`E…`/`ERROR`), kể cả ở lần chạy "
+              "đầu; hàng \"(như Colab)\" chạy kernel với biến môi trường của Colab (`COLAB_RELEASE_TAG`, `COLAB_GPU` "
+              "rỗng…), nên các thông báo bỏ qua và gợi ý riêng cho Colab cũng được chạy."]
     return "\n".join(lines)
 
 

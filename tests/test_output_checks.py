@@ -1,0 +1,153 @@
+"""tools/output_checks.py: the machine kinds, and each rule of check_outputs on synthetic executed notebooks."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import output_checks  # noqa: E402
+from run_notebooks import keep_first_pass_streams  # noqa: E402
+
+v4 = nbformat.v4
+
+
+def stdout(text):
+    return v4.new_output("stream", name="stdout", text=text)
+
+
+def stderr(text):
+    return v4.new_output("stream", name="stderr", text=text)
+
+
+def cell(outputs, source="print(device)", **course):
+    node = v4.new_code_cell(source, outputs=outputs)
+    if course:
+        node.metadata["course"] = course
+    return node
+
+
+def notebook(*cells):
+    return v4.new_notebook(cells=[v4.new_markdown_cell("# T"), *cells])
+
+
+def fake_torch(cuda=None, hip=None, available=False, mps=None):
+    backends = SimpleNamespace() if mps is None else SimpleNamespace(mps=SimpleNamespace(is_available=lambda: mps))
+    return SimpleNamespace(version=SimpleNamespace(cuda=cuda, hip=hip), backends=backends,
+                           cuda=SimpleNamespace(is_available=lambda: available))
+
+
+@pytest.mark.parametrize("torch, kind", [
+    (fake_torch(), "cpu-build"),
+    (fake_torch(mps=False), "cpu-build"),
+    (fake_torch(cuda="13.0"), "cuda-no-gpu"),
+    (fake_torch(hip="6.4"), "cuda-no-gpu"),
+    (fake_torch(cuda="12.6", available=True), "cuda"),
+    (fake_torch(mps=True), "mps"),
+])
+def test_machine_kind_of_each_build(torch, kind):
+    assert output_checks.machine_kind(torch) == kind
+
+
+def test_machine_kind_of_this_interpreter_is_a_kind():
+    assert output_checks.machine_kind() in output_checks.KINDS
+
+
+def test_kind_of_rejects_non_bools():
+    with pytest.raises(TypeError, match="bool"):
+        output_checks.kind_of("13.0", False)
+
+
+EXPECT = {"expect": [[["cpu-build", "cuda-no-gpu"], r"^→ device: cpu$"]]}
+
+
+def test_expect_passes_when_it_matches_on_its_kinds_and_is_ignored_on_others():
+    nb = notebook(cell([stdout("x\n→ device: cpu\n")], **EXPECT))
+    assert output_checks.check_outputs(nb, "cuda-no-gpu") == []
+    assert output_checks.check_outputs(notebook(cell([stdout("→ device: cuda\n")], **EXPECT)), "cuda") == []
+
+
+def test_expect_fails_with_what_the_cell_showed():
+    (problem,) = output_checks.check_outputs(notebook(cell([stdout("→ device: cuda\n")], **EXPECT)), "cuda-no-gpu")
+    assert "cell 1 `print(device)`" in problem and "must match" in problem and "→ device: cuda" in problem
+
+
+def test_expect_reads_text_results_too():
+    result = v4.new_output("execute_result", data={"text/plain": "'bf16: có'"}, execution_count=1)
+    nb = notebook(cell([result], expect=[[["any"], "bf16: có"]]))
+    assert output_checks.check_outputs(nb, "mps") == []
+
+
+def test_expect_not_fails_only_when_it_matches_on_its_kinds():
+    course = {"expect_not": [[["cuda-no-gpu"], "device: cuda"]]}
+    assert output_checks.check_outputs(notebook(cell([stdout("device: cpu\n")], **course)), "cuda-no-gpu") == []
+    assert output_checks.check_outputs(notebook(cell([stdout("device: cuda\n")], **course)), "cuda") == []
+    (problem,) = output_checks.check_outputs(notebook(cell([stdout("device: cuda\n")], **course)), "cuda-no-gpu")
+    assert "must not match" in problem and "'device: cuda'" in problem
+
+
+def test_every_stderr_line_fails_unless_its_cell_allows_it():
+    text = "W1201 05:00:00.1 12 torch/utils/cpp_extension.py:140] No CUDA runtime is found\nsomething else\n"
+    problems = output_checks.check_outputs(notebook(cell([stderr(text)])), "cpu-build")
+    assert len(problems) == 2 and "No CUDA runtime" in problems[0] and "something else" in problems[1]
+    allowed = notebook(cell([stderr(text)], allow_stderr=["No CUDA runtime", "^something"]))
+    assert output_checks.check_outputs(allowed, "cpu-build") == []
+
+
+def test_an_allowed_warning_allows_its_indented_source_line_only():
+    text = "/x/profiler.py:9: UserWarning: CUDA is not available\n  warn(\nother.py:1: FutureWarning: old\n  f(\n"
+    (problem,) = output_checks.check_outputs(notebook(cell([stderr(text)], allow_stderr=["UserWarning: CUDA"])),
+                                             "cpu-build")
+    assert "FutureWarning: old" in problem
+
+
+@pytest.mark.parametrize("line", ["file.py:3: DeprecationWarning: use torch.amp", "E1201 05:00:00.000 7 a.cpp:48] x",
+                                  "ERROR: gpuGetDeviceCount failed"])
+def test_warning_and_log_lines_on_stdout_fail_but_ordinary_text_does_not(line):
+    nb = notebook(cell([stdout(f"→ device: cpu\nRuntimeError: expected, shown on purpose\n{line}\n")]))
+    (problem,) = output_checks.check_outputs(nb, "cpu-build")
+    assert line in problem
+
+
+def test_first_pass_stderr_counts_and_repeats_are_reported_once():
+    first = [stderr("UserWarning: shown once\n")]
+    last = cell([stdout("ok\n")])
+    first_cell = cell(first)
+    keep_first_pass_streams([first_cell], [last])
+    assert last.metadata["first_pass_streams"] == first
+    (problem,) = output_checks.check_outputs(notebook(last), "cpu-build")
+    assert "shown once" in problem
+    twice = cell([stderr("W same\n")])
+    twice.metadata["first_pass_streams"] = [stderr("W same\n")]
+    assert len(output_checks.check_outputs(notebook(twice), "cpu-build")) == 1
+
+
+def test_keep_first_pass_streams_leaves_identical_and_single_runs_alone():
+    same, again = cell([stdout("a\n")]), cell([stdout("a\n")])
+    keep_first_pass_streams([same], [again])
+    keep_first_pass_streams([same], [same])
+    assert "first_pass_streams" not in again.metadata and "first_pass_streams" not in same.metadata
+
+
+def test_a_clean_notebook_has_no_problems_and_bad_input_is_refused():
+    assert output_checks.check_outputs(notebook(cell([stdout("hello\n")])), "cuda") == []
+    with pytest.raises(ValueError, match="kind must be one of"):
+        output_checks.check_outputs(notebook(), "gpu")
+    with pytest.raises(TypeError, match="executed notebook"):
+        output_checks.check_outputs([], "cpu-build")
+
+
+def test_a_notebook_file_read_as_plain_json_works_too(tmp_path):
+    nb = notebook(cell([stdout("→ device: cpu\n"), stderr("W1201 x\n")], source="a\nb", **EXPECT))
+    path = tmp_path / "x.ipynb"
+    nbformat.write(nb, path)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert isinstance(raw["cells"][1]["source"], list)
+    (problem,) = output_checks.check_outputs(raw, "cpu-build")
+    assert "`a`" in problem and "W1201 x" in problem
