@@ -323,7 +323,7 @@ class EnvReport:
                 (
                     f"GPU {gpu.index}",
                     f"{gpu.name} · {gpu.sm} (compute capability {gpu.capability[0]}.{gpu.capability[1]}) · "
-                    f"{gpu.total_memory_bytes / 2**30:.1f} GiB · {gpu.multiprocessors} SM · "
+                    f"{gpu.total_memory_bytes / 2**30:.1f} GiB ({gpu.total_memory_bytes / 1e9:.1f} GB) · {gpu.multiprocessors} SM · "
                     + tr("bf16 gốc: ", "native bf16: ")
                     + (yes if gpu.native_bf16 else tr("không (chỉ giả lập)", "no (emulated only)")),
                 )

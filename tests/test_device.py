@@ -158,6 +158,7 @@ def test_environment_report_shows_fake_gpu_rows(monkeypatch):
     text = str(report)
     assert report.device == "cuda"
     assert "Tesla T4" in text and "sm_75" in text and "40 SM" in text and "chỉ giả lập" in text
+    assert "15.0 GiB (16.1 GB)" in text  # both units: the tables quote vendors' GB
 
 
 def test_banner_is_one_line():
