@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform as _platform
+import re
 import shutil
 import warnings
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from .platforms import detect_platform, how_to_get_gpu  # noqa: F401  (public AP
 
 _DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu")
 _NATIVE_BF16_CAPABILITY = (8, 0)
+# c10/cuda/CUDAFunctions.cpp: "The NVIDIA driver on your system is too old (found version 12080)" (= CUDA 12.8)
+_DRIVER_TOO_OLD = re.compile(r"driver on your system is too old(?: \(found version (\d+)\))?", re.I)
 
 
 # --------------------------------------------------------------------------- facts
@@ -161,7 +164,16 @@ def explain_cuda(facts: CudaFacts) -> list[str]:
                 "Unset it (or set CUDA_VISIBLE_DEVICES=0) and restart the kernel.",
             )
         )
-    if not facts.driver_found or "driver" in facts.init_warning.lower():
+    too_old = _DRIVER_TOO_OLD.search(facts.init_warning)
+    if too_old:  # a driver is there, older than the CUDA this PyTorch was built with: not "no driver"
+        found = int(too_old.group(1)) if too_old.group(1) else None
+        limit = f"CUDA {found // 1000}.{found % 1000 // 10}" if found else "một bản CUDA cũ hơn"
+        reasons.append(
+            f"Có driver NVIDIA nhưng nó quá cũ: driver chỉ chạy được tới {limit}, còn bản PyTorch này build cho "
+            f"CUDA {facts.cuda_build}. Cập nhật driver (nvidia.com/Download), hoặc cài bản PyTorch build cho CUDA "
+            "không mới hơn driver theo lệnh ở pytorch.org/get-started/locally."
+        )
+    elif not facts.driver_found or "driver" in facts.init_warning.lower():
         hint = how_to_get_gpu(platform=facts.platform)
         if facts.platform in ("colab", "kaggle"):  # a hosted runtime without GPU: no driver to install there
             where = "Colab" if facts.platform == "colab" else "Kaggle"
@@ -323,7 +335,7 @@ class EnvReport:
                 (
                     f"GPU {gpu.index}",
                     f"{gpu.name} · {gpu.sm} (compute capability {gpu.capability[0]}.{gpu.capability[1]}) · "
-                    f"{gpu.total_memory_bytes / 2**30:.1f} GiB · {gpu.multiprocessors} SM · "
+                    f"{gpu.total_memory_bytes / 2**30:.1f} GiB ({gpu.total_memory_bytes / 1e9:.1f} GB) · {gpu.multiprocessors} SM · "
                     + tr("bf16 gốc: ", "native bf16: ")
                     + (yes if gpu.native_bf16 else tr("không (chỉ giả lập)", "no (emulated only)")),
                 )

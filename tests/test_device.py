@@ -114,6 +114,22 @@ def test_explain_cuda_driver_present_but_init_failed():
     assert "error 804" in reason
 
 
+def test_explain_cuda_driver_too_old_is_not_no_driver():
+    """torch's own warning (c10/cuda/CUDAFunctions.cpp) when the driver is older than the build's CUDA."""
+    warning = ("CUDA initialization: The NVIDIA driver on your system is too old (found version 12080). Please "
+               "update your GPU driver by downloading and installing a new version from the URL: "
+               "http://www.nvidia.com/Download/index.aspx")
+    (reason,) = dev.explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True, init_warning=warning))
+    assert "quá cũ" in reason and "CUDA 12.8" in reason and "CUDA 13.0" in reason
+    assert "không thấy driver" not in reason and "T4" not in reason
+    (no_version,) = dev.explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True,
+                                               init_warning="The NVIDIA driver on your system is too old"))
+    assert "quá cũ" in no_version and "một bản CUDA cũ hơn" in no_version
+    (missing,) = dev.explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True,
+                                            init_warning="CUDA initialization: Found no NVIDIA driver on your system"))
+    assert "không thấy driver" in missing
+
+
 def test_explain_cuda_gpu_too_old_for_build():
     facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(P100,), arch_list=ARCHS_128)
     (reason,) = dev.explain_cuda(facts)
@@ -158,6 +174,7 @@ def test_environment_report_shows_fake_gpu_rows(monkeypatch):
     text = str(report)
     assert report.device == "cuda"
     assert "Tesla T4" in text and "sm_75" in text and "40 SM" in text and "chỉ giả lập" in text
+    assert "15.0 GiB (16.1 GB)" in text  # both units: the tables quote vendors' GB
 
 
 def test_banner_is_one_line():
