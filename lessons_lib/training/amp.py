@@ -177,7 +177,9 @@ def plan_amp(
         amp: "off", "bf16" or "fp16" (or "bfloat16", "half", a dtype, None).
         scaler: Use a GradScaler? None (default) means yes for fp16 and no otherwise.
         allow_emulated: Accept a format the device only emulates (bf16 on a CUDA GPU below compute capability
-            8.0 such as a T4; fp16 on a CPU). It runs, but usually slower than FP32.
+            8.0 such as a T4; fp16 on a CPU). Matmuls run, usually slower than FP32; on a T4, bf16
+            convolutions (no cuDNN bf16 kernels below 8.0) and Triton kernels (bf16 needs sm_80) may be far
+            slower or fail.
 
     Returns:
         The checked plan.
@@ -225,14 +227,11 @@ def plan_amp(
         name = torch.cuda.get_device_name(index)
         if not allow_emulated:
             raise ValueError(
-                tr(
-                    f"{name} (compute capability {major}.{minor}) không có BF16 gốc — cần 8.0+ (Ampere: A100, "
-                    "RTX 30xx trở lên). torch.cuda.is_bf16_supported() vẫn có thể trả True vì BF16 được giả lập, "
-                    "nhưng chậm. Dùng amp='fp16' (kèm GradScaler), hoặc allow_emulated=True nếu chấp nhận chậm.",
-                    f"{name} (compute capability {major}.{minor}) has no native BF16 — that needs 8.0+ (Ampere: "
-                    "A100, RTX 30xx or newer). torch.cuda.is_bf16_supported() may still say True because BF16 is "
-                    "emulated, slowly. Use amp='fp16' (with GradScaler), or allow_emulated=True to accept the cost.",
-                )
+                f"{name} (compute capability {major}.{minor}) không có BF16 gốc — cần 8.0+ (Ampere: A100, "
+                "RTX 30xx trở lên). torch.cuda.is_bf16_supported() vẫn có thể trả True vì BF16 được giả lập: "
+                "nhân ma trận chạy qua đường FP32 nên chậm hơn, còn convolution (cuDNN không có kernel BF16 dưới "
+                "8.0) và kernel của torch.compile (Triton cần sm_80) có thể chậm hơn nhiều hoặc báo lỗi. Dùng "
+                "amp='fp16' (kèm GradScaler), hoặc allow_emulated=True nếu vẫn muốn thử."
             )
         emulated = True
     problem = _autocast_problem(str(device), mode)
