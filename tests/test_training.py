@@ -480,6 +480,10 @@ def test_amp_speed_verdict_explains_bf16_faster_than_the_hardware_predicts(monke
     noisy = amp_speed_verdict(_fake_profile("off", [0.136] * 5), _fake_profile("bf16", [0.072] * 5),
                               flops_per_step=2.5e6)
     assert "Trái với dự đoán" in noisy and "nhiễu, đó là lời giải thích" in noisy
+    monkeypatch.setattr(training_amp, "has_native_bf16", lambda device=None: True)
+    slow = amp_speed_verdict(_fake_profile("off", [1e-3] * 5), _fake_profile("bf16", [2e-3] * 5))
+    assert "CHẬM hơn" in slow and "CPU này có lệnh bf16" in slow
+    assert "Trái với dự đoán" not in amp_speed_verdict(_fake_profile("off", [2e-3] * 5), _fake_profile("bf16", [1e-3] * 5))
     monkeypatch.setattr(training_amp, "has_native_bf16", lambda device=None: None)
     assert "không kiểm tra được" in amp_speed_verdict(_fake_profile("off", [2e-3] * 5),
                                                        _fake_profile("bf16", [1e-3] * 5))
