@@ -482,7 +482,10 @@ def test_amp_speed_verdict_explains_bf16_faster_than_the_hardware_predicts(monke
     assert "Trái với dự đoán" in noisy and "nhiễu, đó là lời giải thích" in noisy
     monkeypatch.setattr(training_amp, "has_native_bf16", lambda device=None: True)
     slow = amp_speed_verdict(_fake_profile("off", [1e-3] * 5), _fake_profile("bf16", [2e-3] * 5))
-    assert "CHẬM hơn" in slow and "CPU này có lệnh bf16" in slow
+    assert "CHẬM hơn" in slow and "CPU này có lệnh bf16" in slow and "chưa kết luận" not in slow
+    noisy_slow = amp_speed_verdict(_fake_profile("off", [0.07] * 5), _fake_profile("bf16", [0.136] * 5),
+                                   flops_per_step=2.5e6)
+    assert "CPU này có lệnh bf16" in noisy_slow and "chưa kết luận được" in noisy_slow and "⚠️" in noisy_slow
     assert "Trái với dự đoán" not in amp_speed_verdict(_fake_profile("off", [2e-3] * 5), _fake_profile("bf16", [1e-3] * 5))
     monkeypatch.setattr(training_amp, "has_native_bf16", lambda device=None: None)
     assert "không kiểm tra được" in amp_speed_verdict(_fake_profile("off", [2e-3] * 5),

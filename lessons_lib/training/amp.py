@@ -340,7 +340,8 @@ def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
                          "sẽ nhanh hay chậm hơn.")
     if device.type == "cpu" and label == "bf16" and ratio <= 1 / 1.1 and has_native_bf16(device) is True:
         lines.append("CPU này có lệnh bf16, nhưng với mô hình nhỏ thời gian nằm ở overhead (ép kiểu, gọi từng phép) "
-                     "chứ không ở phép nhân ma trận, nên bf16 vẫn có thể chậm hơn.")
+                     "chứ không ở phép nhân ma trận, nên bf16 vẫn có thể chậm hơn"
+                     + (". Lần này số đo còn bị nhiễu (dòng dưới), nên chưa kết luận được." if warnings_ else "."))
     if warnings_:
         lines.append(warnings_[0])
     return "\n".join(lines)
