@@ -469,7 +469,7 @@ def test_amp_speed_verdict_flags_a_step_far_slower_than_its_work():
 def test_amp_speed_verdict_flags_repeats_that_disagree():
     from lessons_lib.training import amp_speed_verdict
     text = amp_speed_verdict(_fake_profile("off", [1e-3, 1e-3, 5e-3]), _fake_profile("bf16", [1e-3] * 3))
-    assert "bước fp32: ⚠️ số đo nhiễu" in text and "gấp 5.0 lần lần nhanh nhất" in text
+    assert "bước fp32: ⚠️ số đo nhiễu" in text and "từ 1.00 tới 5.00 ms" in text and "gấp 5.0 lần lần nhanh nhất" in text
 
 
 def test_amp_speed_verdict_explains_bf16_faster_than_the_hardware_predicts(monkeypatch):

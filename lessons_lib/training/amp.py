@@ -277,7 +277,8 @@ def _noise_warning(times_s, *, expected_s: float | None = None) -> str | None:
     spread = max(times) / min(times)
     reasons = []
     if spread > _SPREAD_LIMIT:
-        reasons.append(f"lần chậm nhất gấp {spread:.1f} lần lần nhanh nhất")
+        reasons.append(f"các lần đo từ {min(times) * 1e3:.2f} tới {max(times) * 1e3:.2f} ms, lần chậm nhất gấp "
+                       f"{spread:.1f} lần lần nhanh nhất")
     if expected_s is not None and median > _NOISE_FACTOR * expected_s:
         reasons.append(f"trung vị {median * 1e3:.2f} ms, gấp {median / expected_s:.0f} lần mức chờ đợi "
                        f"(≤ {expected_s * 1e3:.2f} ms)")
