@@ -182,14 +182,51 @@ def test_banner_is_one_line():
     assert "\n" not in line and torch.__version__ in line
 
 
-def test_has_native_bf16_on_cpu_and_fake_gpus(monkeypatch):
-    assert dev.has_native_bf16("cpu") is True
+def test_has_native_bf16_on_fake_gpus(monkeypatch):
     monkeypatch.setattr(dev, "available_devices", lambda: ["cpu", "cuda:0"])
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (7, 5))
     assert dev.has_native_bf16("cuda") is False
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (8, 0))
     assert dev.has_native_bf16("cuda:0") is True
+
+
+@pytest.mark.parametrize(
+    ("caps", "expected"),
+    [({"avx512_bf16": True, "amx_bf16": False}, True), ({"avx512_bf16": False, "amx_bf16": True}, True),
+     ({"avx512_bf16": False, "amx_bf16": False}, False), ({"bf16": True}, True), ({"bf16": False}, False)],
+)
+def test_has_native_bf16_on_a_cpu_reads_the_cpu_flags(monkeypatch, caps, expected):
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: caps, raising=False)
+    assert dev.has_native_bf16("cpu") is expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [({"sse2", "avx2", "avx512f"}, False), ({"sse2", "avx512_bf16"}, True), ({"asimd", "bf16"}, True),
+     ({"asimd"}, False), (None, None), (set(), None)],
+)
+def test_has_native_bf16_falls_back_to_linux_flags_or_says_unknown(monkeypatch, flags, expected):
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {}, raising=False)
+    monkeypatch.setattr(dev._platform, "machine", lambda: "arm64")   # skip the torch.cpu._is_* probes
+    monkeypatch.setattr(dev, "_cpu_flags", lambda: flags)
+    assert dev.has_native_bf16("cpu") is expected
+
+
+def test_has_native_bf16_is_unknown_on_mps(monkeypatch):
+    monkeypatch.setattr(dev, "pick_device", lambda device=None: torch.device("mps"))
+    assert dev.has_native_bf16("mps") is None
+
+
+def test_has_native_bf16_rejects_bad_devices():
+    with pytest.raises(TypeError):
+        dev.has_native_bf16(3.5)
+    with pytest.raises(ValueError):
+        dev.has_native_bf16("tpu")
+
+
+def test_has_native_bf16_on_this_cpu_is_a_checked_answer():
+    assert dev.has_native_bf16("cpu") in (True, False, None)
 
 
 def test_detect_platform(monkeypatch):
