@@ -13,7 +13,8 @@ Where things live (everything is importable from ``lessons_lib.bench``):
 - `resolve_dtype`, `dtype_label`: float32 / float16 / bfloat16 by name (``dtypes``).
 - `resolve_device`, `cpu_threads`, `synchronize`: the device and its clock (``devices``).
 - `format_seconds`, `format_flops`: readable units (``units``).
-- `measure` and its result `Timing`: warm-up, synchronize, median of repeats (``timing``).
+- `measure` and its result `Timing`: warm-up, synchronize, median of repeats (``timing``); it prints
+  `noise_warning`'s "⚠️ số đo nhiễu" line when the repeats disagree (``noise``).
 - `make_matmul_inputs`, `matmul_error`, `matmul_tolerance`, `time_matmul`: checked matmuls (``matmul``).
 - `memory_available`, `matmul_bytes`, `fits_in_memory`: will a size fit (``memory_fit``).
 - `matmul_sweep`, `SweepResult`, `MatmulRecord`, `default_budget_s`, `DEFAULT_SIZES`: sweeps (``sweep``).
@@ -38,6 +39,7 @@ from .devices import cpu_threads, resolve_device, synchronize
 from .dtypes import dtype_label, resolve_dtype
 from .matmul import make_matmul_inputs, matmul_error, matmul_tolerance, time_matmul
 from .memory_fit import fits_in_memory, matmul_bytes, memory_available
+from .noise import noise_warning
 from .precisions import DtypeComparison, compare_dtypes
 from .sweep import (  # noqa: F401  (DEFAULT_BUDGET_S, _check_sizes: used as bench.X)
     DEFAULT_BUDGET_S,
@@ -56,5 +58,5 @@ __all__ = [
     "compare_dtypes", "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover", "default_budget_s", "dtype_label",
     "estimate_seconds", "fits_in_memory", "format_flops", "format_seconds", "make_matmul_inputs",
     "matmul_bytes", "matmul_error", "matmul_flops", "matmul_sweep", "matmul_tolerance", "measure",
-    "memory_available", "resolve_device", "resolve_dtype", "speedup", "synchronize", "time_matmul",
+    "memory_available", "noise_warning", "resolve_device", "resolve_dtype", "speedup", "synchronize", "time_matmul",
 ]
