@@ -109,15 +109,23 @@ def _sweep(per_size):
 
 
 def test_sweep_names_sizes_off_the_trend_or_with_a_wide_spread():
-    smooth = _sweep([(64, [1e-5] * 3), (128, [5e-5] * 3), (256, [3e-4] * 3)])
+    smooth = _sweep([(16, [3e-6] * 3), (64, [1e-5] * 3), (128, [5e-5] * 3), (256, [3e-4] * 3)])
     assert smooth.noise is None and "⚠️" not in str(smooth)
     spiky = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3), (128, [5e-5] * 3), (256, [3e-4, 3e-4, 9e-4])])
     line = spiky.noise
     assert line.startswith("⚠️ số đo nhiễu") and line in str(spiky)
-    assert "N=32: trung vị" in line  # a small size slower than every larger one
-    assert "N=256: lần chậm nhất" in line and "N=64" not in line and "N=128" not in line
+    assert "N=32 chậm hơn hẳn" in line  # a small size slower than every larger one
+    assert "ở N=256 lần đo chậm nhất gấp đến 3.0×" in line
     last_too_slow = _sweep([(64, [1e-5] * 3), (128, [1e-3] * 3)])  # 100× for 8× the work
-    assert "N=128: trung vị" in last_too_slow.noise
+    assert "N=128 chậm hơn hẳn" in last_too_slow.noise
+
+
+def test_sweep_notices_a_flat_stretch_far_above_what_the_flops_predict():
+    """The busy-machine pattern: every mid size stuck near the same ~45 ms, consistently over its repeats."""
+    sizes = [(16, [2.5e-6] * 3)] + [(n, [45e-3] * 3) for n in (32, 64, 128, 256)] + [(1024, [0.13] * 3)]
+    line = _sweep(sizes).noise
+    assert "N=32, 64, 128, 256 chậm hơn hẳn" in line and "1024" not in line
+    assert bench_sweep._off_trend(_sweep(sizes).records, 0) is None
 
 
 def test_sweep_measures_an_outlier_again_and_keeps_the_faster(monkeypatch):

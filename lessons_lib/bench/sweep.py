@@ -16,7 +16,7 @@ from .devices import cpu_threads, resolve_device, synchronize
 from .dtypes import _SHORT, resolve_dtype
 from .matmul import _assert_correct, make_matmul_inputs
 from .memory_fit import fits_in_memory
-from .noise import _signs, noise_line
+from .noise import SLOW_LIMIT, SPREAD_LIMIT, noise_line
 from .timing import Timing, measure
 from .units import format_flops, format_seconds
 
@@ -25,6 +25,7 @@ DEFAULT_SIZES: tuple[int, ...] = (
 )
 DEFAULT_BUDGET_S = {"cpu": 20.0, "accelerator": 30.0}
 _SAFETY = 1.25  # predicted cost of the next size is multiplied by this before comparing with the budget
+MODEL_LIMIT = 10.0  # a size slower than this × (fixed cost + FLOPs at the best speed measured) is off the trend
 
 
 @dataclass(frozen=True)
@@ -70,16 +71,22 @@ class SweepResult:
 
     @property
     def noise(self) -> str | None:
-        """One "⚠️ số đo nhiễu" line naming the sizes whose repeats disagree or that are far off the trend, or None.
+        """One "⚠️ số đo nhiễu" line naming the sizes that look noisy, or None.
 
-        A size is off the trend when its median is more than 3× the time expected from the other sizes: a
-        smaller matmul should not take longer than a larger one (expected: the fastest larger size), and the
-        largest size should not take much more than the one before it scaled as N³.
+        A size looks noisy when its slowest repeat takes more than 2× its fastest, or when it is far off
+        what the other sizes predict (``_off_trend``): slower than 3× a larger size, or slower than 10× the
+        sweep's fixed cost (the fastest time measured) plus its FLOPs at the best speed measured.
         """
+        off = {r.n: f for r, f in ((r, _off_trend(self.records, i)) for i, r in enumerate(self.records)) if f}
+        spread = {r.n: r.timing.max_s / r.timing.min_s for r in self.records
+                  if r.timing.max_s > SPREAD_LIMIT * r.timing.min_s}
         seen = []
-        for i, record in enumerate(self.records):
-            for sign in _signs(list(record.timing.times_s), _trend_expected(self.records, i)):
-                seen.append(f"N={record.n}: {sign}")
+        if off:
+            seen.append(f"N={', '.join(map(str, off))} chậm hơn hẳn mức các kích thước khác cho phép dự kiến "
+                        f"(đến {max(off.values()):,.0f}×)")
+        if spread:
+            seen.append(f"ở N={', '.join(map(str, spread))} lần đo chậm nhất gấp đến {max(spread.values()):.1f}× "
+                        "lần nhanh nhất")
         return noise_line(seen)
 
     @property
@@ -257,15 +264,34 @@ def matmul_sweep(
                        records=records, device_name=_device_name(dev), notes=notes)
 
 
-def _trend_expected(records: list[MatmulRecord], i: int) -> float | None:
-    """Return the most time size i should take given the other sizes (None when there is nothing to compare)."""
+def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
+    """Return how many times slower size i is than the other sizes predict, when far off; else None.
+
+    Three predictions, each generous: a smaller matmul should not take more than 3× a larger one; the
+    largest size should not take more than 3× the one before it scaled as N³; and no size should take more
+    than 10× (the fastest time in the sweep, a fixed cost per call) + (its FLOPs at the best FLOP/s measured).
+    """
+    record = records[i]
+    factors = []
     larger = [r.seconds for r in records[i + 1:]]
-    if larger:
-        return min(larger)  # a smaller matmul should not be slower than a larger one
-    if i > 0:
+    if larger and record.seconds > SLOW_LIMIT * min(larger):
+        factors.append(record.seconds / min(larger))
+    if not larger and i > 0:
         before = records[i - 1]
-        return before.seconds * (records[i].n / before.n) ** 3  # the largest size: at most N³ scaling
-    return None
+        scaled = before.seconds * (record.n / before.n) ** 3
+        if record.seconds > SLOW_LIMIT * scaled:
+            factors.append(record.seconds / scaled)
+    fixed = min(r.timing.min_s for r in records)
+    best_rate = max(matmul_flops(r.n) / r.seconds for r in records)
+    model = fixed + matmul_flops(record.n) / best_rate
+    if record.seconds > MODEL_LIMIT * model:
+        factors.append(record.seconds / model)
+    return max(factors) if factors else None
+
+
+def _looks_noisy(records: list[MatmulRecord], i: int) -> bool:
+    timing = records[i].timing
+    return timing.max_s > SPREAD_LIMIT * timing.min_s or _off_trend(records, i) is not None
 
 
 def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torch.dtype, threads: int,
@@ -278,7 +304,7 @@ def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torc
     again_seen, skipped = [], []
     deadline = time.perf_counter() + time_left_s
     for i, record in enumerate(records):
-        if not _signs(list(record.timing.times_s), _trend_expected(records, i)):
+        if not _looks_noisy(records, i):
             continue
         left = deadline - time.perf_counter()
         if (warmup + repeats) * record.timing.min_s > left:
