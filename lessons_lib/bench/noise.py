@@ -29,8 +29,7 @@ def _check_times(times_s) -> list[float]:
 def _advice() -> str:
     text = "chạy lại ô khi máy rảnh, hoặc tăng số lần lặp (repeats=)"
     if detect_platform() in ("colab", "kaggle"):
-        text += "; CPU miễn phí của Colab/Kaggle chỉ có 2 vCPU trên một máy chủ dùng chung (có thể chỉ là hai luồng " \
-                "của một lõi), nên nhiễu kiểu này hay gặp ở đó"
+        text += "; trên CPU miễn phí của Colab/Kaggle (2 vCPU trên một máy chủ dùng chung) nhiễu này hay gặp"
     return text
 
 

@@ -34,8 +34,8 @@ def threads_reason(threads: int) -> str:
     text = (f"Lý do hay gặp: {why}; hoặc máy đang bận việc khác, và mỗi phép nhân phải chờ luồng chậm nhất. "
             "Chạy lại ô khi máy rảnh để xem kết quả có lặp lại không.")
     if detect_platform() in ("colab", "kaggle"):
-        text += (" CPU miễn phí của Colab/Kaggle chỉ có 2 vCPU trên một máy chủ dùng chung (có thể chỉ là hai luồng "
-                 "của một lõi), nên ở đó điều này hay gặp.")
+        text += (" Trên CPU miễn phí của Colab/Kaggle (2 vCPU trên một máy chủ dùng chung, có thể chỉ là hai luồng của "
+                 "một lõi) điều này hay gặp.")
     return text
 
 
