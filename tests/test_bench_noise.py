@@ -161,3 +161,12 @@ def test_real_sweep_records_stay_in_order_and_checked():
     result = bench.matmul_sweep("cpu", sizes=(16, 32, 64), budget_s=5)
     assert result.sizes == [16, 32, 64]
     assert all(isinstance(note, str) for note in result.notes)
+
+
+def test_a_stalled_size_does_not_end_the_sweep_early(monkeypatch):
+    """N=16 fast (one thread), every larger call 50 ms (a busy machine's wait for the second thread, as seen on the
+    Colab replica): N³ from 50 ms would stop before N=64; the sweep goes on."""
+    monkeypatch.setattr(bench_sweep, "measure", lambda fn, *, label, flops, **kw: bench.Timing(
+        (3e-6 if "16×16" in label else 0.05,) * 3, "cpu", 2, 1, 1, flops=flops, label=label))
+    result = bench.matmul_sweep("cpu", sizes=(16, 32, 64, 128), budget_s=1.0)
+    assert result.sizes == [16, 32, 64, 128] and result.stop_reason == "all_sizes"

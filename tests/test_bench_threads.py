@@ -103,3 +103,13 @@ def test_comparison_shows_the_noise_line_of_a_noisy_side():
     assert noisy.noise in str(noisy)
     quiet = bench.Comparison(500, "fp32", _timing([4e-3] * 3, 1), _timing([2e-3] * 3, 2), (0.0, 0.0), False)
     assert quiet.noise is None and "⚠️" not in str(quiet)
+
+
+def test_a_skipped_size_says_why_and_what_to_try(monkeypatch):
+    from lessons_lib.bench import compare
+
+    monkeypatch.setattr(compare, "_probe_call_s", lambda *args: 4.3)
+    fp32 = bench.compare_matmul(500, "fp32", "cpu", max_call_s=1.0)
+    assert fp32.skipped.startswith("⏭️ Không chạy N=500 fp32") and "~4.30 s > giới hạn 1 s" in fp32.skipped
+    assert "hoặc fp32" not in fp32.skipped and "máy đang bận" in fp32.skipped
+    assert "(hoặc fp32 trên CPU)" in bench.compare_matmul(500, "fp16", "cpu", max_call_s=1.0).skipped

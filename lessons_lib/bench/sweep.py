@@ -193,7 +193,8 @@ def matmul_sweep(
     """Time N×N matmuls for growing N until the time budget or the free memory says stop.
 
     Before each size the sweep predicts its cost from the last measured size (time ∝ N³, creating the
-    inputs ∝ N²), and stops growing N when that prediction would overrun `budget_s`, or when the
+    inputs ∝ N²; but at most 2× the larger of the last time and the FLOPs at the best speed so far, so a
+    size stalled by a busy machine does not end the sweep early), and stops growing N when that prediction would overrun `budget_s`, or when the
     inputs and result would not fit in the device's free memory (checked before allocating). Every
     size is checked for correctness (``matmul_error``) before it is timed, and a size that turns out
     slower than predicted gets fewer repeats (``measure``'s ``max_time_s`` = the budget left).
@@ -227,6 +228,7 @@ def matmul_sweep(
     records: list[MatmulRecord] = []
     stop, next_size = "all_sizes", None
     last = None  # (n, seconds per call, seconds to create the inputs)
+    best_rate = 0.0  # the best FLOP/s measured so far
     for n in size_list:
         if not fits_in_memory(n, dev, dt):
             stop, next_size = "memory", n
@@ -234,7 +236,9 @@ def matmul_sweep(
         elapsed = time.perf_counter() - start
         if last is not None:
             ratio = n / last[0]
-            call = last[1] * ratio**3
+            # N³ from the last size, unless that size was stalled (a busy machine can add a fixed wait to
+            # every call): then at most 2× (the last time, or this size's FLOPs at the best speed so far).
+            call = min(last[1] * ratio**3, 2 * max(last[1], matmul_flops(n) / best_rate))
             # create inputs (∝ N²) + correctness check + warm-up calls (∝ N³) + timed repeats
             predicted = last[2] * ratio**2 + (1 + max(warmup, 1)) * call + repeats * max(call, min_block_s)
             if elapsed + _SAFETY * predicted > budget:
@@ -252,6 +256,7 @@ def matmul_sweep(
         del a, b
         records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
         last = (n, timing.median_s, create)
+        best_rate = max(best_rate, matmul_flops(n) / timing.median_s)
         if progress:
             print(f"  N={n:>6}: {format_seconds(timing.median_s)} · {format_flops(matmul_flops(n) / timing.median_s)}",
                   flush=True)
