@@ -69,6 +69,18 @@ class SweepResult:
     device_name: str = ""
     notes: list[str] = field(default_factory=list)
 
+    def _noise_signs(self) -> tuple[dict[int, float], dict[int, float]]:
+        off = {r.n: f for r, f in ((r, _off_trend(self.records, i)) for i, r in enumerate(self.records)) if f}
+        spread = {r.n: r.timing.max_s / r.timing.min_s for r in self.records
+                  if r.timing.max_s > SPREAD_LIMIT * r.timing.min_s}
+        return off, spread
+
+    @property
+    def noisy_sizes(self) -> list[int]:
+        """The sizes N that ``noise`` names (repeats far apart, or far off the trend), increasing."""
+        off, spread = self._noise_signs()
+        return sorted(set(off) | set(spread))
+
     @property
     def noise(self) -> str | None:
         """One "⚠️ số đo nhiễu" line naming the sizes that look noisy, or None.
@@ -77,9 +89,7 @@ class SweepResult:
         what the other sizes predict (``_off_trend``): slower than 3× a larger size, or slower than 10× the
         sweep's fixed cost (the fastest time measured) plus its FLOPs at the best speed measured.
         """
-        off = {r.n: f for r, f in ((r, _off_trend(self.records, i)) for i, r in enumerate(self.records)) if f}
-        spread = {r.n: r.timing.max_s / r.timing.min_s for r in self.records
-                  if r.timing.max_s > SPREAD_LIMIT * r.timing.min_s}
+        off, spread = self._noise_signs()
         seen = []
         if off:
             seen.append(f"N={', '.join(map(str, off))} chậm hơn hẳn mức các kích thước khác cho phép dự kiến "
