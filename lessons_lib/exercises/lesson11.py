@@ -589,7 +589,8 @@ def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
         return f"{head}\n⚠️ Ít thời gian hơn cho nhiều việc hơn: {_BUSY}."
     if slower * 2 <= work:
         return (f"{head}\n→ Thời gian tăng chậm hơn hẳn số phép tính: phần lớn thời gian của mô hình {small} là "
-                "chi phí cố định của từng phép tính nhỏ, không phải phép nhân.")
+                "chi phí cố định của từng phép tính nhỏ, không phải phép nhân (trên máy bận, thời gian chờ CPU cũng "
+                "rơi vào phần này: nếu ô đo chậm bất thường, chạy lại).")
     return (f"{head}\n→ Thời gian tăng gần bằng (hoặc hơn) số phép tính: trên CPU này, cả mô hình {small} cũng "
             "chủ yếu là tính, chi phí cố định không lớn (một CPU bận hay chậm cũng cho kết quả như vậy).")
 
