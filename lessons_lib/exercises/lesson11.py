@@ -552,8 +552,10 @@ def _check_times(times, gflop=None) -> tuple[str, str]:
 def epoch_time_warnings(times: dict, gflop: dict) -> list[str]:
     """Return a ⚠️ line for each dtype where the model with the least work took longer per epoch than the most.
 
-    More work can never take less time on the same machine with the same code, so such a pair means the
-    measurement, not the model, is off (a busy or shared CPU). Empty list: nothing contradicts the FLOP counts.
+    The small model takes more steps per epoch (smaller batches), so its fixed costs per epoch are larger; but
+    for them to outweigh ~100× the arithmetic, each tiny step would have to cost far more than it does on an
+    idle CPU, so such a pair almost always means the measurement is off (a busy or shared CPU). Empty list:
+    nothing contradicts the FLOP counts.
 
     Args:
         times: Median seconds per epoch, keyed ``(model_name, dtype_label)`` as notebook 11's ``cpu_times``.
@@ -565,8 +567,9 @@ def epoch_time_warnings(times: dict, gflop: dict) -> list[str]:
         if (small, label) in times and (wide, label) in times and times[small, label] > times[wide, label]:
             lines.append(
                 f"⚠️ {label}: mô hình {small} ({times[small, label] * 1e3:.1f} ms/epoch) CHẬM hơn mô hình {wide} "
-                f"({times[wide, label] * 1e3:.1f} ms) dù ít việc hơn {gflop[wide] / gflop[small]:.0f}×. "
-                f"Không phép tính nào giải thích được điều đó: {_BUSY}.")
+                f"({times[wide, label] * 1e3:.1f} ms) dù ít việc hơn {gflop[wide] / gflop[small]:.0f}×. Nó có "
+                f"nhiều bước hơn (batch nhỏ hơn), nhưng chi phí cố định của chừng đó bước hiếm khi vượt được "
+                f"{gflop[wide] / gflop[small]:.0f}× số phép tính: nhiều khả năng là {_BUSY}.")
     return lines
 
 
@@ -586,7 +589,8 @@ def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
     work, slower = gflop[wide] / gflop[small], times[wide, label] / times[small, label]
     head = f"Mô hình {wide}: {work:.0f}× số phép tính, nhưng {slower:.1f}× thời gian trên CPU ({label})."
     if slower < 1:
-        return f"{head}\n⚠️ Ít thời gian hơn cho nhiều việc hơn: {_BUSY}."
+        return (f"{head}\n⚠️ Ít thời gian hơn cho nhiều việc hơn: chi phí cố định của các bước nhỏ hiếm khi lớn "
+                f"đến thế, nhiều khả năng là {_BUSY}.")
     if slower * 2 <= work:
         return (f"{head}\n→ Thời gian tăng chậm hơn hẳn số phép tính: phần lớn thời gian của mô hình {small} là "
                 "chi phí cố định của từng phép tính nhỏ, không phải phép nhân (trên máy bận, thời gian chờ CPU cũng "
