@@ -602,8 +602,9 @@ def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
 def bf16_verdict(times: dict) -> list[str]:
     """Return one line per model ("bf16 nhanh hơn 1.3×" …) and a conclusion built from the measured ratios.
 
-    The conclusion flags the case that contradicts section 7's reasoning: bf16 saves time only in the matrix
-    multiplications, so it cannot help the small model (mostly fixed costs) more than the wide one.
+    The conclusion flags the cases that contradict section 7's reasoning: the small model measured slower than
+    the wide one (then every ratio is noise), and bf16 helping the small model (mostly fixed costs) more than the
+    wide one (bf16 saves time only in the matrix multiplications).
 
     Args:
         times: Median seconds per epoch, keyed ``(model_name, "fp32" | "bf16")``; the first model is the small one,
@@ -620,7 +621,10 @@ def bf16_verdict(times: dict) -> list[str]:
         verdict = (f"bf16 nhanh hơn {ratio:.1f}×" if ratio > _EQUAL_WITHIN else
                    f"bf16 CHẬM hơn {1 / ratio:.1f}×" if ratio < 1 / _EQUAL_WITHIN else "gần như bằng nhau (±10%)")
         lines.append(f"mô hình {name}: {verdict}")
-    if speedup[small] > _EQUAL_WITHIN and speedup[small] > speedup[wide] * _EQUAL_WITHIN:
+    if any(times[small, label] > times[wide, label] for label in ("fp32", "bf16")):
+        lines.append(f"⚠️ Chưa kết luận được: mô hình {small} đo chậm hơn mô hình {wide} (xem dòng ⚠️ của ô đo), nên "
+                     f"các tỉ số trên cũng nhiễu: {_BUSY}.")
+    elif speedup[small] > _EQUAL_WITHIN and speedup[small] > speedup[wide] * _EQUAL_WITHIN:
         lines.append(f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do bên dưới (bf16 chỉ "
                      f"tiết kiệm ở phép nhân ma trận, mà phép nhân của mô hình {small} rất nhỏ). Nhiều khả năng là "
                      f"{_BUSY}.")
