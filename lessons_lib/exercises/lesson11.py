@@ -623,7 +623,7 @@ def bf16_verdict(times: dict) -> list[str]:
         lines.append(f"mô hình {name}: {verdict}")
     if any(times[small, label] > times[wide, label] for label in ("fp32", "bf16")):
         lines.append(f"⚠️ Chưa kết luận được: mô hình {small} đo chậm hơn mô hình {wide} (xem dòng ⚠️ của ô đo), nên "
-                     f"các tỉ số trên cũng nhiễu: {_BUSY}.")
+                     f"các tỉ số trên không đáng tin; {_BUSY}.")
     elif speedup[small] > _EQUAL_WITHIN and speedup[small] > speedup[wide] * _EQUAL_WITHIN:
         lines.append(f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do bên dưới (bf16 chỉ "
                      f"tiết kiệm ở phép nhân ma trận, mà phép nhân của mô hình {small} rất nhỏ). Nhiều khả năng là "
