@@ -463,13 +463,13 @@ def test_amp_speed_verdict_flags_a_step_far_slower_than_its_work():
     from lessons_lib.training import amp_speed_verdict
     text = amp_speed_verdict(_fake_profile("off", [0.136] * 5), _fake_profile("bf16", [0.072] * 5),
                              flops_per_step=2.5e6)     # the review's 136 ms for ~2.5 MFLOP
-    assert "⚠️ số đo nhiễu" in text and "gấp 54 lần" in text and "chạy lại" in text
+    assert "⚠️ số đo nhiễu" in text and "gấp 54.4× mức dự kiến 2.50 ms" in text and "chạy lại" in text
 
 
 def test_amp_speed_verdict_flags_repeats_that_disagree():
     from lessons_lib.training import amp_speed_verdict
     text = amp_speed_verdict(_fake_profile("off", [1e-3, 1e-3, 5e-3]), _fake_profile("bf16", [1e-3] * 3))
-    assert "bước fp32: ⚠️ số đo nhiễu" in text and "từ 1.00 tới 5.00 ms" in text and "gấp 5.0 lần lần nhanh nhất" in text
+    assert "bước fp32: ⚠️ số đo nhiễu" in text and "lần chậm nhất gấp 5.0× lần nhanh nhất" in text
 
 
 def test_amp_speed_verdict_explains_bf16_faster_than_the_hardware_predicts(monkeypatch):

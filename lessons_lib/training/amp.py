@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import statistics
 import warnings
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from ..bench.noise import noise_warning
 from ..device import has_native_bf16, pick_device
 from ..i18n import tr
 
@@ -263,30 +263,6 @@ def plan_amp(
 
 _FLOOR_FLOPS_PER_S = 1e9   # even a busy CPU core multiplies small matrices at >= 1 GFLOP/s
 _FLOOR_STEP_S = 2e-3       # a small model's training step costs at most ~2 ms of framework overhead on a CPU
-_NOISE_FACTOR = 10.0       # a step this many times above that budget is the machine, not the model
-_SPREAD_LIMIT = 2.0        # slowest / fastest repeat above this: the repeats disagree
-
-
-def _noise_warning(times_s, *, expected_s: float | None = None) -> str | None:
-    """Return a "⚠️ số đo nhiễu…" line when the repeats disagree or the time is far above `expected_s`, else None."""
-    # TODO(merge): use bench.noise.noise_warning(times_s, expected_s=expected_s)
-    times = [float(t) for t in times_s]
-    if not times or min(times) <= 0:
-        return None
-    median = statistics.median(times)
-    spread = max(times) / min(times)
-    reasons = []
-    if spread > _SPREAD_LIMIT:
-        reasons.append(f"các lần đo từ {min(times) * 1e3:.2f} tới {max(times) * 1e3:.2f} ms, lần chậm nhất gấp "
-                       f"{spread:.1f} lần lần nhanh nhất")
-    if expected_s is not None and median > _NOISE_FACTOR * expected_s:
-        reasons.append(f"trung vị {median * 1e3:.2f} ms, gấp {median / expected_s:.0f} lần mức chờ đợi "
-                       f"(≤ {expected_s * 1e3:.2f} ms)")
-    if not reasons:
-        return None
-    return ("⚠️ số đo nhiễu (" + "; ".join(reasons) + "): máy đang bận. Colab CPU miễn phí chỉ có 2 vCPU trên một "
-            "máy chủ dùng chung (nghe nói là hai luồng siêu phân luồng của một lõi); chạy lại ô này khi máy rảnh, "
-            "đừng kết luận từ lần đo này.")
 
 
 def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
@@ -329,7 +305,7 @@ def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
     if flops_per_step is not None and device.type == "cpu":
         expected_s = max(flops_per_step / _FLOOR_FLOPS_PER_S, _FLOOR_STEP_S)
     warnings_ = [f"bước {name}: {w}" for name, p in (("fp32", fp32), (label, amp))
-                 if (w := _noise_warning(p.timing.times_s, expected_s=expected_s))]
+                 if (w := noise_warning(p.timing.times_s, expected_s=expected_s))]
     if device.type == "cpu" and label == "bf16" and ratio >= 1.1:
         hardware = has_native_bf16(device)
         if hardware is False:
