@@ -273,7 +273,7 @@ def make_class(folder: Path) -> dict[str, dict[str, str]]:
     add("phuc/sai_thu_tu.ipynb", moved, task1="wrong", task2="passed", **{nbk: "ran"})
     colab = copy.deepcopy(solved(L2))  # as Colab downloads it: no cell ids, nbformat 4.4, Colab metadata,
     md = [i for i, c in enumerate(colab["cells"]) if c["cell_type"] == "markdown"]  # Markdown cells moved around
-    for a, b in zip(md[1::2], md[2::2]):
+    for a, b in zip(md[1::2], md[2::2], strict=False):
         colab["cells"][a], colab["cells"][b] = colab["cells"][b], colab["cells"][a]
     colab["nbformat_minor"] = 4
     colab["metadata"]["colab"] = {"name": "Bản sao của bài 2", "provenance": []}
@@ -303,7 +303,7 @@ def _folder_state(folder: Path) -> dict[str, bytes]:
 def _repo_state() -> set[str]:
     proc = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=ROOT,
                           capture_output=True, text=True, check=True)
-    return {line for line in proc.stdout.splitlines() if "__pycache__" not in line}
+    return {line for line in proc.stdout.splitlines() if "__pycache__" not in line and ".ruff_cache" not in line}
 
 
 @pytest.fixture(scope="module")

@@ -685,14 +685,21 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
             echo(f"  [{done[0]}/{len(subs)}] {sub.learner} · {sub.path.name} · {sub.lesson or '?'}: "
                  f"đạt {passed}/{tasks} · {LABELS[rows[-1]['status']]} · {time.monotonic() - t0:.1f} s")
 
+    pool = ThreadPoolExecutor(max_workers=int(jobs))
     try:
-        with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
-            list(pool.map(one, range(len(subs))))
-    finally:
+        list(pool.map(one, range(len(subs))))
+    except BaseException:  # Ctrl+C: stop every running notebook now; each thread then removes its folder
         with _ACTIVE_LOCK:
-            active = list(_ACTIVE.items())
-        for root, (proc, _) in active:
-            _cleanup(Path(root), proc)
+            active = list(_ACTIVE.values())
+        for proc, pid_file in active:
+            _kill_group(proc.pid)
+            try:
+                _kill_group(int(pid_file.read_text(encoding="utf-8") or 0))
+            except (OSError, ValueError):
+                pass
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
     rows = [row for i, sub in enumerate(subs)
             for row in rows_for(sub, *results[i], info, cuda, timeout, int(memory_mb))]
     out.mkdir(parents=True, exist_ok=True)
