@@ -513,9 +513,10 @@ def _stop_text(stop: dict, timeout: float, memory_mb: int) -> str:
         return f"quá thời gian {timeout:g} s ở {where}: vòng lặp không dừng, hoặc code quá chậm"
     if stop["reason"] == "died":
         code = stop.get("exit")
-        why = " (bị hệ thống giết: thường là hết bộ nhớ)" if code in (-9, 137) else \
-            " (lỗi phân đoạn: crash trong code C/CUDA)" if code in (-11, 139) else ""
-        return f"kernel dừng đột ngột ở {where}, mã thoát {code}{why}"
+        how = f"tín hiệu {-code}" if isinstance(code, int) and code < 0 else f"mã thoát {code}"
+        why = (" (SIGKILL: hệ điều hành giết tiến trình khi máy hết bộ nhớ, hoặc chính code gửi tín hiệu này)"
+               if code in (-9, 137) else " (SIGSEGV: crash trong code C/CUDA)" if code in (-11, 139) else "")
+        return f"kernel dừng đột ngột ở {where}, {how}{why}"
     return f"kernel không khởi động được: {stop.get('detail', '')}"
 
 
