@@ -203,14 +203,24 @@ def test_grade_rejects_bad_arguments(tmp_path):
         grade.grade(str(tmp_path), tmp_path / "out")
 
 
-def test_course_sh_grade_hands_over_to_tools_grade(monkeypatch):
+def test_course_sh_grade_hands_over_to_tools_grade(monkeypatch, tmp_path):
     import course
 
     seen = {}
     monkeypatch.setattr(course, "ensure_env", lambda system_torch: Path("/env/python"))
-    monkeypatch.setattr(course, "_hand_over", lambda cmd, env: seen.setdefault("cmd", cmd) and 0)
+    monkeypatch.setattr(course, "_hand_over", lambda cmd, env: seen.update(cmd=cmd, env=env) or 0)
+    monkeypatch.chdir(tmp_path)
     course.main(["grade", "bai_nop", "--jobs", "2"])
     assert seen["cmd"] == ["/env/python", "tools/grade.py", "bai_nop", "--jobs", "2"]
+    assert seen["env"]["COURSE_CALLER_CWD"] == str(tmp_path)  # bai_nop is where the instructor typed it
+
+
+def test_relative_folders_are_read_from_where_course_sh_was_started(tmp_path, monkeypatch):
+    seen = {}
+    monkeypatch.setattr(grade, "grade", lambda folder, out, *args: seen.update(folder=folder, out=out))
+    monkeypatch.setenv("COURSE_CALLER_CWD", str(tmp_path))
+    assert grade.main(["bai_nop", "--out", "ket_qua"]) == 0
+    assert seen == {"folder": tmp_path / "bai_nop", "out": tmp_path / "ket_qua"}
 
 
 # --------------------------------------------------------------------------- a whole class, graded for real

@@ -331,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
+    caller = os.getcwd()  # `grade` reads its folder arguments from where it was started
     os.chdir(ROOT)  # pytest's configuration and relative paths are the repository's, wherever this was started
     try:
         python = ensure_env(system_torch_requested())
@@ -345,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         if command in ("site", "matrix", "grade"):
             script = {"site": "tools/build_site.py", "matrix": "tools/version_matrix.py",
                       "grade": "tools/grade.py"}[command]
-            return _hand_over([str(python), script, *rest], dict(os.environ))
+            env = {**os.environ, **({"COURSE_CALLER_CWD": caller} if command == "grade" else {})}
+            return _hand_over([str(python), script, *rest], env)
         return _hand_over([str(python), *rest], dict(os.environ))
     except SetupError as exc:
         print(exc, file=sys.stderr)

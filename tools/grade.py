@@ -731,8 +731,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=max(1, cpus // 2),
                         help=f"số notebook chấm cùng lúc (mặc định {max(1, cpus // 2)}: nửa số nhân CPU)")
     args = parser.parse_args(argv)
+    here = Path(os.environ.get("COURSE_CALLER_CWD") or os.getcwd())  # course.sh runs this from the repository
     try:
-        grade(args.folder, args.out, args.timeout, args.memory_mb, args.jobs)
+        grade(here / args.folder, here / args.out, args.timeout, args.memory_mb, args.jobs)
     except GradeError as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return 2
