@@ -8,6 +8,8 @@ Usage:
     python tools/course.py test [PYTEST ARGS]      set up, then run pytest (every test and every notebook)
     python tools/course.py site [BUILD_SITE ARGS]  set up, then build the course website into build/site/
     python tools/course.py matrix [ARGS]           set up, then run the course on several Python + torch versions
+    python tools/course.py grade FOLDER [ARGS]     set up, then grade a class's notebooks (tools/grade.py; it runs
+                                                   the learners' code: README, "Chấm bài cả lớp")
     python tools/course.py python [ARGS]           set up, then run the environment's python
     python tools/course.py setup                   set up only
 
@@ -53,7 +55,7 @@ import workspace  # noqa: E402
 
 from lessons_lib.i18n import tr  # noqa: E402 - stdlib-only module; the package's __init__ imports nothing
 
-USAGE = "usage: bash tools/course.sh lab|test|check|site|matrix|python|setup [args]   (PowerShell: py tools\\course.py lab)"
+USAGE = "usage: bash tools/course.sh lab|test|check|site|matrix|grade|python|setup [args]   (PowerShell: py tools\\course.py lab)"
 
 
 class SetupError(RuntimeError):
@@ -325,10 +327,11 @@ def _hand_over(cmd: list[str], env: dict) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("lab", "test", "check", "site", "matrix", "python", "setup"):
+    if not argv or argv[0] not in ("lab", "test", "check", "site", "matrix", "grade", "python", "setup"):
         print(USAGE, file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
+    caller = os.getcwd()  # `grade` reads its folder arguments from where it was started
     os.chdir(ROOT)  # pytest's configuration and relative paths are the repository's, wherever this was started
     try:
         python = ensure_env(system_torch_requested())
@@ -340,10 +343,11 @@ def main(argv: list[str] | None = None) -> int:
         if command == "test":
             ensure_chromium()
             return _hand_over([str(python), "-m", "pytest", *test_workers(rest), *rest], dict(os.environ))
-        if command in ("check", "site", "matrix"):
+        if command in ("check", "site", "matrix", "grade"):
             script = {"check": "tools/precourse_check.py", "site": "tools/build_site.py",
-                      "matrix": "tools/version_matrix.py"}[command]
-            return _hand_over([str(python), script, *rest], dict(os.environ))
+                      "matrix": "tools/version_matrix.py", "grade": "tools/grade.py"}[command]
+            env = {**os.environ, **({"COURSE_CALLER_CWD": caller} if command == "grade" else {})}
+            return _hand_over([str(python), script, *rest], env)
         return _hand_over([str(python), *rest], dict(os.environ))
     except SetupError as exc:
         print(exc, file=sys.stderr)

@@ -7,6 +7,8 @@
 #   bash tools/course.sh site   set up, then build the course website into build/site/ (tools/build_site.py)
 #   bash tools/course.sh matrix set up, then run the course on several Python + torch versions
 #                               (tools/version_matrix.py; --combo ID for one, --help for the options)
+#   bash tools/course.sh grade DIR set up, then grade a folder of learners' notebooks (tools/grade.py; it runs
+#                               their code: see README, "Chấm bài cả lớp")
 # tools/course.py does the work (standard library only; its docstring lists the options, e.g.
 # COURSE_SYSTEM_TORCH=1). This script only finds a Python 3.10+ to run it: $PYTHON if set, else python3, python,
 # or the Windows launcher `py -3`. Works in bash 3.2 (macOS) and Git Bash (Windows); in PowerShell run

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
+import os
 import re
 import textwrap
 from collections.abc import Callable
@@ -26,6 +28,9 @@ _ICONS = {PASS: "✅", FAIL: "❌", MISSING: "⏳"}
 GROUPS: dict[str, dict[str, Exercise]] = {}
 #: The exercises of notebook 10 by key (``progress()`` lists them in the notebook's order).
 REGISTRY: dict[str, Exercise] = GROUPS.setdefault("exercises", {})
+#: When this environment variable names a file, every ``check()`` appends its result there as one JSON line
+#: (``tools/grade.py`` reads it to grade a class's notebooks); unset, nothing is written.
+GRADE_LOG_ENV = "LESSONS_GRADE_LOG"
 
 
 def is_blank(value: object) -> bool:
@@ -210,7 +215,9 @@ class Exercise:
 
     def check(self, *args, **kwargs) -> None:
         """Check an answer and print the feedback (✅ đạt / ❌ chưa đúng / ⏳ chưa làm)."""
-        print(self.evaluate(*args, **kwargs))
+        feedback = self.evaluate(*args, **kwargs)
+        print(feedback)
+        record_check(self.group, feedback)
 
     def hint(self, number: int | None = None) -> None:
         """Print the next hint (or hint `number`, counting from 1)."""
@@ -234,6 +241,28 @@ class Exercise:
 
     def __repr__(self) -> str:
         return f"<{self.key}: {self.title} — check(...), hint(), solution()>"
+
+
+def record_check(group: str, feedback: Feedback, environ=os.environ) -> bool:
+    """Append `feedback` as one JSON line to the file $LESSONS_GRADE_LOG names; return True when written.
+
+    Without the variable nothing happens. A file that cannot be written never breaks the learner's check.
+    """
+    if not isinstance(group, str):
+        raise TypeError(f"group must be a str such as 'lesson02', got {type(group).__name__}")
+    if not isinstance(feedback, Feedback):
+        raise TypeError(f"feedback must be the Feedback that evaluate() returns, got {type(feedback).__name__}")
+    path = environ.get(GRADE_LOG_ENV)
+    if not path:
+        return False
+    line = json.dumps({"group": group, "key": feedback.key, "title": feedback.title, "status": feedback.status,
+                       "lines": list(feedback.lines), "notes": list(feedback.notes)}, ensure_ascii=False)
+    try:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(line + "\n")
+    except OSError:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- progress

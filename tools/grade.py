@@ -1,0 +1,744 @@
+"""Grade a class's notebooks with the course's own checkers: learner, lesson, task, result, the checker's message.
+
+Each submission (a learner's ``.ipynb`` downloaded from Colab/Kaggle, under any name) is recognised by its content
+(the cell ids and cell texts the course build writes, or its ``# Bài 14.N`` title), then run top to bottom as
+"Run all" does, in its own kernel process, in its own temporary folder, with a time limit and a memory limit.
+Every ``taskN.check(...)`` / ``exN.check(...)`` the notebook runs appends its result to a log
+(``lessons_lib.exercises._core.record_check``), which survives the kernel dying. The results go to
+``grades.csv`` and ``grades.html`` (and each submission's capped output to ``logs/``).
+
+This executes the learners' code: run it in a container or as a throwaway user, with no secrets around
+(README, "Chấm bài cả lớp").
+
+Usage:
+    bash tools/course.sh grade FOLDER [--out DIR] [--timeout S] [--memory-mb M] [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import html
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+if str(ROOT) not in sys.path:  # lessons_lib of this repository (run as a script or imported by the tests)
+    sys.path.insert(0, str(ROOT))
+
+#: Codes of a row's result, and how the table shows them.
+LABELS = {
+    "passed": "✅ đạt",
+    "wrong": "❌ chưa đúng",
+    "not_done": "⏳ chưa làm",
+    "error": "💥 lỗi",
+    "needs_gpu": "⏭️ cần GPU",
+    "ran": "▶️ chạy xong",
+}
+_FROM_FEEDBACK = {"pass": "passed", "fail": "wrong", "missing": "not_done"}
+NOTEBOOK_TASK = "(cả notebook)"
+CSV_HEADER = ("học viên", "file", "bài", "nhiệm vụ", "tên nhiệm vụ", "kết quả", "mã", "thông báo")
+
+KERNEL_START_S = 60  # a kernel that is not ready after this is reported as not started
+MAX_SUBMISSION_BYTES = 100 * 2**20
+CELL_OUTPUT_CHARS = 2_000  # kept per cell in the log ...
+LOG_CHARS = 50_000  # ... and per submission; the rest is counted, not kept
+FILE_SIZE_LIMIT = 2**30  # RLIMIT_FSIZE of the kernel: one file it writes stays under 1 GiB
+_KEEP_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "SYSTEMROOT",
+             "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV", "CONDA_PREFIX",
+             "LESSONS_LANG", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
+
+
+class GradeError(ValueError):
+    """The command was used wrongly; the message says what to pass."""
+
+
+# --------------------------------------------------------------------------- the course's lessons
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson as the course build writes it: its checked tasks and what identifies its notebooks."""
+
+    name: str  # e.g. "02_moving_tensors"
+    number: int
+    tasks: tuple[str, ...]  # keys of the tasks it checks, in notebook order, e.g. ("task1", "task2")
+    module: str  # the lessons_lib module its tasks come from, e.g. "lessons_lib.exercises.lesson02"
+    ids: frozenset[str] = field(default_factory=frozenset)
+    texts: frozenset[str] = field(default_factory=frozenset)
+
+
+def cell_text(cell: Mapping) -> str:
+    """Return a notebook cell's source as one string (Jupyter stores it as a string or a list of lines)."""
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+_CHECK = re.compile(r"\b((?:task|ex)\w*)\.check\(")
+_IMPORT = re.compile(r"^from (lessons_lib\.exercises(?:\.\w+)?) import .*\b(?:task|ex)\w*", re.M)
+
+
+def load_lessons(notebooks: Path = NOTEBOOKS) -> dict[str, Lesson]:
+    """Return the course's lessons by name, read from the generated learner and solutions notebooks."""
+    if not isinstance(notebooks, Path):
+        raise TypeError(f"notebooks must be a pathlib.Path to the course's notebooks/ folder, got "
+                        f"{type(notebooks).__name__}")
+    found: dict[str, dict] = {}
+    for path in sorted([*notebooks.glob("[0-9][0-9]_*.ipynb"), *notebooks.glob("solutions/[0-9][0-9]_*.ipynb")]):
+        name = path.stem.removesuffix("_solutions")
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        entry = found.setdefault(name, {"tasks": [], "module": "lessons_lib.exercises", "ids": set(), "texts": set()})
+        for cell in cells:
+            text = cell_text(cell)
+            entry["ids"].add(cell.get("id", ""))
+            if len(_norm(text)) >= 30:
+                entry["texts"].add(_norm(text))
+            if cell.get("cell_type") == "code":
+                for key in _CHECK.findall(text):
+                    if key not in entry["tasks"]:
+                        entry["tasks"].append(key)
+                imported = _IMPORT.search(text)
+                if imported:
+                    entry["module"] = imported.group(1)
+    if not found:
+        raise GradeError(f"không thấy notebook nào của khoá học trong {notebooks} (chạy python tools/build_course.py)")
+    shared = set()  # texts in several lessons (the setup cell, common sentences) identify none of them
+    names = list(found)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            shared |= found[a]["texts"] & found[b]["texts"]
+    return {name: Lesson(name, int(name[:2]), tuple(e["tasks"]), e["module"], frozenset(e["ids"] - {""}),
+                         frozenset(e["texts"] - shared)) for name, e in found.items()}
+
+
+_TITLE = re.compile(r"^#\s*Bài 14\.(\d+)\b", re.M)
+
+
+def identify(nb: Mapping, lessons: Mapping[str, Lesson]) -> str | None:
+    """Return the name of the lesson a submitted notebook is, from its cells' ids and texts, or None.
+
+    A cell counts for a lesson when its id or its text (up to whitespace) is one the course build wrote for
+    that lesson; the lesson with most such cells wins if it has at least 3 and no other has as many. Without
+    that (every cell rewritten), a ``# Bài 14.N`` title decides. The file name is never used.
+    """
+    if not isinstance(nb, Mapping) or not isinstance(nb.get("cells"), list):
+        raise TypeError("nb must be a notebook as a dict with a 'cells' list (json.load of an .ipynb)")
+    scores = {}
+    for name, lesson in lessons.items():
+        scores[name] = sum(1 for cell in nb["cells"] if isinstance(cell, Mapping) and (
+            cell.get("id") in lesson.ids or _norm(cell_text(cell)) in lesson.texts))
+    ranked = sorted(scores.items(), key=lambda item: -item[1])
+    if ranked and ranked[0][1] >= 3 and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
+        return ranked[0][0]
+    numbers = {int(m) for cell in nb["cells"] if isinstance(cell, Mapping) and cell.get("cell_type") == "markdown"
+               for m in _TITLE.findall(cell_text(cell))}
+    by_number = [name for name, lesson in lessons.items() if lesson.number in numbers]
+    return by_number[0] if len(by_number) == 1 else None
+
+
+def task_info(lessons: Mapping[str, Lesson]) -> dict[str, tuple[str, dict[str, tuple[str, bool]]]]:
+    """Return, per lesson, its exercise group and each task's (title, needs a GPU), from lessons_lib itself."""
+    import importlib
+
+    from lessons_lib.exercises import _core
+
+    info = {}
+    for name, lesson in lessons.items():
+        module = importlib.import_module(lesson.module)
+        group = getattr(module, "GROUP", "exercises")
+        tasks = {}
+        for key in lesson.tasks:
+            exercise = _core.GROUPS.get(group, {}).get(key)
+            tasks[key] = (exercise.title, exercise.gpu) if exercise else (key, key.endswith("_gpu"))
+        info[name] = (group, tasks)
+    return info
+
+
+# --------------------------------------------------------------------------- submissions
+
+
+@dataclass
+class Submission:
+    """One file of the folder: who handed it in, which lesson it is (None: unknown), or why it cannot run."""
+
+    path: Path
+    learner: str
+    nb: dict | None = None
+    lesson: str | None = None
+    problem: str | None = None
+
+
+def find_files(folder: Path, exclude: Path | None = None) -> list[Path]:
+    """Return every file under `folder` (hidden files and folders, and `exclude`, left out), sorted."""
+    out = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if any(part.startswith(".") for part in rel.parts) or "__pycache__" in rel.parts:
+            continue
+        if exclude is not None and (path == exclude or exclude in path.parents):
+            continue
+        if path.is_file() and not path.is_symlink():
+            out.append(path)
+    return out
+
+
+_COPY_OF = re.compile(r"^(?:copy of|bản sao của)\s+", re.I)
+
+
+def learner_name(path: Path, folder: Path, lesson: str | None = None) -> str:
+    """Return who handed `path` in: its first sub-folder of `folder`, else its file name without the lesson's name.
+
+    ``Trần Thị B/bai1.ipynb`` → "Trần Thị B"; ``an-02_moving_tensors.ipynb`` → "an"; ``Copy of x (1).ipynb`` → "x".
+    """
+    rel = path.relative_to(folder)
+    if len(rel.parts) > 1:
+        return rel.parts[0]
+    stem = path.stem if path.suffix == ".ipynb" else path.name
+    name = _COPY_OF.sub("", stem)
+    if lesson:
+        name = re.sub(re.escape(lesson) + r"(?:_solutions)?", "", name, flags=re.I)
+    name = re.sub(r"\s*\(\d+\)\s*$", "", name).strip(" -_.·")
+    return name or stem
+
+
+def read_submission(path: Path, folder: Path, lessons: Mapping[str, Lesson]) -> Submission:
+    """Read one file: a notebook of a known lesson, or a Submission whose `problem` says why it is not one."""
+    import nbformat
+
+    sub = Submission(path, learner_name(path, folder))
+    if path.suffix.lower() != ".ipynb":
+        sub.problem = "không phải notebook (.ipynb): không chấm được"
+        return sub
+    if path.stat().st_size > MAX_SUBMISSION_BYTES:
+        sub.problem = f"file quá lớn ({path.stat().st_size / 2**20:.0f} MiB): không chấm"
+        return sub
+    try:
+        with open(path, encoding="utf-8") as handle:
+            nb = nbformat.read(handle, as_version=4)
+        nb = json.loads(json.dumps(nb))  # a plain dict
+        if not isinstance(nb.get("cells"), list):
+            raise ValueError("no cells")
+    except Exception as exc:  # noqa: BLE001 - anything a broken file raises is "not a notebook"
+        sub.problem = f"không đọc được như một notebook ({type(exc).__name__}): file hỏng hoặc không phải .ipynb"
+        return sub
+    sub.nb = nb
+    sub.lesson = identify(nb, lessons)
+    sub.learner = learner_name(path, folder, sub.lesson)
+    if sub.lesson is None:
+        sub.problem = "không nhận ra đây là bài nào của khoá (không có ô nào giống notebook của khoá): không chấm"
+    return sub
+
+
+# --------------------------------------------------------------------------- running one notebook (worker)
+
+
+def _first_line(code: str, width: int = 60) -> str:
+    line = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def _set_limits(memory_mb: int) -> str | None:
+    """Limit this process and its children (the kernel): private memory, file size, no core files."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return "máy này không đặt được giới hạn bộ nhớ (không có module resource)"
+    limits = [(resource.RLIMIT_DATA, memory_mb * 2**20), (resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT),
+              (resource.RLIMIT_CORE, 0)]
+    for which, value in limits:
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, hard))
+    return None
+
+
+class _Capped:
+    """Text kept up to a limit; the rest is counted."""
+
+    def __init__(self, limit: int):
+        self.limit, self.parts, self.size, self.dropped = limit, [], 0, 0
+
+    def add(self, text: str, cell_budget: list[int]) -> None:
+        keep = max(0, min(len(text), self.limit - self.size, cell_budget[0]))
+        if keep:
+            self.parts.append(text[:keep])
+            self.size += keep
+            cell_budget[0] -= keep
+        self.dropped += len(text) - keep
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def run_cells(job: dict) -> dict:
+    """Start a kernel, run the job's code cells in order until the time limit, and return what happened.
+
+    `job` holds "cells" ([index, code] pairs), "timeout" (seconds for all cells), "pid_file" (where the kernel's
+    process group id is written as soon as it starts).
+    """
+    from jupyter_client import KernelManager
+
+    result = {"errors": [], "stopped": None, "cells_run": 0, "seconds": 0.0, "log": "", "dropped": 0}
+    log = _Capped(LOG_CHARS)
+    km = KernelManager(kernel_name="python3")
+    start = time.monotonic()
+    try:
+        km.start_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        provisioner = km.provisioner
+        pid = getattr(provisioner, "pgid", None) or getattr(provisioner, "pid", None)
+        Path(job["pid_file"]).write_text(str(pid or ""), encoding="utf-8")
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=KERNEL_START_S)
+    except Exception as exc:  # noqa: BLE001 - a kernel that does not start is reported, not raised
+        result["stopped"] = {"reason": "start", "cell": None, "detail": f"{type(exc).__name__}: {exc}"[:300]}
+        _stop(km)
+        return result
+    deadline = time.monotonic() + job["timeout"]
+    try:
+        for index, code in job["cells"]:
+            if not code.strip():
+                continue
+            stop = _run_one(km, kc, index, code, deadline, log, result)
+            result["cells_run"] += 1
+            if stop:
+                result["stopped"] = stop
+                break
+    finally:
+        result["seconds"] = round(time.monotonic() - start, 1)
+        result["log"], result["dropped"] = log.text(), log.dropped
+        kc.stop_channels()
+        _stop(km)
+    return result
+
+
+def _run_one(km, kc, index: int, code: str, deadline: float, log: _Capped, result: dict) -> dict | None:
+    """Run one cell; record its error; return why the run must stop here (time, dead kernel), else None."""
+    msg_id = kc.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
+    log.add(f"\n── ô {index}: {_first_line(code)}\n", [200])
+    budget = [CELL_OUTPUT_CHARS]
+    reply, replied_at, idle, iopub_error = None, 0.0, False, None
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            return {"reason": "timeout", "cell": index, "detail": _first_line(code)}
+        try:
+            msg = kc.get_iopub_msg(timeout=min(0.2, deadline - now))
+        except queue.Empty:
+            msg = None
+            if not km.is_alive():
+                code_ = getattr(getattr(km.provisioner, "process", None), "returncode", None)
+                return {"reason": "died", "cell": index, "detail": _first_line(code), "exit": code_}
+        if msg is not None and msg.get("parent_header", {}).get("msg_id") == msg_id:
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                log.add(content.get("text", ""), budget)
+            elif kind in ("execute_result", "display_data"):
+                log.add(str(content.get("data", {}).get("text/plain", "")) + "\n", budget)
+            elif kind == "error":
+                iopub_error = (content.get("ename", ""), content.get("evalue", ""))
+            elif kind == "status" and content.get("execution_state") == "idle":
+                idle = True
+        if reply is None:
+            try:
+                shell = kc.get_shell_msg(timeout=0)
+                if shell.get("parent_header", {}).get("msg_id") == msg_id:
+                    reply, replied_at = shell, time.monotonic()
+            except queue.Empty:
+                pass
+        # done when the kernel is idle again; a flood of output may drop iopub messages, the reply is never dropped
+        if (idle and reply is not None) or (reply is not None and time.monotonic() - replied_at > 2.0):
+            break
+    content = reply["content"]
+    if content.get("status") == "error" or iopub_error:
+        ename, evalue = (content.get("ename"), content.get("evalue")) if content.get("status") == "error" \
+            else iopub_error
+        result["errors"].append({"cell": index, "line": _first_line(code), "ename": str(ename),
+                                 "evalue": str(evalue)[:500]})
+    return None
+
+
+def _stop(km) -> None:
+    try:
+        pgid = getattr(km.provisioner, "pgid", None) if km.provisioner else None
+        km.shutdown_kernel(now=True)
+        if pgid:
+            _kill_group(pgid)
+    except Exception:  # noqa: BLE001 - the supervisor kills the group again
+        pass
+
+
+def _kill_group(pgid: int) -> None:
+    if hasattr(os, "killpg") and pgid and pgid > 1 and pgid != os.getpgid(0):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def worker_main(job_path: str) -> int:
+    """The worker process: set the limits, run the cells, write the result next to the job."""
+    job = json.loads(Path(job_path).read_text(encoding="utf-8"))
+    warning = _set_limits(job["memory_mb"])
+    result = run_cells(job)
+    result["warning"] = warning
+    Path(job["result_file"]).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
+    return 0
+
+
+# --------------------------------------------------------------------------- supervising one submission
+
+
+_ACTIVE: dict[str, list] = {}  # temp folder → [worker process, kernel pid file], so Ctrl+C can clean up
+_ACTIVE_LOCK = threading.Lock()
+
+
+def kernel_env(root: Path, threads: int, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Return the environment of a grading kernel: no secrets of this shell, nothing to install, temp files in `root`.
+
+    Only a short list of this shell's variables is kept (PATH, HOME, locale, CUDA, ...). The setup cell finds
+    lessons_lib (this repository on PYTHONPATH) and installs nothing; pip and git cannot download either.
+    """
+    env = {name: environ[name] for name in _KEEP_ENV if name in environ}
+    paths = [str(ROOT), *[p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    tmp = str(root / "tmp")
+    env.update({
+        "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
+        "TMPDIR": tmp, "TEMP": tmp, "TMP": tmp,
+        "JUPYTER_RUNTIME_DIR": str(root / "runtime"), "IPYTHONDIR": str(root / "ipython"),
+        "LESSONS_GRADE_LOG": str(root / "checks.jsonl"), "LESSONS_WHEEL_DIR": str(root / "no-wheels"),
+        "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "GIT_ALLOW_PROTOCOL": "file",
+        "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+    })
+    return env
+
+
+def run_submission(sub: Submission, timeout: float, memory_mb: int, threads: int) -> tuple[dict | None, list[dict]]:
+    """Run one submission in its own worker, kernel and temp folder; return (run result or None, its checks).
+
+    The temp folder is removed whatever happens; the worker and the kernel's process group are killed at the end.
+    """
+    root = Path(tempfile.mkdtemp(prefix="bai14-grade-"))
+    for sub_dir in ("work", "tmp", "runtime", "ipython", "no-wheels"):
+        (root / sub_dir).mkdir()
+    code_cells = [[i, cell_text(cell)] for i, cell in enumerate(sub.nb["cells"], start=1)
+                  if cell.get("cell_type") == "code"]
+    job = {"cells": code_cells, "timeout": timeout, "memory_mb": memory_mb,
+           "pid_file": str(root / "kernel.pid"), "result_file": str(root / "result.json")}
+    (root / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    proc = None
+    try:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", str(root / "job.json")],
+                                cwd=root / "work", env=kernel_env(root, threads), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        with _ACTIVE_LOCK:
+            _ACTIVE[str(root)] = [proc, root / "kernel.pid"]
+        try:
+            proc.wait(timeout=timeout + KERNEL_START_S + 30)
+        except subprocess.TimeoutExpired:
+            pass
+        result = _read_json(root / "result.json")
+        return result, read_checks(root / "checks.jsonl")
+    finally:
+        _cleanup(root, proc)
+
+
+def _cleanup(root: Path, proc) -> None:
+    pid_file = root / "kernel.pid"
+    try:
+        kernel = int(pid_file.read_text(encoding="utf-8") or 0)
+    except (OSError, ValueError):
+        kernel = 0
+    _kill_group(kernel)
+    if proc is not None:
+        _kill_group(proc.pid)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    with _ACTIVE_LOCK:
+        _ACTIVE.pop(str(root), None)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def read_checks(path: Path) -> list[dict]:
+    """Return the check results a kernel logged (one JSON object a line; a broken line is skipped)."""
+    out = []
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("key"), str) and item.get("status") in _FROM_FEEDBACK:
+            out.append(item)
+    return out
+
+
+# --------------------------------------------------------------------------- from results to rows
+
+
+def _stop_text(stop: dict, timeout: float, memory_mb: int) -> str:
+    where = f"ô {stop['cell']} ({stop['detail']})" if stop.get("cell") else ""
+    if stop["reason"] == "timeout":
+        return f"quá thời gian {timeout:g} s ở {where}: vòng lặp không dừng, hoặc code quá chậm"
+    if stop["reason"] == "died":
+        code = stop.get("exit")
+        how = f"tín hiệu {-code}" if isinstance(code, int) and code < 0 else f"mã thoát {code}"
+        why = (" (SIGKILL: hệ điều hành giết tiến trình khi máy hết bộ nhớ, hoặc chính code gửi tín hiệu này)"
+               if code in (-9, 137) else " (SIGSEGV: crash trong code C/CUDA)" if code in (-11, 139) else "")
+        return f"kernel dừng đột ngột ở {where}, {how}{why}"
+    return f"kernel không khởi động được: {stop.get('detail', '')}"
+
+
+def _error_text(error: dict, memory_mb: int) -> str:
+    text = f"ô {error['cell']} ({error['line']}) báo lỗi {error['ename']}: {error['evalue']}".rstrip(": ")
+    if error["ename"] == "MemoryError" or "can't allocate memory" in error["evalue"] \
+            or "DefaultCPUAllocator" in error["evalue"]:
+        text += f" — hết bộ nhớ (giới hạn khi chấm: {memory_mb} MiB)"
+    return text
+
+
+def rows_for(sub: Submission, result: dict | None, checks: list[dict], info, cuda: bool,
+             timeout: float, memory_mb: int) -> list[dict]:
+    """Return the table rows of one submission: one per task of its lesson, then one for the notebook as a whole."""
+    base = {"learner": sub.learner, "file": sub.path.name, "lesson": sub.lesson or "?"}
+    if sub.problem:
+        return [{**base, "task": NOTEBOOK_TASK, "title": "", "status": "error", "message": sub.problem}]
+    group, tasks = info[sub.lesson]
+    last = {c["key"]: c for c in checks if c.get("group") == group}
+    code = [(i, cell_text(cell)) for i, cell in enumerate(sub.nb["cells"], start=1) if cell.get("cell_type") == "code"]
+    errors = {e["cell"]: e for e in (result or {}).get("errors", [])}
+    stop = (result or {}).get("stopped")
+    if result is None:
+        stop = {"reason": "lost", "cell": None}
+    rows = []
+    for key, (title, gpu) in tasks.items():
+        row = {**base, "task": key, "title": title}
+        cell = next((i for i, text in code if re.search(rf"\b{re.escape(key)}\.check\(", text)), None)
+        if key in last:
+            record = last[key]
+            row.update(status=_FROM_FEEDBACK[record["status"]],
+                       message="\n".join([*record.get("lines", []), *record.get("notes", [])]))
+        elif cell is not None and cell in errors:
+            row.update(status="error", message="ô chấm bài báo lỗi trước khi chấm: " + _error_text(errors[cell],
+                                                                                                memory_mb))
+        elif stop and (cell is None or stop.get("cell") is None or cell >= stop["cell"]):
+            why = "kết quả bị mất: tiến trình chấm bị dừng" if stop["reason"] == "lost" else \
+                _stop_text(stop, timeout, memory_mb)
+            row.update(status="error", message="notebook dừng trước khi tới bài này: " + why)
+        elif gpu and not cuda:
+            row.update(status="needs_gpu", message="bài này cần GPU CUDA; máy chấm không có: không chấm")
+        elif cell is None:
+            row.update(status="not_done", message=f"không có ô nào gọi {key}.check(...)")
+        else:
+            row.update(status="not_done", message=f"ô {cell} có {key}.check(...) nhưng lệnh đó không chạy")
+        rows.append(row)
+    if result is None:
+        status, parts = "error", [f"tiến trình chấm dừng mà không báo kết quả (quá {timeout:g} s + khởi động?)"]
+    else:
+        parts = [_stop_text(stop, timeout, memory_mb)] if stop else []
+        parts += [_error_text(e, memory_mb) for e in result["errors"][:5]]
+        if len(result["errors"]) > 5:
+            parts.append(f"… và {len(result['errors']) - 5} ô lỗi nữa")
+        status = "error" if parts else "ran"
+        if not parts:
+            parts.append(f"chạy hết {result['cells_run']} ô code, không ô nào lỗi, {result['seconds']:g} s")
+        if result.get("dropped"):
+            parts.append(f"(output dài: chỉ giữ {LOG_CHARS // 1000} nghìn ký tự đầu, bỏ {result['dropped']:,} ký tự)")
+        if result.get("warning"):
+            parts.append(result["warning"])
+    rows.append({**base, "task": NOTEBOOK_TASK, "title": "", "status": status, "message": "\n".join(parts)})
+    return rows
+
+
+# --------------------------------------------------------------------------- writing the table
+
+
+def write_csv(rows: Iterable[dict], path: Path) -> None:
+    """Write the rows as CSV (UTF-8 with BOM, so spreadsheets show Vietnamese right)."""
+    with open(path, "w", encoding="utf-8-sig", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(CSV_HEADER)
+        for r in rows:
+            writer.writerow([r["learner"], r["file"], r["lesson"], r["task"], r["title"], LABELS[r["status"]],
+                             r["status"], r["message"]])
+
+
+def write_html(rows: list[dict], path: Path, seconds: float) -> None:
+    """Write an HTML page: a summary per learner and lesson, then every row with the checker's message."""
+    e = html.escape
+    summary: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        summary.setdefault((r["learner"], r["lesson"]), []).append(r)
+    head = ["<!doctype html><meta charset='utf-8'><title>Kết quả chấm bài</title><style>",
+            "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}",
+            "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}",
+            "td.msg{white-space:pre-wrap;font-family:monospace;font-size:90%;max-width:60em}",
+            ".passed{background:#e6f6e6}.wrong{background:#fde8e8}.error{background:#fbe3c9}",
+            ".not_done{background:#f3f3f3}.needs_gpu{background:#e8eefc}</style>",
+            "<h1>Kết quả chấm bài</h1>",
+            f"<p>{len({k[0] for k in summary})} học viên, {len(summary)} bài nộp, chấm trong {seconds:.0f} s. "
+            "Mỗi notebook chạy từ trên xuống (như “Chạy tất cả”) bằng bộ chấm của khoá; output cũ trong file bị bỏ "
+            "qua.</p>", "<h2>Tóm tắt</h2><table><tr><th>Học viên</th><th>Bài</th><th>Đạt</th><th>Nhiệm vụ</th>"
+            "<th>Notebook</th></tr>"]
+    body = []
+    for (learner, lesson), items in sorted(summary.items()):
+        tasks = [r for r in items if r["task"] != NOTEBOOK_TASK]
+        whole = next((r for r in items if r["task"] == NOTEBOOK_TASK), None)
+        cells = " ".join(f"<span class='{r['status']}' title='{e(r['title'])}'>{e(r['task'])} "
+                         f"{e(LABELS[r['status']].split()[0])}</span>" for r in tasks)
+        done = sum(r["status"] == "passed" for r in tasks)
+        body.append(f"<tr><td>{e(learner)}</td><td>{e(lesson)}</td><td>{done}/{len(tasks)}</td><td>{cells}</td>"
+                    f"<td class='{whole['status'] if whole else ''}'>{e(LABELS[whole['status']]) if whole else ''}"
+                    "</td></tr>")
+    body.append("</table><h2>Chi tiết</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in CSV_HEADER
+                                                                   if h != "mã") + "</tr>")
+    for r in rows:
+        body.append(f"<tr class='{r['status']}'><td>{e(r['learner'])}</td><td>{e(r['file'])}</td>"
+                    f"<td>{e(r['lesson'])}</td><td>{e(r['task'])}</td><td>{e(r['title'])}</td>"
+                    f"<td>{e(LABELS[r['status']])}</td><td class='msg'>{e(r['message'])}</td></tr>")
+    body.append("</table>")
+    path.write_text("\n".join(head + body) + "\n", encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, jobs: int = 1,
+          notebooks: Path = NOTEBOOKS, echo=print) -> list[dict]:
+    """Grade every file under `folder`; write grades.csv, grades.html and logs/ into `out`; return the rows.
+
+    Args:
+        folder: The learners' submissions (any layout; a first-level sub-folder names its learner).
+        out: Where the results go (created; may not be inside `folder` unless it is left out of it).
+        timeout: Seconds each notebook may run (kernel start not counted).
+        memory_mb: Private memory each kernel may use (RLIMIT_DATA).
+        jobs: Notebooks graded at the same time.
+        notebooks: The course's generated notebooks (to recognise lessons).
+        echo: Where progress lines go.
+    """
+    if not isinstance(folder, Path) or not isinstance(out, Path):
+        raise TypeError("folder and out must be pathlib.Path objects")
+    if not folder.is_dir():
+        raise GradeError(f"thư mục bài nộp không tồn tại: {folder}")
+    for name, value, low in (("timeout", timeout, 1), ("memory_mb", memory_mb, 256), ("jobs", jobs, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
+            raise GradeError(f"{name} phải là một số ≥ {low}, không phải {value!r}")
+    started = time.monotonic()
+    lessons = load_lessons(notebooks)
+    info = task_info(lessons)
+    import torch
+
+    cuda = torch.cuda.is_available()
+    folder, out = folder.resolve(), out.resolve()
+    subs = [read_submission(path, folder, lessons) for path in find_files(folder, exclude=out)]
+    echo(f"Chấm {len(subs)} file trong {folder} ({jobs} notebook cùng lúc, tối đa {timeout:g} s và "
+         f"{memory_mb} MiB mỗi notebook)")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    threads = max(1, cpus // int(jobs))
+    results: list[tuple[dict | None, list[dict]]] = [(None, [])] * len(subs)
+    logs: dict[int, str] = {}
+    done = [0]
+    lock = threading.Lock()
+
+    def one(index: int) -> None:
+        sub = subs[index]
+        t0 = time.monotonic()
+        if sub.problem is None:
+            results[index] = run_submission(sub, timeout, int(memory_mb), threads)
+            if results[index][0]:
+                logs[index] = results[index][0].pop("log", "")
+        rows = rows_for(sub, *results[index], info, cuda, timeout, int(memory_mb))
+        passed = sum(r["status"] == "passed" for r in rows)
+        tasks = sum(r["task"] != NOTEBOOK_TASK for r in rows)
+        with lock:
+            done[0] += 1
+            echo(f"  [{done[0]}/{len(subs)}] {sub.learner} · {sub.path.name} · {sub.lesson or '?'}: "
+                 f"đạt {passed}/{tasks} · {LABELS[rows[-1]['status']]} · {time.monotonic() - t0:.1f} s")
+
+    pool = ThreadPoolExecutor(max_workers=int(jobs))
+    try:
+        list(pool.map(one, range(len(subs))))
+    except BaseException:  # Ctrl+C: stop every running notebook now; each thread then removes its folder
+        with _ACTIVE_LOCK:
+            active = list(_ACTIVE.values())
+        for proc, pid_file in active:
+            _kill_group(proc.pid)
+            try:
+                _kill_group(int(pid_file.read_text(encoding="utf-8") or 0))
+            except (OSError, ValueError):
+                pass
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
+    rows = [row for i, sub in enumerate(subs)
+            for row in rows_for(sub, *results[i], info, cuda, timeout, int(memory_mb))]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    for i, text in logs.items():
+        slug = re.sub(r"[^\w.-]+", "_", f"{i + 1:03d}_{subs[i].learner}_{subs[i].path.stem}")[:80]
+        (out / "logs" / f"{slug}.txt").write_text(text, encoding="utf-8")
+    seconds = time.monotonic() - started
+    write_csv(rows, out / "grades.csv")
+    write_html(rows, out / "grades.html", seconds)
+    echo(f"Xong sau {seconds:.0f} s: {out / 'grades.csv'} · {out / 'grades.html'}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "--worker":
+        return worker_main(argv[1])
+    parser = argparse.ArgumentParser(
+        prog="bash tools/course.sh grade",
+        description="Chấm cả lớp: chạy từng notebook học viên nộp bằng bộ chấm của khoá, ghi grades.csv và "
+                    "grades.html. CẢNH BÁO: lệnh này chạy code của học viên (xem README, “Chấm bài cả lớp”).")
+    parser.add_argument("folder", type=Path, help="thư mục chứa các notebook học viên nộp")
+    parser.add_argument("--out", type=Path, default=Path("grades"), help="nơi ghi kết quả (mặc định ./grades)")
+    parser.add_argument("--timeout", type=float, default=120, help="giây tối đa cho mỗi notebook (mặc định 120)")
+    parser.add_argument("--memory-mb", type=int, default=4096, help="MiB bộ nhớ tối đa mỗi kernel (mặc định 4096)")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    parser.add_argument("--jobs", type=int, default=max(1, cpus // 2),
+                        help=f"số notebook chấm cùng lúc (mặc định {max(1, cpus // 2)}: nửa số nhân CPU)")
+    args = parser.parse_args(argv)
+    here = Path(os.environ.get("COURSE_CALLER_CWD") or os.getcwd())  # course.sh runs this from the repository
+    try:
+        grade(here / args.folder, here / args.out, args.timeout, args.memory_mb, args.jobs)
+    except GradeError as exc:
+        print(f"grade: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
