@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform as _platform
+import re
 import shutil
 import warnings
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from .platforms import detect_platform, how_to_get_gpu  # noqa: F401  (public AP
 
 _DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu")
 _NATIVE_BF16_CAPABILITY = (8, 0)
+# c10/cuda/CUDAFunctions.cpp: "The NVIDIA driver on your system is too old (found version 12080)" (= CUDA 12.8)
+_DRIVER_TOO_OLD = re.compile(r"driver on your system is too old(?: \(found version (\d+)\))?", re.I)
 
 
 # --------------------------------------------------------------------------- facts
@@ -161,7 +164,16 @@ def explain_cuda(facts: CudaFacts) -> list[str]:
                 "Unset it (or set CUDA_VISIBLE_DEVICES=0) and restart the kernel.",
             )
         )
-    if not facts.driver_found or "driver" in facts.init_warning.lower():
+    too_old = _DRIVER_TOO_OLD.search(facts.init_warning)
+    if too_old:  # a driver is there, older than the CUDA this PyTorch was built with: not "no driver"
+        found = int(too_old.group(1)) if too_old.group(1) else None
+        limit = f"CUDA {found // 1000}.{found % 1000 // 10}" if found else "một bản CUDA cũ hơn"
+        reasons.append(
+            f"Có driver NVIDIA nhưng nó quá cũ: driver chỉ chạy được tới {limit}, còn bản PyTorch này build cho "
+            f"CUDA {facts.cuda_build}. Cập nhật driver (nvidia.com/Download), hoặc cài bản PyTorch build cho CUDA "
+            "không mới hơn driver theo lệnh ở pytorch.org/get-started/locally."
+        )
+    elif not facts.driver_found or "driver" in facts.init_warning.lower():
         hint = how_to_get_gpu(platform=facts.platform)
         if facts.platform in ("colab", "kaggle"):  # a hosted runtime without GPU: no driver to install there
             where = "Colab" if facts.platform == "colab" else "Kaggle"
@@ -275,16 +287,60 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
     )
 
 
-def has_native_bf16(device: str | torch.device | None = None) -> bool:
-    """Return True when `device` computes bfloat16 natively (CUDA: capability 8.0+; CPU and MPS: True).
+def _cpu_flags() -> set[str] | None:
+    """Return the CPU feature flags Linux lists in /proc/cpuinfo (x86 "flags", ARM "Features"), or None."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip().lower() in ("flags", "features"):
+                    return set(value.split())
+    except OSError:
+        return None
+    return None
 
-    Unlike ``torch.cuda.is_bf16_supported()``, this answers False on a T4 (sm_75), which only emulates bf16.
+
+def _cpu_bf16_hardware() -> bool | None:
+    """Return whether the CPU has bf16 instructions (x86: AVX512_BF16 or AMX-BF16; ARM: BF16), None if unknown."""
+    capabilities = getattr(torch.cpu, "get_capabilities", None)  # newer torch: cpuinfo's flags, on every OS
+    if capabilities is not None:
+        try:
+            caps = capabilities()
+        except (RuntimeError, AttributeError):
+            caps = {}
+        keys = [k for k in ("avx512_bf16", "amx_bf16", "bf16") if k in caps]
+        if keys:
+            return any(bool(caps[k]) for k in keys)
+    if _platform.machine().lower() in ("x86_64", "amd64", "i686", "x86"):
+        avx512_bf16 = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
+        if avx512_bf16 is not None:
+            amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+            return bool(avx512_bf16() or amx())
+    flags = _cpu_flags()
+    if not flags:
+        return None
+    if "bf16" in flags or "avx512_bf16" in flags or "amx_bf16" in flags:
+        return True
+    x86 = "sse2" in flags
+    arm = "asimd" in flags
+    return False if (x86 or arm) else None
+
+
+def has_native_bf16(device: str | torch.device | None = None) -> bool | None:
+    """Return whether `device` has bfloat16 arithmetic in hardware: True, False, or None where it is not checked.
+
+    CUDA: compute capability 8.0+ (a T4, sm_75, only emulates bf16, although ``torch.cuda.is_bf16_supported()``
+    says True there). CPU: the AVX512_BF16 or AMX-BF16 instructions (x86) or the BF16 extension (ARM), as torch
+    or Linux reports them; None when neither can tell (e.g. on macOS without ``torch.cpu.get_capabilities``).
+    MPS and other devices: None (not checked; autocast there has its own rules).
     """
     device = pick_device(device)
-    if device.type != "cuda":
-        return True
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return torch.cuda.get_device_capability(index) >= _NATIVE_BF16_CAPABILITY
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return torch.cuda.get_device_capability(index) >= _NATIVE_BF16_CAPABILITY
+    if device.type == "cpu":
+        return _cpu_bf16_hardware()
+    return None
 
 
 # --------------------------------------------------------------------------- the report
@@ -323,7 +379,7 @@ class EnvReport:
                 (
                     f"GPU {gpu.index}",
                     f"{gpu.name} · {gpu.sm} (compute capability {gpu.capability[0]}.{gpu.capability[1]}) · "
-                    f"{gpu.total_memory_bytes / 2**30:.1f} GiB · {gpu.multiprocessors} SM · "
+                    f"{gpu.total_memory_bytes / 2**30:.1f} GiB ({gpu.total_memory_bytes / 1e9:.1f} GB) · {gpu.multiprocessors} SM · "
                     + tr("bf16 gốc: ", "native bf16: ")
                     + (yes if gpu.native_bf16 else tr("không (chỉ giả lập)", "no (emulated only)")),
                 )

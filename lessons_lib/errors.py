@@ -276,12 +276,31 @@ def _named_devices(message: str) -> str:
     return tr(f" (ở đây: {listed})", f" (here: {listed})")
 
 
+_MAC_NO_CUDA = (
+    "Đây là bản PyTorch bình thường của Mac, không phải bản cài hỏng: Mac không có GPU NVIDIA nên bản build cho "
+    "macOS không bao giờ có CUDA, và đừng cài lại để \"sửa\". GPU của Mac (Apple silicon) dùng thiết bị `mps`: "
+    "thay \"cuda\" viết cứng bằng `device = pick_device()` (chọn `mps` khi có, không thì `cpu`). Ô nào thật sự "
+    "cần CUDA (`%%gpu`) thì chạy trên Colab/Kaggle với GPU T4."
+)
+
+
+def _mps_build() -> bool:
+    """True when this PyTorch was built with MPS (the macOS build), which never has CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    mps = getattr(getattr(torch, "backends", None), "mps", None)
+    is_built = getattr(mps, "is_built", None)
+    return bool(is_built()) if callable(is_built) else False
+
+
 def explain(exc: BaseException) -> str | None:
     """Return a short explanation and fix (Vietnamese by default) for a known PyTorch error, or None if unknown.
 
     Recognised: device mismatch (every current wording, incl. the `meta` device's), dtype mismatch,
     wrong target dtype, CUDA and host out-of-memory, NumPy from a GPU tensor or one that requires grad,
-    "Torch not compiled with CUDA enabled", no NVIDIA driver / driver too old, "no kernel image is
+    "Torch not compiled with CUDA enabled" (a CPU-only build, or on a Mac the normal MPS build), no NVIDIA driver / driver too old, "no kernel image is
     available" (GPU too old for the build), invalid device ordinal, device-side assert, a label out of range
     (CPU's "Target N is out of bounds"), and a GPU
     checkpoint loaded without ``map_location``.
@@ -291,7 +310,7 @@ def explain(exc: BaseException) -> str | None:
     rule = _match(exc)
     if rule is None:
         return None
-    body = tr(rule.vi, rule.en)
+    body = _MAC_NO_CUDA if rule.key == "no_cuda_build" and _mps_build() else tr(rule.vi, rule.en)
     if rule.name_devices:
         first, _, rest = body.partition(". ")
         body = first + _named_devices(str(exc)) + ". " + rest

@@ -66,7 +66,9 @@ class GpuSpec:
             them; the plain FP16 rate on a GPU without tensor cores), or None if not documented.
         bf16_tflops: Peak dense BF16 tensor-core TFLOP/s, or None (no BF16 tensor cores / not documented).
         tensor_cores: Whether the GPU has tensor cores for FP16.
-        memory_gb: Memory size in GB as the vendor states it.
+        memory_gb: Memory size in GB as the vendor states it (for a GDDR board such as the T4, the chips' capacity,
+            16 GB = 16 GiB; ECC, when on, keeps 1/16 of it and the driver a little more, so
+            ``total_memory`` reads lower: lesson 01 §1 derives it).
         bandwidth_gb_s: Peak memory bandwidth in GB/s.
         source: Name of the vendor document the figures come from.
         url: Where that document is published.

@@ -32,6 +32,7 @@ _GPU_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 5000, 8192)  # multiples of 8
 _CPU_DEFAULT_N, _GPU_DEFAULT_N = 500, 2048
 _CPU_DTYPES = (("float32", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16"))
 _GPU_DTYPES = (("fp16 (float16)", "fp16"), ("bf16 (bfloat16)", "bf16"))
+_BF16_EMULATED_LABEL = "bf16 (giả lập: GPU này không có tensor core bf16)"
 
 
 class SpeedControl:
@@ -141,7 +142,19 @@ class SpeedControl:
             return self.error
         if self.last is None:
             return tr("(chưa đo)", "(not measured yet)")
-        return str(self.last)
+        text = str(self.last)
+        if isinstance(self.last, bench.Comparison) and self.last.more_threads_not_faster:
+            text += ("\nĐiều chính của bài vẫn đúng: phép nhân ma trận lớn chia được cho nhiều lõi, khi máy có đủ lõi "
+                     "vật lý và đang rảnh; xem mục 5 của bài này (Timer và cái bẫy một luồng).")
+        return text
+
+    def dtype_options(self) -> list[tuple[str, str]]:
+        """Return the dtype menu's (label, value) pairs; on a GPU without bf16 tensor cores bf16 says it is emulated."""
+        if not self.accelerated:
+            return list(_CPU_DTYPES)
+        if bench.bf16_emulated(self.device):
+            return [(_BF16_EMULATED_LABEL if value == "bf16" else label, value) for label, value in _GPU_DTYPES]
+        return list(_GPU_DTYPES)
 
     # ------------------------------------------------------------------ widgets
 
@@ -155,9 +168,11 @@ class SpeedControl:
             options=list(self.sizes), value=self.n, description="N", continuous_update=False,
             layout=widgets.Layout(width="420px"),
         )
-        options, label = (_GPU_DTYPES, "fp32 vs") if self.accelerated else (_CPU_DTYPES, "dtype")
-        self._dtype = widgets.Dropdown(options=list(options), value=self.dtype, description=label,
-                                       layout=widgets.Layout(width="220px"))
+        options = self.dtype_options()
+        label = "fp32 vs" if self.accelerated else "dtype"
+        width = "400px" if any(text == _BF16_EMULATED_LABEL for text, _ in options) else "220px"
+        self._dtype = widgets.Dropdown(options=options, value=self.dtype, description=label,
+                                       layout=widgets.Layout(width=width))
         button = widgets.Button(description=tr("Đo lại", "Measure again"), layout=widgets.Layout(width="120px"))
         self._result = widgets.HTML(value=self._html(self.text()))
         self._result.add_class(RESULT_CLASS)

@@ -194,3 +194,55 @@ def test_the_probe_stops_early_when_a_trustworthy_probe_is_over_the_limit(monkey
     """A slow CPU (2 GFLOP/s): N=128 already takes 2 ms, so N=5000 is clearly over a 1 s limit."""
     estimate, probed = _probe_with(monkeypatch, lambda size: bench.matmul_flops(size) / 2e9, 5000, limit=1.0)
     assert estimate > 1.0 and probed == [128]
+
+
+# --------------------------------------------------------------------------- bf16 without bf16 tensor cores (T4)
+
+
+def test_bf16_emulated_is_false_without_a_cuda_gpu():
+    assert precisions.bf16_emulated("cpu") is False
+    assert precisions.bf16_emulated(torch.device("meta")) is False
+    if not torch.cuda.is_available():
+        assert precisions.bf16_emulated("cuda") is False
+
+
+def _fake_cuda(monkeypatch, major, *, new_api):
+    monkeypatch.setattr(precisions.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(precisions.torch.version, "hip", None)
+    monkeypatch.setattr(precisions.torch.cuda, "device", lambda dev: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(precisions.torch.cuda, "get_device_capability", lambda dev=None: (major, 5))
+    if new_api:
+        def is_bf16_supported(including_emulation=True):
+            return including_emulation or major >= 8
+    else:
+        def is_bf16_supported():  # torch without the argument: the capability decides
+            raise AssertionError("must not be called")
+    monkeypatch.setattr(precisions.torch.cuda, "is_bf16_supported", is_bf16_supported)
+
+
+@pytest.mark.parametrize("new_api", [True, False])
+def test_bf16_emulated_below_compute_capability_8(monkeypatch, new_api):
+    _fake_cuda(monkeypatch, 7, new_api=new_api)
+    assert precisions.bf16_emulated("cuda") is True
+    _fake_cuda(monkeypatch, 8, new_api=new_api)
+    assert precisions.bf16_emulated("cuda:0") is False
+
+
+def test_bf16_emulated_bad_input():
+    with pytest.raises(TypeError, match="device"):
+        precisions.bf16_emulated(0)
+
+
+def test_an_emulated_bf16_comparison_says_so(fake_gpu, monkeypatch):
+    monkeypatch.setattr(precisions, "bf16_emulated", lambda device: True)
+    text = str(compare_dtypes(2048, "cuda", "bf16"))
+    assert "không có tensor core cho bf16" in text and "chọn fp16" in text
+    assert "tensor core cho bf16" not in str(compare_dtypes(2048, "cuda", "fp16"))
+
+
+def test_a_noisy_side_gets_the_noise_line():
+    noisy = Timing(times_s=(0.001, 0.001, 0.004), device="cuda:0", threads=2, warmup=2, number=1,
+                   flops=bench.matmul_flops(64), label="matmul 64")
+    sides = (Side("cuda:0", "fp32", 2, timing=noisy, rel_error=0.0), Side("cuda:0", "fp16", 2, timing=timing(0.001)))
+    text = str(DtypeComparison(64, sides))
+    assert "⚠️ số đo nhiễu (máy bận?): cuda:0 fp32: lần chậm nhất gấp 4.0×" in text

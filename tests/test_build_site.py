@@ -305,6 +305,7 @@ def test_index_markdown_lists_lessons_then_solutions():
     assert ":caption: Bài học" in lessons and "notebooks/01_a\n" in lessons
     assert "notebooks/solutions/01_a_solutions" in solutions
     assert "AMD EPYC, 2 lõi" in text and "4 ô đó ghi rõ là đã bị bỏ qua" in text
+    assert ":caption: Cho giảng viên\n:maxdepth: 1\n\nteaching_guide\n" in solutions
 
 
 # ----------------------------------------------------------------------------------------------- Sphinx extension

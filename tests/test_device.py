@@ -114,6 +114,22 @@ def test_explain_cuda_driver_present_but_init_failed():
     assert "error 804" in reason
 
 
+def test_explain_cuda_driver_too_old_is_not_no_driver():
+    """torch's own warning (c10/cuda/CUDAFunctions.cpp) when the driver is older than the build's CUDA."""
+    warning = ("CUDA initialization: The NVIDIA driver on your system is too old (found version 12080). Please "
+               "update your GPU driver by downloading and installing a new version from the URL: "
+               "http://www.nvidia.com/Download/index.aspx")
+    (reason,) = dev.explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True, init_warning=warning))
+    assert "quá cũ" in reason and "CUDA 12.8" in reason and "CUDA 13.0" in reason
+    assert "không thấy driver" not in reason and "T4" not in reason
+    (no_version,) = dev.explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True,
+                                               init_warning="The NVIDIA driver on your system is too old"))
+    assert "quá cũ" in no_version and "một bản CUDA cũ hơn" in no_version
+    (missing,) = dev.explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True,
+                                            init_warning="CUDA initialization: Found no NVIDIA driver on your system"))
+    assert "không thấy driver" in missing
+
+
 def test_explain_cuda_gpu_too_old_for_build():
     facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(P100,), arch_list=ARCHS_128)
     (reason,) = dev.explain_cuda(facts)
@@ -158,6 +174,7 @@ def test_environment_report_shows_fake_gpu_rows(monkeypatch):
     text = str(report)
     assert report.device == "cuda"
     assert "Tesla T4" in text and "sm_75" in text and "40 SM" in text and "chỉ giả lập" in text
+    assert "15.0 GiB (16.1 GB)" in text  # both units: the tables quote vendors' GB
 
 
 def test_banner_is_one_line():
@@ -165,14 +182,51 @@ def test_banner_is_one_line():
     assert "\n" not in line and torch.__version__ in line
 
 
-def test_has_native_bf16_on_cpu_and_fake_gpus(monkeypatch):
-    assert dev.has_native_bf16("cpu") is True
+def test_has_native_bf16_on_fake_gpus(monkeypatch):
     monkeypatch.setattr(dev, "available_devices", lambda: ["cpu", "cuda:0"])
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (7, 5))
     assert dev.has_native_bf16("cuda") is False
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (8, 0))
     assert dev.has_native_bf16("cuda:0") is True
+
+
+@pytest.mark.parametrize(
+    ("caps", "expected"),
+    [({"avx512_bf16": True, "amx_bf16": False}, True), ({"avx512_bf16": False, "amx_bf16": True}, True),
+     ({"avx512_bf16": False, "amx_bf16": False}, False), ({"bf16": True}, True), ({"bf16": False}, False)],
+)
+def test_has_native_bf16_on_a_cpu_reads_the_cpu_flags(monkeypatch, caps, expected):
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: caps, raising=False)
+    assert dev.has_native_bf16("cpu") is expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [({"sse2", "avx2", "avx512f"}, False), ({"sse2", "avx512_bf16"}, True), ({"asimd", "bf16"}, True),
+     ({"asimd"}, False), (None, None), (set(), None)],
+)
+def test_has_native_bf16_falls_back_to_linux_flags_or_says_unknown(monkeypatch, flags, expected):
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {}, raising=False)
+    monkeypatch.setattr(dev._platform, "machine", lambda: "arm64")   # skip the torch.cpu._is_* probes
+    monkeypatch.setattr(dev, "_cpu_flags", lambda: flags)
+    assert dev.has_native_bf16("cpu") is expected
+
+
+def test_has_native_bf16_is_unknown_on_mps(monkeypatch):
+    monkeypatch.setattr(dev, "pick_device", lambda device=None: torch.device("mps"))
+    assert dev.has_native_bf16("mps") is None
+
+
+def test_has_native_bf16_rejects_bad_devices():
+    with pytest.raises(TypeError):
+        dev.has_native_bf16(3.5)
+    with pytest.raises(ValueError):
+        dev.has_native_bf16("tpu")
+
+
+def test_has_native_bf16_on_this_cpu_is_a_checked_answer():
+    assert dev.has_native_bf16("cpu") in (True, False, None)
 
 
 def test_detect_platform(monkeypatch):

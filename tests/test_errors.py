@@ -413,3 +413,23 @@ def test_explain_rejects_what_is_not_an_exception_instance(bad):
     with pytest.raises(TypeError, match="exception instance"):
         explain_key(bad)
 
+
+
+def test_not_compiled_with_cuda_on_a_mac_is_the_normal_build(monkeypatch):
+    """Issue 25 point 10: on macOS the build never has CUDA; the hint must not call it broken, and point to mps."""
+    import lessons_lib.errors as errors
+
+    exc = AssertionError("Torch not compiled with CUDA enabled")   # torch/cuda/__init__.py, _lazy_init
+    monkeypatch.setattr(errors, "_mps_build", lambda: True)
+    hint = explain(exc)
+    assert "bản PyTorch bình thường của Mac" in hint and "`mps`" in hint and "pick_device()" in hint
+    assert "cài bản có CUDA" not in hint
+    monkeypatch.setattr(errors, "_mps_build", lambda: False)
+    other = explain(exc)
+    assert "chỉ có CPU" in other and "Mac" not in other
+
+
+def test_mps_build_matches_torch():
+    import lessons_lib.errors as errors
+
+    assert errors._mps_build() is torch.backends.mps.is_built()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 from _lesson_tasks import (
@@ -19,7 +21,16 @@ from _lesson_tasks import (
 
 from lessons_lib import i18n
 from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson01 import COLAB_T4, CPU_ONLY, MAC, MACHINES, simulated, task1
+from lessons_lib.exercises.lesson01 import (
+    COLAB_CPU,
+    COLAB_T4,
+    CPU_ONLY,
+    MAC,
+    MACHINES,
+    Machine,
+    simulated,
+    task1,
+)
 
 LEARNER_NB, SOLUTION_NB = notebook_pair("01_device_basics")
 
@@ -56,7 +67,7 @@ def test_solution_passes(tmp_path):
     ns = solution(tmp_path)
     feedback = check(ns["choose_device"], ns["x"])
     assert feedback.passed, str(feedback)
-    assert "ba máy giả lập" in str(feedback)
+    assert "bốn máy giả lập" in str(feedback) and "Colab CPU runtime" in str(feedback)
 
 
 def test_blanks_are_not_done_yet(tmp_path):
@@ -157,23 +168,95 @@ def test_english_messages(tmp_path):
     assert "MPS is left out" in text and "not yet right" in text
 
 
-@pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.best)
+ACCELERATOR = getattr(torch, "accelerator", None)
+HAS_CHECK_AVAILABLE = ACCELERATOR is not None and "check_available" in inspect.signature(
+    ACCELERATOR.current_accelerator).parameters
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.name_en)
 def test_simulated_machines_answer_and_restore(machine):
-    original = (torch.cuda.is_available, torch.cuda.device_count, torch.backends.mps.is_available)
-    with simulated(machine) as cuda_check:
+    original = (torch.cuda.is_available, torch.cuda.device_count, torch.backends.mps.is_available, torch.version.cuda)
+    with simulated(machine) as probe:
         assert torch.cuda.is_available() is machine.cuda
         assert torch.backends.mps.is_available() is machine.mps
         assert torch.cuda.device_count() == int(machine.cuda)
-        accelerator = getattr(torch, "accelerator", None)
-        if accelerator is not None:
-            current = accelerator.current_accelerator()
-            assert (current.type if current is not None else "cpu") == machine.best
-        assert cuda_check.called
-    assert (torch.cuda.is_available, torch.cuda.device_count, torch.backends.mps.is_available) == original
+        assert (torch.version.cuda is not None) is (machine.built == "cuda")
+        assert torch.backends.cuda.is_built() is (machine.built == "cuda")
+        if HAS_CHECK_AVAILABLE:  # torch >= 2.7: the build's accelerator, and the runtime check on request
+            built = ACCELERATOR.current_accelerator()
+            assert (built.type if built is not None else None) == machine.built
+            usable = ACCELERATOR.current_accelerator(check_available=True)
+            assert (usable.type if usable is not None else "cpu") == machine.best
+            assert probe.compile_time_calls == [built]
+        if ACCELERATOR is not None:
+            assert ACCELERATOR.is_available() is (machine.best != "cpu")
+        assert probe.cuda_check.called
+    assert (torch.cuda.is_available, torch.cuda.device_count, torch.backends.mps.is_available,
+            torch.version.cuda) == original
 
 
-def test_the_three_machines():
-    assert [m.best for m in (CPU_ONLY, COLAB_T4, MAC)] == ["cpu", "cuda", "mps"]
+def test_the_four_machines():
+    assert [m.best for m in (CPU_ONLY, COLAB_CPU, COLAB_T4, MAC)] == ["cpu", "cpu", "cuda", "mps"]
+    assert [m.built for m in (CPU_ONLY, COLAB_CPU, COLAB_T4, MAC)] == [None, "cuda", "cuda", "mps"]
+
+
+def test_a_machine_must_have_the_build_it_uses():
+    with pytest.raises(ValueError, match="built='cuda'"):
+        Machine("x", "x", cuda=True, mps=False)
+    with pytest.raises(TypeError, match="Machine"):
+        with simulated("colab"):
+            pass
+
+
+@pytest.mark.skipif(ACCELERATOR is None, reason="torch.accelerator is new in torch 2.6")
+def test_plain_current_accelerator_is_told_it_names_the_build(tmp_path):
+    plain = chooser('''
+        if prefer is not None:
+            return torch.device(prefer)
+        found = torch.accelerator.current_accelerator()
+        return found if found is not None else torch.device("cpu")
+    ''', tmp_path)
+    feedback = check(plain, torch.ones(3))
+    if HAS_CHECK_AVAILABLE:  # passes CPU_ONLY (no accelerator built), fails on the CUDA build without a GPU
+        assert_fails(feedback, "Colab CPU runtime", "bản build được biên dịch cho", "check_available=True")
+    else:  # torch 2.6 raises there instead
+        assert_fails(feedback, "báo lỗi")
+
+
+@pytest.mark.skipif(not HAS_CHECK_AVAILABLE, reason="check_available is new in torch 2.7")
+def test_current_accelerator_with_the_runtime_check_passes(tmp_path):
+    checked = chooser('''
+        if prefer is not None:
+            return torch.device(prefer)
+        return torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
+    ''', tmp_path)
+    feedback = check(checked, torch.ones(3, device=here()))
+    assert feedback.passed, str(feedback)
+
+
+@pytest.mark.skipif(ACCELERATOR is None, reason="torch.accelerator is new in torch 2.6")
+def test_accelerator_is_available_first_passes(tmp_path):
+    guarded = chooser('''
+        if prefer is not None:
+            return torch.device(prefer)
+        if torch.accelerator.is_available():
+            return torch.accelerator.current_accelerator()
+        return torch.device("cpu")
+    ''', tmp_path)
+    assert check(guarded, torch.ones(3, device=here())).passed
+
+
+def test_asking_the_build_is_told_it_is_not_the_machine(tmp_path):
+    by_build = chooser('''
+        if prefer is not None:
+            return torch.device(prefer)
+        if torch.version.cuda:
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    ''', tmp_path)
+    assert_fails(check(by_build, torch.ones(3)), "Colab CPU runtime", "không nói máy có GPU")
 
 
 def test_progress_lists_the_lesson(capsys):
@@ -194,3 +277,20 @@ def test_solution_notebook_holds_the_solution_and_learner_notebook_the_blanks():
 @pytest.mark.parametrize(("path", "status"), [(SOLUTION_NB, "pass"), (LEARNER_NB, "missing")], ids=["solution", "learner"])
 def test_the_task_cell_runs_in_both_notebooks(path, status, capsys):
     assert_task_cell_reports(path, task1, status, capsys)
+
+
+@pytest.mark.skipif(ACCELERATOR is None, reason="torch.accelerator is new in torch 2.6")
+def test_on_torch_2_6_the_simulation_has_no_check_available(tmp_path, monkeypatch):
+    from lessons_lib.exercises import lesson01
+    monkeypatch.setattr(lesson01, "_has_check_available", lambda accelerator: False)  # answer as torch 2.6 does
+    with simulated(COLAB_CPU):
+        with pytest.raises(RuntimeError, match="none is available"):
+            torch.accelerator.current_accelerator()
+    with simulated(COLAB_T4):
+        assert torch.accelerator.current_accelerator().type == "cuda"
+    checked = chooser('''
+        if prefer is not None:
+            return torch.device(prefer)
+        return torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
+    ''', tmp_path)
+    assert_fails(check(checked, torch.ones(3)), "chưa có tham số check_available", "is_available()")

@@ -18,7 +18,14 @@ def test_number_formats_draws_each_format_on_a_log_axis():
     assert segments[1][0] == 65504.0
     texts = [t.get_text() for t in ax.texts]
     assert "70000" in texts and "1e-8" in texts and "max 6.55e+04" in texts
-    assert len(ax.lines) == 2  # the two marks
+    assert len(ax.lines) == 2 + 2  # the two marks, and one ✕ on fp16's row for each (both are outside it)
+    assert "70000: ngoài dải fp16 (tràn → inf)" in texts and "1e-8: ngoài dải fp16 (→ 0)" in texts
+    assert not any("bf16" in t and "ngoài" in t for t in texts)   # bf16 and fp32 hold both values
+
+
+def test_number_formats_marks_only_values_outside_a_range():
+    ax = plot_number_formats(["fp16"], marks={"65000": 6.5e4, "1e-5": 1e-5})
+    assert len(ax.lines) == 2 and not any("ngoài" in t.get_text() for t in ax.texts)
 
 
 def test_number_formats_uses_given_axes_and_subset():

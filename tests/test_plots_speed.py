@@ -120,3 +120,15 @@ def test_plots_on_a_real_sweep():
 def test_plots_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_noisy_sizes_are_ringed_once_in_the_legend():
+    noisy = make_sweep([2e-2, 1e-4, 1e-3, 1e-2])  # N=64 slower than every larger size
+    assert noisy.noisy_sizes == [64] and CPU.noisy_sizes == []
+    for plot, values in ((plots.plot_time_vs_n, noisy.seconds), (plots.plot_tflops, noisy.tflops)):
+        ax = plot([noisy, CPU])
+        rings = ax.collections
+        assert len(rings) == 1 and [tuple(p) for p in rings[0].get_offsets()] == [(64, values[0])]
+        assert rings[0].get_label() == "số đo nhiễu (xem dòng ⚠️)"
+        plt.close("all")
+    assert len(plots.plot_time_vs_n(CPU).collections) == 0

@@ -190,3 +190,30 @@ def test_bad_input(kwargs, error, match):
 def test_run_rejects_a_size_outside_the_slider(control):
     with pytest.raises(ValueError, match="999"):
         control.run(999)
+
+
+def test_gpu_mode_labels_bf16_as_emulated_where_it_is(gpu, monkeypatch):
+    monkeypatch.setattr(speed_widget.bench, "bf16_emulated", lambda device: True)
+    ctrl = speed_control("cuda")
+    labels = dict((v, k) for k, v in ctrl.dtype_options())
+    assert "giả lập" in labels["bf16"] and "giả lập" not in labels["fp16"]
+    _box, _slider, dtype, _button, _result = parts(ctrl)
+    assert dict((v, k) for k, v in dtype.options)["bf16"] == labels["bf16"]
+    monkeypatch.setattr(speed_widget.bench, "bf16_emulated", lambda device: False)
+    assert dict((v, k) for k, v in ctrl.dtype_options())["bf16"] == "bf16 (bfloat16)"
+
+
+def test_cpu_mode_points_to_section_5_when_more_threads_are_slower(monkeypatch):
+    def timing(seconds, threads):
+        return bench.Timing((seconds,) * 3, "cpu", threads, 1, 1, flops=bench.matmul_flops(500), label="matmul 500")
+
+    def fake(n, dtype, device, **kwargs):
+        return bench.Comparison(n, "fp32", timing(0.004, 1), timing(0.008, 2), (0.0, 0.0), False)
+
+    monkeypatch.setattr(speed_widget.bench, "compare_matmul", fake)
+    text = SpeedControl("cpu").text()
+    assert "CHẬM hơn 2.0×" in text and "lõi vật lý" in text and "mục 5" in text
+    monkeypatch.setattr(speed_widget.bench, "compare_matmul",
+                        lambda n, dtype, device, **kw: bench.Comparison(n, "fp32", timing(0.008, 1), timing(0.004, 2),
+                                                                        (0.0, 0.0), False))
+    assert "mục 5" not in SpeedControl("cpu").text()

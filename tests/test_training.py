@@ -440,3 +440,66 @@ def test_autocast_dtypes_rejects_bad_input():
         autocast_dtypes("cpu", "fp16")
     with pytest.raises(ValueError, match="fp8"):
         autocast_dtypes("cpu", "fp8")
+
+
+def _fake_profile(amp, times_s, device="cpu"):
+    """A StepProfile with chosen step times (no measurement)."""
+    from lessons_lib.bench import Timing
+    from lessons_lib.training import StepProfile
+    plan = plan_amp(device, amp) if amp != "fp16" else plan_amp(device, amp, allow_emulated=True)
+    return StepProfile(plan, Timing(tuple(times_s), device, 1, 0, 1), None, None)
+
+
+def test_amp_speed_verdict_says_faster_slower_or_equal():
+    from lessons_lib.training import amp_speed_verdict
+    fp32 = _fake_profile("off", [1e-3] * 5)
+    assert "nhanh hơn FP32 2.0 lần" in amp_speed_verdict(fp32, _fake_profile("bf16", [0.5e-3] * 5))
+    assert "CHẬM hơn FP32 2.0 lần" in amp_speed_verdict(fp32, _fake_profile("bf16", [2e-3] * 5))
+    assert "gần như bằng nhau" in amp_speed_verdict(fp32, _fake_profile("bf16", [1.05e-3] * 5))
+    assert "⚠️" not in amp_speed_verdict(fp32, _fake_profile("bf16", [2e-3] * 5), flops_per_step=2.5e6)
+
+
+def test_amp_speed_verdict_flags_a_step_far_slower_than_its_work():
+    from lessons_lib.training import amp_speed_verdict
+    text = amp_speed_verdict(_fake_profile("off", [0.136] * 5), _fake_profile("bf16", [0.072] * 5),
+                             flops_per_step=2.5e6)     # the review's 136 ms for ~2.5 MFLOP
+    assert "⚠️ số đo nhiễu" in text and "gấp 54 lần" in text and "chạy lại" in text
+
+
+def test_amp_speed_verdict_flags_repeats_that_disagree():
+    from lessons_lib.training import amp_speed_verdict
+    text = amp_speed_verdict(_fake_profile("off", [1e-3, 1e-3, 5e-3]), _fake_profile("bf16", [1e-3] * 3))
+    assert "bước fp32: ⚠️ số đo nhiễu" in text and "từ 1.00 tới 5.00 ms" in text and "gấp 5.0 lần lần nhanh nhất" in text
+
+
+def test_amp_speed_verdict_explains_bf16_faster_than_the_hardware_predicts(monkeypatch):
+    from lessons_lib.training import amp_speed_verdict
+    monkeypatch.setattr(training_amp, "has_native_bf16", lambda device=None: False)
+    fast = amp_speed_verdict(_fake_profile("off", [2e-3] * 5), _fake_profile("bf16", [1e-3] * 5))
+    assert "Trái với dự đoán" in fast and "overhead" in fast
+    noisy = amp_speed_verdict(_fake_profile("off", [0.136] * 5), _fake_profile("bf16", [0.072] * 5),
+                              flops_per_step=2.5e6)
+    assert "Trái với dự đoán" in noisy and "nhiễu, đó là lời giải thích" in noisy
+    monkeypatch.setattr(training_amp, "has_native_bf16", lambda device=None: True)
+    slow = amp_speed_verdict(_fake_profile("off", [1e-3] * 5), _fake_profile("bf16", [2e-3] * 5))
+    assert "CHẬM hơn" in slow and "CPU này có lệnh bf16" in slow and "chưa kết luận" not in slow
+    noisy_slow = amp_speed_verdict(_fake_profile("off", [0.07] * 5), _fake_profile("bf16", [0.136] * 5),
+                                   flops_per_step=2.5e6)
+    assert "CPU này có lệnh bf16" in noisy_slow and "chưa kết luận được" in noisy_slow and "⚠️" in noisy_slow
+    assert "Trái với dự đoán" not in amp_speed_verdict(_fake_profile("off", [2e-3] * 5), _fake_profile("bf16", [1e-3] * 5))
+    monkeypatch.setattr(training_amp, "has_native_bf16", lambda device=None: None)
+    assert "không kiểm tra được" in amp_speed_verdict(_fake_profile("off", [2e-3] * 5),
+                                                       _fake_profile("bf16", [1e-3] * 5))
+
+
+def test_amp_speed_verdict_rejects_bad_input():
+    from lessons_lib.training import amp_speed_verdict
+    fp32, bf16 = _fake_profile("off", [1e-3] * 3), _fake_profile("bf16", [1e-3] * 3)
+    with pytest.raises(TypeError, match="profile_train_step"):
+        amp_speed_verdict(1.0, bf16)
+    with pytest.raises(ValueError, match="amp='off'"):
+        amp_speed_verdict(bf16, fp32)
+    with pytest.raises(TypeError, match="flops_per_step"):
+        amp_speed_verdict(fp32, bf16, flops_per_step="many")
+    with pytest.raises(ValueError, match="dương"):
+        amp_speed_verdict(fp32, bf16, flops_per_step=0)

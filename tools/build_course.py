@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "course_src"
 NOTEBOOKS = ROOT / "notebooks"
 BADGES_MD = ROOT / "colab_badges.md"
+GUIDE = ROOT / "docs" / "teaching_guide.md"  # its lesson-times region is generated
 
 try:  # Python 3.11+
     import tomllib
@@ -340,7 +341,38 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
             repo_path = target.relative_to(ROOT).as_posix()
             files[target] = _dump(build_notebook(parse_source(body), target.stem, repo_path, config))
     files[BADGES_MD] = badges_markdown(config, sorted(p for p in files if p.suffix == ".ipynb"))
+    if GUIDE.is_file():
+        files[GUIDE] = guide_with_times(GUIDE.read_text(encoding="utf-8"))
     return files
+
+
+_TIMES_REGION = re.compile(r"(<!-- lesson-times:start[^\n]*-->\n).*?(<!-- lesson-times:end -->)", re.S)
+_TASK_CALL = re.compile(r"\b((?:task|ex)\w*)\.check\((\w+)")
+
+
+def lesson_times_table(sources: list[Path] | None = None) -> str:
+    """Return the Markdown table of every lesson: title, stated time, GPU need and checked tasks."""
+    rows = ["| bài | thời gian (dòng ⏱️) | GPU | nhiệm vụ có chấm |", "| --- | --- | --- | --- |"]
+    for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
+        text = src.read_text(encoding="utf-8")
+        title = text.splitlines()[0].removeprefix("# ").strip()
+        low, high = stated_minutes(text) or (0, 0)
+        minutes = f"~{low} phút" if low == high else f"~{low}–{high} phút"
+        time_line = next((line for line in text.splitlines() if line.startswith("⏱️")), "")
+        gpu = re.search(r"GPU: \**([^*(·]+?)\**\s*(?:\(|$)", time_line)
+        tasks = []
+        for name, answer in _TASK_CALL.findall(select_variant(text, "learner") if has_variants(text) else text):
+            if not name.endswith("_gpu") and f"`{answer}`" not in tasks:
+                tasks.append(f"`{answer}`")
+        rows.append(f"| {title} | {minutes} | {gpu.group(1).strip() if gpu else '?'} | {', '.join(tasks) or '—'} |")
+    return "\n".join(rows) + "\n"
+
+
+def guide_with_times(text: str) -> str:
+    """Return the teaching guide with its lesson-times region filled from the lesson sources."""
+    if not _TIMES_REGION.search(text):
+        raise ValueError(f"{GUIDE.relative_to(ROOT)} has no <!-- lesson-times:start --> … <!-- lesson-times:end --> region")
+    return _TIMES_REGION.sub(lambda m: m.group(1) + lesson_times_table() + m.group(2), text, count=1)
 
 
 def badges_markdown(config: CourseConfig, notebooks: list[Path]) -> str:

@@ -35,7 +35,7 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_course import colab_url, kaggle_url, load_config  # noqa: E402
+from build_course import GUIDE, colab_url, kaggle_url, load_config  # noqa: E402
 from execute_course import RUN_KEY, course_notebooks, execute_cached  # noqa: E402
 
 from lessons_lib.gpu_cells import SKIP_MARK, required_gpus  # noqa: E402
@@ -299,6 +299,7 @@ def index_markdown(lessons: list[str], solutions: list[str], runs: list[dict], g
     lines += ["", "```{toctree}", ":caption: Bài học", ":maxdepth: 1", "", *lessons, "```", ""]
     if solutions:
         lines += ["```{toctree}", ":caption: Lời giải", ":maxdepth: 1", "", *solutions, "```", ""]
+    lines += ["```{toctree}", ":caption: Cho giảng viên", ":maxdepth: 1", "", GUIDE.stem, "```", ""]
     return "\n".join(lines)
 
 
@@ -362,12 +363,13 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
         print(f"note: GPU run {gpu_run.folder} matched no %%gpu cell", file=sys.stderr)
     index = index_markdown(lessons, solutions, runs, gpu_run, measured, skipped)
     _write_if_changed(stage_dir / "index.md", index.encode(), written)
+    _write_if_changed(stage_dir / GUIDE.name, GUIDE.read_bytes(), written)
     for name, site_name in LICENCE_FILES.items():
         if (ROOT / name).is_file():
             _write_if_changed(stage_dir / EXTRA / site_name, (ROOT / name).read_bytes(), written)
     for stale in [p for p in stage_dir.rglob("*") if p.is_file() and p not in written]:
         stale.unlink()
-    return SiteBuild(out=OUT, pages=["index", *lessons, *solutions], executed=executed, cached=cached,
+    return SiteBuild(out=OUT, pages=["index", *lessons, *solutions, GUIDE.stem], executed=executed, cached=cached,
                      gpu_run=gpu_run, gpu_measured=measured, gpu_skipped=skipped,
                      seconds={"notebooks": executed_s, "stage": time.perf_counter() - start - executed_s})
 

@@ -53,7 +53,7 @@ import workspace  # noqa: E402
 
 from lessons_lib.i18n import tr  # noqa: E402 - stdlib-only module; the package's __init__ imports nothing
 
-USAGE = "usage: bash tools/course.sh lab|test|site|matrix|python|setup [args]   (PowerShell: py tools\\course.py lab)"
+USAGE = "usage: bash tools/course.sh lab|test|check|site|matrix|python|setup [args]   (PowerShell: py tools\\course.py lab)"
 
 
 class SetupError(RuntimeError):
@@ -325,7 +325,7 @@ def _hand_over(cmd: list[str], env: dict) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("lab", "test", "site", "matrix", "python", "setup"):
+    if not argv or argv[0] not in ("lab", "test", "check", "site", "matrix", "python", "setup"):
         print(USAGE, file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
@@ -340,8 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         if command == "test":
             ensure_chromium()
             return _hand_over([str(python), "-m", "pytest", *test_workers(rest), *rest], dict(os.environ))
-        if command in ("site", "matrix"):
-            script = {"site": "tools/build_site.py", "matrix": "tools/version_matrix.py"}[command]
+        if command in ("check", "site", "matrix"):
+            script = {"check": "tools/precourse_check.py", "site": "tools/build_site.py",
+                      "matrix": "tools/version_matrix.py"}[command]
             return _hand_over([str(python), script, *rest], dict(os.environ))
         return _hand_over([str(python), *rest], dict(os.environ))
     except SetupError as exc:

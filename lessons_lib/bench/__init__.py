@@ -13,7 +13,8 @@ Where things live (everything is importable from ``lessons_lib.bench``):
 - `resolve_dtype`, `dtype_label`: float32 / float16 / bfloat16 by name (``dtypes``).
 - `resolve_device`, `cpu_threads`, `synchronize`: the device and its clock (``devices``).
 - `format_seconds`, `format_flops`: readable units (``units``).
-- `measure` and its result `Timing`: warm-up, synchronize, median of repeats (``timing``).
+- `measure` and its result `Timing`: warm-up, synchronize, median of repeats (``timing``); it prints
+  `noise_warning`'s "⚠️ số đo nhiễu" line when the repeats disagree (``noise``).
 - `make_matmul_inputs`, `matmul_error`, `matmul_tolerance`, `time_matmul`: checked matmuls (``matmul``).
 - `memory_available`, `matmul_bytes`, `fits_in_memory`: will a size fit (``memory_fit``).
 - `matmul_sweep`, `SweepResult`, `MatmulRecord`, `default_budget_s`, `DEFAULT_SIZES`: sweeps (``sweep``).
@@ -21,7 +22,9 @@ Where things live (everything is importable from ``lessons_lib.bench``):
 - `compare_matmul`, `Comparison`: one size timed two ways (``compare``).
 - `copy_vs_compute`, `CopyCost`: copies vs compute on an accelerator (``copies``).
 - `compare_dtypes`, `DtypeComparison`: fp32 vs fp16/bf16 on an accelerator, next to the CPU, each side bounded
-  in time (``precisions``; what the speed widget shows on a GPU).
+  in time (``precisions``; what the speed widget shows on a GPU); `bf16_emulated`: a GPU without bf16 tensor cores.
+- `threads_verdict`, `threads_reason`, `physical_cores`: 1 CPU thread against several, and why more can be slower
+  (``threads``).
 - `matmul_flops`: re-exported from ``lessons_lib.flops``.
 
 Tests that replace a helper must patch the module that looks it up (e.g. ``bench.sweep.make_matmul_inputs``).
@@ -38,7 +41,8 @@ from .devices import cpu_threads, resolve_device, synchronize
 from .dtypes import dtype_label, resolve_dtype
 from .matmul import make_matmul_inputs, matmul_error, matmul_tolerance, time_matmul
 from .memory_fit import fits_in_memory, matmul_bytes, memory_available
-from .precisions import DtypeComparison, compare_dtypes
+from .noise import noise_warning
+from .precisions import DtypeComparison, bf16_emulated, compare_dtypes
 from .sweep import (  # noqa: F401  (DEFAULT_BUDGET_S, _check_sizes: used as bench.X)
     DEFAULT_BUDGET_S,
     DEFAULT_SIZES,
@@ -48,13 +52,15 @@ from .sweep import (  # noqa: F401  (DEFAULT_BUDGET_S, _check_sizes: used as ben
     default_budget_s,
     matmul_sweep,
 )
+from .threads import physical_cores, threads_reason, threads_verdict
 from .timing import Timing, measure
 from .units import format_flops, format_seconds
 
 __all__ = [
     "DEFAULT_SIZES", "Comparison", "CopyCost", "Crossover", "DtypeComparison", "MatmulRecord", "SweepResult", "Timing",
-    "compare_dtypes", "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover", "default_budget_s", "dtype_label",
-    "estimate_seconds", "fits_in_memory", "format_flops", "format_seconds", "make_matmul_inputs",
-    "matmul_bytes", "matmul_error", "matmul_flops", "matmul_sweep", "matmul_tolerance", "measure",
-    "memory_available", "resolve_device", "resolve_dtype", "speedup", "synchronize", "time_matmul",
+    "bf16_emulated", "compare_dtypes", "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover",
+    "default_budget_s", "dtype_label", "estimate_seconds", "fits_in_memory", "format_flops", "format_seconds",
+    "make_matmul_inputs", "matmul_bytes", "matmul_error", "matmul_flops", "matmul_sweep", "matmul_tolerance", "measure",
+    "memory_available", "noise_warning", "physical_cores", "resolve_device", "resolve_dtype", "speedup", "synchronize",
+    "threads_reason", "threads_verdict", "time_matmul",
 ]

@@ -12,6 +12,8 @@ from ._checks import _check_positive_int, _check_positive_number
 from .devices import cpu_threads, resolve_device
 from .dtypes import _SHORT, resolve_dtype
 from .matmul import _assert_correct, make_matmul_inputs
+from .noise import _signs, noise_line
+from .threads import CLOSE, threads_reason
 from .timing import Timing, measure
 from .units import format_seconds
 
@@ -35,6 +37,24 @@ class Comparison:
             return None
         return self.baseline.median_s / self.other.median_s
 
+    @property
+    def threads_only(self) -> bool:
+        """Whether both sides ran on the CPU (1 thread vs all: the comparison on a machine without a GPU)."""
+        return (self.baseline is not None and self.other is not None and self.baseline.device.startswith("cpu")
+                and self.other.device.startswith("cpu"))
+
+    @property
+    def more_threads_not_faster(self) -> bool:
+        """Whether a 1-thread vs all-threads comparison found all threads no faster (within 1.2×) or slower."""
+        return self.threads_only and self.other.threads > 1 and self.speedup < CLOSE
+
+    @property
+    def noise(self) -> str | None:
+        """The "⚠️ số đo nhiễu" line when either side's repeats disagree, else None."""
+        seen = [f"{_who(t)}: {sign}" for t in (self.baseline, self.other) if t is not None
+                for sign in _signs(list(t.times_s), t.expected_s)]
+        return noise_line(seen)
+
     def verdict(self) -> str:
         """Return one sentence built from the measured numbers."""
         if self.skipped:
@@ -45,15 +65,21 @@ class Comparison:
         who = _who(self.other)
         base = _who(self.baseline)
         copy = tr(" (tính cả thời gian chép CPU→GPU→CPU)", " (copies CPU→GPU→CPU included)") if self.include_copy else ""
-        return tr(f"N={self.n} {self.dtype}: {who}{copy} {faster} so với {base}.",
+        text = tr(f"N={self.n} {self.dtype}: {who}{copy} {faster} so với {base}.",
                   f"N={self.n} {self.dtype}: {who}{copy} is {faster} than {base}.")
+        if self.more_threads_not_faster:
+            text += " " + threads_reason(self.other.threads)
+        return text
 
     def __str__(self) -> str:
         if self.skipped:
             return self.skipped
         check = tr("✅ kết quả đúng (sai số tương đối ", "✅ results correct (relative error ") + (
             f"{self.errors[0]:.1e} / {self.errors[1]:.1e})")
-        return "\n".join([check, f"  {self.baseline}", f"  {self.other}", "→ " + self.verdict()])
+        lines = [check, f"  {self.baseline}", f"  {self.other}", "→ " + self.verdict()]
+        if self.noise:
+            lines.append(self.noise)
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
         return str(self)
@@ -76,12 +102,14 @@ def _probe_call_s(n: int, dev: torch.device, dt: torch.dtype, threads: int, limi
     cost, so the estimate comes out far too high (a T4 would "need" seconds for N=8192). So the probe grows
     while the estimate is near the limit, and also while it is over the limit but the probe itself took
     under a millisecond (launch-bound, not to be trusted) and the next probe is still cheap. It stops at
-    N/2 at the latest. Each probe is the median of 3 calls, so one disturbed call cannot skip a size.
+    N/2 at the latest. Each probe is the fastest of 3 calls: work from other programs only adds time, so
+    one disturbed call (or two, on a busy machine) cannot skip a size.
     """
     size = min(n, 128)
     while True:
         a, b = make_matmul_inputs(size, dev, dt)
-        t = measure(lambda a=a, b=b: a @ b, device=dev, repeats=3, warmup=1, number=1, threads=threads).median_s
+        t = measure(lambda a=a, b=b: a @ b, device=dev, repeats=3, warmup=1, number=1, threads=threads,
+                    warn=False).min_s
         estimate = t * (n / size) ** 3
         if size == n or 2 * size > n // 2 or 4 * estimate < limit_s:
             return estimate
@@ -130,11 +158,11 @@ def compare_matmul(
     for where, th in plan:
         estimate = _probe_call_s(n, where, dt, th, max_call_s)
         if estimate > max_call_s:
-            return Comparison(n, _SHORT[dt], None, None, None, include_copy, skipped=tr(
+            other = " (hoặc fp32 trên CPU)" if dt != torch.float32 and where.type == "cpu" else ""
+            return Comparison(n, _SHORT[dt], None, None, None, include_copy, skipped=(
                 f"⏭️ Không chạy N={n} {_SHORT[dt]} trên {where} ({th} luồng): ước lượng một phép nhân mất "
-                f"~{format_seconds(estimate)} > giới hạn {max_call_s:g} s. Chọn N nhỏ hơn (hoặc fp32 trên CPU).",
-                f"⏭️ Not running N={n} {_SHORT[dt]} on {where} ({th} threads): one matmul is estimated at "
-                f"~{format_seconds(estimate)} > the {max_call_s:g} s limit. Pick a smaller N (or fp32 on the CPU)."))
+                f"~{format_seconds(estimate)} > giới hạn {max_call_s:g} s. Chọn N nhỏ hơn{other}. Ước lượng được "
+                "tính từ một phép nhân nhỏ hơn vừa đo; máy đang bận thì nó có thể cao hơn thật, khi đó đo lại sau."))
     a_cpu, b_cpu = make_matmul_inputs(n, cpu, dt)
     timings, errors = [], []
     for where, th in plan:
@@ -147,5 +175,5 @@ def compare_matmul(
             fn = lambda a=a, b=b: a @ b  # noqa: E731
             label = f"matmul {n}×{n} {_SHORT[dt]}"
         timings.append(measure(fn, device=where, repeats=repeats, warmup=warmup, threads=th,
-                               flops=matmul_flops(n), label=label, max_time_s=max_time_s))
+                               flops=matmul_flops(n), label=label, max_time_s=max_time_s, warn=False))
     return Comparison(n, _SHORT[dt], timings[0], timings[1], (errors[0], errors[1]), include_copy)

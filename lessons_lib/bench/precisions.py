@@ -9,6 +9,7 @@ notebook; an error on one side (e.g. a dtype the GPU cannot run) is reported on 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -23,6 +24,7 @@ from .devices import cpu_threads, resolve_device
 from .dtypes import _SHORT, resolve_dtype
 from .matmul import _assert_correct, make_matmul_inputs
 from .memory_fit import fits_in_memory
+from .noise import _signs, noise_line
 from .timing import Timing, measure
 from .units import format_flops, format_seconds
 
@@ -30,6 +32,26 @@ from .units import format_flops, format_seconds
 TENSOR_CORE_MULTIPLE = 8
 TENSOR_CORE_SOURCE = ("NVIDIA Matrix Multiplication Background User's Guide (Tensor Core Requirements); "
                       "PyTorch Performance Tuning Guide")
+#: bf16 tensor cores start with compute capability 8.0; Turing's (7.5, the T4) run fp16, int8 and int4 only.
+BF16_SOURCE = "NVIDIA Turing và Ampere architecture whitepapers; torch.cuda.is_bf16_supported"
+
+
+def bf16_emulated(device: str | torch.device) -> bool:
+    """Return True when `device` is an NVIDIA GPU without bf16 tensor cores (compute capability < 8.0, e.g. a T4).
+
+    There PyTorch still runs bf16 (``torch.cuda.is_bf16_supported()`` is True: it can make bf16 tensors),
+    but not on tensor cores; ``is_bf16_supported(including_emulation=False)`` (newer torch) says False.
+    False for the CPU, MPS, ROCm and machines without a usable CUDA GPU.
+    """
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device phải là str hoặc torch.device, vd \"cuda\", không phải {type(device).__name__}")
+    dev = torch.device(device)
+    if dev.type != "cuda" or torch.version.hip or not torch.cuda.is_available():
+        return False
+    with torch.cuda.device(dev):
+        if "including_emulation" in inspect.signature(torch.cuda.is_bf16_supported).parameters:
+            return not torch.cuda.is_bf16_supported(including_emulation=False)
+        return torch.cuda.get_device_capability(dev)[0] < 8
 
 
 @dataclass(frozen=True)
@@ -118,6 +140,14 @@ class DtypeComparison:
     sides: tuple[Side, ...]
     device_name: str = ""
     spec: gpu_specs.GpuSpec | None = None
+    bf16_emulated: bool = False
+
+    @property
+    def noise(self) -> str | None:
+        """The "⚠️ số đo nhiễu" line when a measured side's repeats disagree, else None."""
+        seen = [f"{side.name}: {sign}" for side in self.sides if side.measured
+                for sign in _signs(list(side.timing.times_s), side.timing.expected_s)]
+        return noise_line(seen)
 
     @property
     def fp32(self) -> Side:
@@ -159,6 +189,10 @@ class DtypeComparison:
                           f"ℹ️ N={self.n} is not a multiple of {TENSOR_CORE_MULTIPLE}: tensor cores are still used but "
                           f"less efficiently; pick dimensions that are multiples of {TENSOR_CORE_MULTIPLE} "
                           f"({TENSOR_CORE_SOURCE})."))
+        if self.low.dtype == "bf16" and self.bf16_emulated:
+            out.append("ℹ️ GPU này không có tensor core cho bf16 (chỉ có từ compute capability 8.0, Ampere): PyTorch "
+                       "vẫn nhân bf16 được nhưng giả lập, không bằng tensor core, nên bf16 ở đây không nói gì về tốc "
+                       f"độ bf16 trên A100/H100/L4. Muốn thấy tensor core, chọn fp16 ({BF16_SOURCE}).")
         return out
 
     def verdict(self) -> str:
@@ -182,6 +216,8 @@ class DtypeComparison:
                                                            "none (this GPU is not in the gpu_specs table)")
             lines.append(tr(f"GPU được synchronize trước và sau mỗi lần đo. Số đỉnh: {source}.",
                             f"The GPU is synchronized before and after each timing. Peak figures: {source}."))
+        if self.noise:
+            lines.append(self.noise)
         lines += self.notes()
         return "\n".join(lines)
 
@@ -231,7 +267,7 @@ def run_side(n: int, device: torch.device, dtype: torch.dtype, *, threads: int, 
         a, b = make_matmul_inputs(n, device, dtype)
         error = _assert_correct(a, b, a @ b, dtype, device)
         timing = measure(lambda: a @ b, device=device, repeats=repeats, warmup=warmup, threads=threads,
-                         flops=matmul_flops(n), label=f"matmul {n}×{n} {label}", max_time_s=max_time_s)
+                         flops=matmul_flops(n), label=f"matmul {n}×{n} {label}", max_time_s=max_time_s, warn=False)
     except (RuntimeError, TypeError, NotImplementedError) as exc:  # a dtype this device cannot run, OOM, wrong result
         return Side(**base, skipped=f"❌ {short_message(exc, max_lines=2)}")
     return Side(**base, timing=timing, rel_error=error)
@@ -301,4 +337,5 @@ def compare_dtypes(
                               max_time_s=cpu_max_time_s, repeats=repeats, warmup=warmup))
     if dev.type == "cuda":
         torch.cuda.empty_cache()  # give the measurement's cached blocks back to the other cells
-    return DtypeComparison(n=n, sides=tuple(sides), device_name=name, spec=spec)
+    return DtypeComparison(n=n, sides=tuple(sides), device_name=name, spec=spec,
+                           bf16_emulated=low_dt == torch.bfloat16 and bf16_emulated(dev))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from .devices import cpu_threads, resolve_device, synchronize
 from .dtypes import _SHORT, resolve_dtype
 from .matmul import _assert_correct, make_matmul_inputs
 from .memory_fit import fits_in_memory
+from .noise import SLOW_LIMIT, SPREAD_LIMIT, noise_line
 from .timing import Timing, measure
 from .units import format_flops, format_seconds
 
@@ -23,6 +25,7 @@ DEFAULT_SIZES: tuple[int, ...] = (
 )
 DEFAULT_BUDGET_S = {"cpu": 20.0, "accelerator": 30.0}
 _SAFETY = 1.25  # predicted cost of the next size is multiplied by this before comparing with the budget
+MODEL_LIMIT = 10.0  # a size slower than this × (fixed cost + FLOPs at the best speed measured) is off the trend
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,37 @@ class SweepResult:
     next_size: int | None
     records: list[MatmulRecord] = field(default_factory=list)
     device_name: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def _noise_signs(self) -> tuple[dict[int, float], dict[int, float]]:
+        off = {r.n: f for r, f in ((r, _off_trend(self.records, i)) for i, r in enumerate(self.records)) if f}
+        spread = {r.n: r.timing.max_s / r.timing.min_s for r in self.records
+                  if r.timing.max_s > SPREAD_LIMIT * r.timing.min_s}
+        return off, spread
+
+    @property
+    def noisy_sizes(self) -> list[int]:
+        """The sizes N that ``noise`` names (repeats far apart, or far off the trend), increasing."""
+        off, spread = self._noise_signs()
+        return sorted(set(off) | set(spread))
+
+    @property
+    def noise(self) -> str | None:
+        """One "⚠️ số đo nhiễu" line naming the sizes that look noisy, or None.
+
+        A size looks noisy when its slowest repeat takes more than 2× its fastest, or when it is far off
+        what the other sizes predict (``_off_trend``): slower than 3× a larger size, or slower than 10× the
+        sweep's fixed cost (the fastest time measured) plus its FLOPs at the best speed measured.
+        """
+        off, spread = self._noise_signs()
+        seen = []
+        if off:
+            seen.append(f"N={', '.join(map(str, off))} chậm hơn hẳn mức các kích thước khác cho phép dự kiến "
+                        f"(đến {max(off.values()):,.0f}×)")
+        if spread:
+            seen.append(f"ở N={', '.join(map(str, spread))} lần đo chậm nhất gấp đến {max(spread.values()):.1f}× "
+                        "lần nhanh nhất")
+        return noise_line(seen)
 
     @property
     def sizes(self) -> list[int]:
@@ -120,6 +154,9 @@ class SweepResult:
         for r in self.records:
             lines.append(f"{r.n:>6}  {format_seconds(r.seconds):>20}  {format_flops(r.tflops * 1e12):>13}  "
                          f"{r.rel_error:.1e}")
+        lines.extend(self.notes)
+        if self.noise:
+            lines.append(self.noise)
         if self.records:
             t = self.records[-1].timing
             where = f"{self.device}, {self.threads} " + tr("luồng", "threads") if self.is_cpu else (
@@ -166,7 +203,8 @@ def matmul_sweep(
     """Time N×N matmuls for growing N until the time budget or the free memory says stop.
 
     Before each size the sweep predicts its cost from the last measured size (time ∝ N³, creating the
-    inputs ∝ N²), and stops growing N when that prediction would overrun `budget_s`, or when the
+    inputs ∝ N²; but at most 2× the larger of the last time and the FLOPs at the best speed so far, so a
+    size stalled by a busy machine does not end the sweep early), and stops growing N when that prediction would overrun `budget_s`, or when the
     inputs and result would not fit in the device's free memory (checked before allocating). Every
     size is checked for correctness (``matmul_error``) before it is timed, and a size that turns out
     slower than predicted gets fewer repeats (``measure``'s ``max_time_s`` = the budget left).
@@ -200,6 +238,7 @@ def matmul_sweep(
     records: list[MatmulRecord] = []
     stop, next_size = "all_sizes", None
     last = None  # (n, seconds per call, seconds to create the inputs)
+    best_rate = 0.0  # the best FLOP/s measured so far
     for n in size_list:
         if not fits_in_memory(n, dev, dt):
             stop, next_size = "memory", n
@@ -207,7 +246,9 @@ def matmul_sweep(
         elapsed = time.perf_counter() - start
         if last is not None:
             ratio = n / last[0]
-            call = last[1] * ratio**3
+            # N³ from the last size, unless that size was stalled (a busy machine can add a fixed wait to
+            # every call): then at most 2× (the last time, or this size's FLOPs at the best speed so far).
+            call = min(last[1] * ratio**3, 2 * max(last[1], matmul_flops(n) / best_rate))
             # create inputs (∝ N²) + correctness check + warm-up calls (∝ N³) + timed repeats
             predicted = last[2] * ratio**2 + (1 + max(warmup, 1)) * call + repeats * max(call, min_block_s)
             if elapsed + _SAFETY * predicted > budget:
@@ -221,18 +262,84 @@ def matmul_sweep(
         remaining = budget - (time.perf_counter() - start)
         timing = measure(lambda a=a, b=b: a @ b, device=dev, repeats=repeats, warmup=warmup, threads=n_threads,
                          flops=matmul_flops(n), label=f"matmul {n}×{n} {_SHORT[dt]}", min_block_s=min_block_s,
-                         max_time_s=max(remaining, min_block_s))
+                         max_time_s=max(remaining, min_block_s), warn=False)
         del a, b
         records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
         last = (n, timing.median_s, create)
+        best_rate = max(best_rate, matmul_flops(n) / timing.median_s)
         if progress:
             print(f"  N={n:>6}: {format_seconds(timing.median_s)} · {format_flops(matmul_flops(n) / timing.median_s)}",
                   flush=True)
+    notes = _remeasure_outliers(records, dev, dt, n_threads, repeats, warmup, min_block_s,
+                                max(budget - (time.perf_counter() - start), 0.1 * budget))
     if dev.type == "cuda":
         torch.cuda.empty_cache()  # give the sweep's cached blocks back to the other cells
     return SweepResult(device=str(dev), dtype=_SHORT[dt], threads=n_threads, budget_s=float(budget),
                        wall_s=time.perf_counter() - start, stop_reason=stop, next_size=next_size,
-                       records=records, device_name=_device_name(dev))
+                       records=records, device_name=_device_name(dev), notes=notes)
+
+
+def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
+    """Return how many times slower size i is than the other sizes predict, when far off; else None.
+
+    Three predictions, each generous: a smaller matmul should not take more than 3× a larger one; the
+    largest size should not take more than 3× the one before it scaled as N³; and no size should take more
+    than 10× (the fastest time in the sweep, a fixed cost per call) + (its FLOPs at the best FLOP/s measured).
+    """
+    record = records[i]
+    factors = []
+    larger = [r.seconds for r in records[i + 1:]]
+    if larger and record.seconds > SLOW_LIMIT * min(larger):
+        factors.append(record.seconds / min(larger))
+    if not larger and i > 0:
+        before = records[i - 1]
+        scaled = before.seconds * (record.n / before.n) ** 3
+        if record.seconds > SLOW_LIMIT * scaled:
+            factors.append(record.seconds / scaled)
+    fixed = min(r.timing.min_s for r in records)
+    best_rate = max(matmul_flops(r.n) / r.seconds for r in records)
+    model = fixed + matmul_flops(record.n) / best_rate
+    if record.seconds > MODEL_LIMIT * model:
+        factors.append(record.seconds / model)
+    return max(factors) if factors else None
+
+
+def _looks_noisy(records: list[MatmulRecord], i: int) -> bool:
+    timing = records[i].timing
+    return timing.max_s > SPREAD_LIMIT * timing.min_s or _off_trend(records, i) is not None
+
+
+def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torch.dtype, threads: int,
+                        repeats: int, warmup: int, min_block_s: float, time_left_s: float) -> list[str]:
+    """Measure again, once, each size that looks noisy; keep the faster of the two medians; return notes.
+
+    Interference from other work only ever adds time, so of two honest measurements the faster one is the
+    closer to what this machine does undisturbed. The re-measurements share `time_left_s`.
+    """
+    again_seen, skipped = [], []
+    deadline = time.perf_counter() + time_left_s
+    for i, record in enumerate(records):
+        if not _looks_noisy(records, i):
+            continue
+        left = deadline - time.perf_counter()
+        if (warmup + repeats) * record.timing.min_s > left:
+            skipped.append(f"N={record.n}")
+            continue
+        a, b = make_matmul_inputs(record.n, dev, dt)
+        again = measure(lambda a=a, b=b: a @ b, device=dev, repeats=repeats, warmup=warmup, threads=threads,
+                        flops=record.timing.flops, label=record.timing.label, min_block_s=min_block_s,
+                        max_time_s=max(left, min_block_s), warn=False)
+        del a, b
+        again_seen.append(f"N={record.n} {format_seconds(record.seconds)} → {format_seconds(again.median_s)}")
+        if again.median_s < record.seconds:
+            records[i] = dataclasses.replace(record, timing=again)
+    notes = []
+    if again_seen:
+        notes.append(f"Đo lại {len(again_seen)} kích thước trông nhiễu (lần đầu → lần hai: {', '.join(again_seen)}); "
+                     "bảng giữ số nhanh hơn, vì việc khác chen vào chỉ làm chậm đi.")
+    if skipped:
+        notes.append(f"Không còn thời gian trong ngân sách để đo lại {', '.join(skipped)}.")
+    return notes
 
 
 def _check_sizes(sizes) -> list[int]:

@@ -13,6 +13,7 @@ import torch
 from ..i18n import tr
 from ._checks import _check_positive_int, _check_positive_number
 from .devices import cpu_threads, resolve_device, synchronize
+from .noise import noise_warning
 from .units import format_flops, format_seconds
 
 
@@ -28,6 +29,7 @@ class Timing:
         number: Calls per repeat.
         flops: Floating-point operations of one call, when known (gives FLOP/s).
         label: What was timed, e.g. "matmul 1024×1024 fp32".
+        expected_s: Seconds per call the caller predicted, when known (checked by `noise`).
     """
 
     times_s: tuple[float, ...]
@@ -37,6 +39,12 @@ class Timing:
     number: int
     flops: float | None = None
     label: str = ""
+    expected_s: float | None = None
+
+    @property
+    def noise(self) -> str | None:
+        """The "⚠️ số đo nhiễu" line when the repeats disagree or the median is far above `expected_s`, else None."""
+        return noise_warning(self.times_s, expected_s=self.expected_s)
 
     @property
     def median_s(self) -> float:
@@ -126,6 +134,8 @@ def measure(
     label: str = "",
     min_block_s: float = 0.002,
     max_time_s: float | None = None,
+    expected_s: float | None = None,
+    warn: bool = True,
 ) -> Timing:
     """Time `fn()` correctly on `device`: warm-up, synchronize, median of repeats, all CPU threads.
 
@@ -145,6 +155,10 @@ def measure(
         max_time_s: Optional time limit for slow operations: the first call (a warm-up call) is timed,
             and fewer warm-up calls and repeats are made when the planned ones would not fit in the limit
             (at least that first call and one timed repeat always run).
+        expected_s: Seconds per call the work should take here (e.g. from its FLOPs or bytes), to notice a
+            median far above it (see ``noise_warning``).
+        warn: Print the "⚠️ số đo nhiễu" line when the result looks noisy (``Timing.noise``); helpers that
+            report several timings together pass False and show the line in their own result.
 
     Returns:
         A ``Timing`` (seconds per call for every repeat, and the conditions).
@@ -171,6 +185,10 @@ def measure(
     _check_positive_number("min_block_s", min_block_s)
     if max_time_s is not None:
         _check_positive_number("max_time_s", max_time_s)
+    if expected_s is not None:
+        _check_positive_number("expected_s", expected_s)
+    if not isinstance(warn, bool):
+        raise TypeError(f"warn phải là True hoặc False, không phải {type(warn).__name__}")
 
     n_threads = cpu_threads() if threads is None else threads
     previous = torch.get_num_threads()
@@ -203,5 +221,9 @@ def measure(
         times = tuple(_timed_block(fn, number, dev) / number for _ in range(repeats))
     finally:
         torch.set_num_threads(previous)
-    return Timing(times_s=times, device=str(dev), threads=n_threads, warmup=warmup_done, number=number,
-                  flops=None if flops is None else float(flops), label=label)
+    timing = Timing(times_s=times, device=str(dev), threads=n_threads, warmup=warmup_done, number=number,
+                    flops=None if flops is None else float(flops), label=label,
+                    expected_s=None if expected_s is None else float(expected_s))
+    if warn and timing.noise:
+        print(timing.noise, flush=True)
+    return timing

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._validate import check_number
 from ..device import pick_device
 from ..i18n import tr
 from ._core import Exercise, Report, number, on_gpu_note
@@ -518,3 +519,117 @@ task2 = Exercise(
     solution=TRAIN_SOLUTION,
     group=GROUP,
 )
+
+
+# --------------------------------------------------------------------------- section 7's verdicts on the CPU times
+
+#: A ratio within 10% of 1 counts as "about equal" (a shared CPU often varies by more between runs).
+_EQUAL_WITHIN = 1.1
+_BUSY = ("số đo nhiễu (máy bận? Colab/Kaggle CPU miễn phí chỉ có 2 vCPU trên một máy chủ dùng chung): "
+         "chạy lại ô đo, đừng rút kết luận từ lần này")
+
+
+def _check_times(times, gflop=None) -> tuple[str, str]:
+    """Validate section 7's ``times[name, label]`` (seconds) and ``gflop[name]``; return (smallest, largest) name."""
+    if not isinstance(times, dict) or not times:
+        raise TypeError("times phải là một dict không rỗng {(tên_mô_hình, 'fp32' | 'bf16'): giây}, "
+                        f"không phải {type(times).__name__}")
+    for key, value in times.items():
+        if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key)):
+            raise TypeError(f"khoá của times phải là cặp str (tên_mô_hình, nhãn_dtype), không phải {key!r}")
+        check_number(f"times[{key!r}]", value, positive=True)
+    names = list(dict.fromkeys(name for name, _ in times))
+    if gflop is None:
+        return names[0], names[-1]
+    if not isinstance(gflop, dict) or set(gflop) != set(names):
+        raise ValueError(f"gflop phải là dict có đúng một số GFLOP cho mỗi mô hình {names}, nhận được {gflop!r}")
+    for name in names:
+        check_number(f"gflop[{name!r}]", gflop[name], positive=True)
+    by_work = sorted(names, key=gflop.__getitem__)
+    return by_work[0], by_work[-1]
+
+
+def epoch_time_warnings(times: dict, gflop: dict) -> list[str]:
+    """Return a ⚠️ line for each dtype where the model with the least work took longer per epoch than the most.
+
+    The small model takes more steps per epoch (smaller batches), so its fixed costs per epoch are larger; but
+    for them to outweigh ~100× the arithmetic, each tiny step would have to cost far more than it does on an
+    idle CPU, so such a pair almost always means the measurement is off (a busy or shared CPU). Empty list:
+    nothing contradicts the FLOP counts.
+
+    Args:
+        times: Median seconds per epoch, keyed ``(model_name, dtype_label)`` as notebook 11's ``cpu_times``.
+        gflop: GFLOP per epoch of each model name.
+    """
+    small, wide = _check_times(times, gflop)
+    lines = []
+    for label in dict.fromkeys(label for _, label in times):
+        if (small, label) in times and (wide, label) in times and times[small, label] > times[wide, label]:
+            lines.append(
+                f"⚠️ {label}: mô hình {small} ({times[small, label] * 1e3:.1f} ms/epoch) CHẬM hơn mô hình {wide} "
+                f"({times[wide, label] * 1e3:.1f} ms) dù ít việc hơn {gflop[wide] / gflop[small]:.0f}×. Nó có "
+                f"nhiều bước hơn (batch nhỏ hơn), nhưng chi phí cố định của chừng đó bước hiếm khi vượt được "
+                f"{gflop[wide] / gflop[small]:.0f}× số phép tính: nhiều khả năng là {_BUSY}.")
+    return lines
+
+
+def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
+    """Return the sentence that compares how much more time the bigger model took with how much more work it does.
+
+    Args:
+        times: Median seconds per epoch, keyed ``(model_name, dtype_label)``.
+        gflop: GFLOP per epoch of each model name.
+        label: Which dtype's times to compare.
+    """
+    small, wide = _check_times(times, gflop)
+    if not isinstance(label, str):
+        raise TypeError(f"label phải là nhãn dtype dạng str như 'fp32', không phải {type(label).__name__}")
+    if (small, label) not in times or (wide, label) not in times:
+        raise ValueError(f"times thiếu thời gian {label!r} của {small!r} hoặc {wide!r}")
+    work, slower = gflop[wide] / gflop[small], times[wide, label] / times[small, label]
+    head = f"Mô hình {wide}: {work:.0f}× số phép tính, nhưng {slower:.1f}× thời gian trên CPU ({label})."
+    if slower < 1:
+        return (f"{head}\n⚠️ Ít thời gian hơn cho nhiều việc hơn: chi phí cố định của các bước nhỏ hiếm khi lớn "
+                f"đến thế, nhiều khả năng là {_BUSY}.")
+    if slower * 2 <= work:
+        return (f"{head}\n→ Thời gian tăng chậm hơn hẳn số phép tính: phần lớn thời gian của mô hình {small} là "
+                "chi phí cố định của từng phép tính nhỏ, không phải phép nhân (trên máy bận, thời gian chờ CPU cũng "
+                "rơi vào phần này: nếu ô đo chậm bất thường, chạy lại).")
+    return (f"{head}\n→ Thời gian tăng gần bằng (hoặc hơn) số phép tính: trên CPU này, cả mô hình {small} cũng "
+            "chủ yếu là tính, chi phí cố định không lớn (một CPU bận hay chậm cũng cho kết quả như vậy).")
+
+
+def bf16_verdict(times: dict) -> list[str]:
+    """Return one line per model ("bf16 nhanh hơn 1.3×" …) and a conclusion built from the measured ratios.
+
+    The conclusion flags the cases that contradict section 7's reasoning: the small model measured slower than
+    the wide one (then every ratio is noise), and bf16 helping the small model (mostly fixed costs) more than the
+    wide one (bf16 saves time only in the matrix multiplications).
+
+    Args:
+        times: Median seconds per epoch, keyed ``(model_name, "fp32" | "bf16")``; the first model is the small one,
+            the last the wide one.
+    """
+    small, wide = _check_times(times)
+    names = list(dict.fromkeys(name for name, _ in times))
+    missing = [name for name in names if (name, "fp32") not in times or (name, "bf16") not in times]
+    if missing:
+        raise ValueError(f"times cần cả 'fp32' và 'bf16' cho mọi mô hình, thiếu ở {missing}")
+    speedup = {name: times[name, "fp32"] / times[name, "bf16"] for name in names}
+    lines = []
+    for name, ratio in speedup.items():
+        verdict = (f"bf16 nhanh hơn {ratio:.1f}×" if ratio > _EQUAL_WITHIN else
+                   f"bf16 CHẬM hơn {1 / ratio:.1f}×" if ratio < 1 / _EQUAL_WITHIN else "gần như bằng nhau (±10%)")
+        lines.append(f"mô hình {name}: {verdict}")
+    if any(times[small, label] > times[wide, label] for label in ("fp32", "bf16")):
+        lines.append(f"⚠️ Chưa kết luận được: mô hình {small} đo chậm hơn mô hình {wide} (xem dòng ⚠️ của ô đo), nên "
+                     f"các tỉ số trên không đáng tin; {_BUSY}.")
+    elif speedup[small] > _EQUAL_WITHIN and speedup[small] > speedup[wide] * _EQUAL_WITHIN:
+        lines.append(f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do bên dưới (bf16 chỉ "
+                     f"tiết kiệm ở phép nhân ma trận, mà phép nhân của mô hình {small} rất nhỏ). Nhiều khả năng là "
+                     f"{_BUSY}.")
+    elif speedup[wide] > _EQUAL_WITHIN:
+        lines.append(f"→ Trên CPU này bf16 có ích khi phép nhân đủ lớn (mô hình {wide}).")
+    else:
+        lines.append("→ Trên CPU này bf16 không làm train nhanh hơn: giữ FP32.")
+    return lines

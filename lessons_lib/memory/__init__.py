@@ -19,6 +19,8 @@ GPU allocator stats and the OOM demo, which need CUDA and say so instead of fail
   (``batch_size``).
 - `oom_safe_train_step` and `train_with_oom_retry`: the OOM-safe train step, with a retry loop that
   lowers the micro-batch and accumulates gradients so the effective batch stays the same (``oom_retry``).
+- `blas_workspace_estimate`: the cuBLAS/cuBLASLt workspaces the running torch version keeps allocated
+  (``workspace``).
 - `sharded_training_memory`: per-GPU bytes of mixed-precision Adam training under DDP and ZeRO-1/2/3
   (``sizes``).
 
@@ -50,6 +52,7 @@ from .sizes import (
     trainable_bytes,
     training_state_sizes,
 )
+from .workspace import WorkspaceEstimate, blas_workspace_estimate
 
 __all__ = [
     "OOM_ERRORS",
@@ -64,6 +67,8 @@ __all__ = [
     "ShardedMemory",
     "StateSizes",
     "TorchOutOfMemoryError",
+    "WorkspaceEstimate",
+    "blas_workspace_estimate",
     "compare_gradients",
     "cuda_memory_cap",
     "find_max_batch_size",

@@ -53,6 +53,15 @@ def plot_number_formats(dtypes: Sequence[str] = ("fp32", "fp16", "bf16"), marks:
     for label, value in marks.items():
         ax.axvline(value, color="#c44e52", linestyle="--", linewidth=1)
         ax.text(value, len(facts) - 0.45, label, color="#c44e52", ha="center", va="bottom", fontsize=8)
+        for i, f in enumerate(facts):   # on an axis of ~96 decades, 7e4 and fp16's 6.55e4 look like one line
+            outside = "tràn → inf" if value > f.max else "→ 0" if value < f.smallest_subnormal / 2 else None
+            if outside is not None:
+                y = len(facts) - 1 - i
+                ax.plot([value], [y], marker="x", color="#c44e52", markersize=8, markeredgewidth=2)
+                above = value > f.max
+                ax.annotate(f"{label}: ngoài dải {f.name} ({outside})", (value, y), xytext=(6 if above else -6, 9),
+                            textcoords="offset points", ha="left" if above else "right", va="bottom", fontsize=7,
+                            color="#c44e52")
     ax.set_xscale("log")
     ax.set_xlim(1e-48, 1e48)
     ax.set_ylim(-0.65, len(facts) - 0.1)

@@ -54,6 +54,18 @@ def _as_sweeps(sweeps, name: str = "sweeps") -> list[SweepResult]:
     return out
 
 
+def _mark_noisy(ax, sweeps: list[SweepResult], values) -> None:
+    """Ring the points of sizes each sweep flags as noisy (``SweepResult.noisy_sizes``), with one legend entry."""
+    labelled = False
+    for sweep in sweeps:
+        noisy = set(sweep.noisy_sizes)
+        points = [(n, v) for n, v in zip(sweep.sizes, values(sweep), strict=True) if n in noisy]
+        if points:
+            ax.scatter([n for n, _ in points], [v for _, v in points], s=170, facecolors="none", edgecolors="red",
+                       linewidths=1.5, zorder=3, label=None if labelled else "số đo nhiễu (xem dòng ⚠️)")
+            labelled = True
+
+
 def plot_time_vs_n(sweeps, ax=None, show_cubic: bool = True):
     """Plot median seconds per matmul against N on log-log axes, one line per sweep.
 
@@ -64,7 +76,7 @@ def plot_time_vs_n(sweeps, ax=None, show_cubic: bool = True):
             compute-bound matmul follows.
 
     Returns:
-        The matplotlib Axes.
+        The matplotlib Axes. Sizes a sweep flags as noisy (``SweepResult.noisy_sizes``) are ringed in red.
     """
     sweeps = _as_sweeps(sweeps)
     if not isinstance(show_cubic, bool):
@@ -72,6 +84,7 @@ def plot_time_vs_n(sweeps, ax=None, show_cubic: bool = True):
     ax = get_ax(ax)
     for sweep in sweeps:
         ax.plot(sweep.sizes, sweep.seconds, marker="o", label=sweep.label)
+    _mark_noisy(ax, sweeps, lambda sweep: sweep.seconds)
     if show_cubic:
         ref = sweeps[0]
         n_ref, t_ref = ref.sizes[-1], ref.seconds[-1]
@@ -136,7 +149,7 @@ def plot_tflops(sweeps, spec: GpuSpec | None = None, ax=None):
         ax: Axes to draw on (None: a new figure).
 
     Returns:
-        The matplotlib Axes.
+        The matplotlib Axes. Sizes a sweep flags as noisy are ringed in red, as in ``plot_time_vs_n``.
     """
     sweeps = _as_sweeps(sweeps)
     if spec is not None and not isinstance(spec, GpuSpec):
@@ -157,6 +170,7 @@ def plot_tflops(sweeps, spec: GpuSpec | None = None, ax=None):
             ax.axhline(peak, color=line.get_color(), linestyle="--", alpha=0.8,
                        label=tr(f"đỉnh {sweep.dtype} {spec.model} (công bố): {peak:g} TFLOP/s — đạt {100 * best / peak:.0f}%",
                                 f"{spec.model} {sweep.dtype} peak (documented): {peak:g} TFLOP/s — reached {100 * best / peak:.0f}%"))
+    _mark_noisy(ax, sweeps, lambda sweep: sweep.tflops)
     if any_gpu and spec is None:
         ax.text(0.02, 0.96, tr("Không có đường đỉnh: GPU này chưa có trong bảng số liệu công bố.",
                                "No peak line: this GPU is not in the table of documented figures."),

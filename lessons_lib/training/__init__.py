@@ -6,7 +6,8 @@ The public pieces, in the order a notebook uses them:
 - ``recommend_amp`` and ``plan_amp``: which low-precision format to use on a device, and a checked
   ``AmpPlan`` (autocast dtype, GradScaler on/off) that refuses combinations that cannot work or make no sense.
 - ``AmpTrainer`` (one step: autocast forward, scaled backward, optional clipping) and ``train`` (a loop).
-- ``profile_train_step``: median step time and peak GPU memory of one configuration.
+- ``profile_train_step``: median step time and peak GPU memory of one configuration; ``amp_speed_verdict``
+  compares two of them and says when the measurement is too noisy to read.
 - ``autocast_dtypes``: which dtype each common op returns inside autocast on a device.
 
 Where each piece lives: ``data`` (synthetic task, MLP), ``amp`` (modes, support probes, ``recommend_amp``,
@@ -19,6 +20,7 @@ from __future__ import annotations
 from .amp import (
     AMP_MODES,
     AmpPlan,
+    amp_speed_verdict,
     autocast_supported,
     grad_scaler_supported,
     parse_amp,
@@ -37,6 +39,7 @@ __all__ = [
     "StepProfile",
     "StepResult",
     "TrainResult",
+    "amp_speed_verdict",
     "autocast_dtypes",
     "autocast_supported",
     "grad_scaler_supported",

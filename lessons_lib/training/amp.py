@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import statistics
 import warnings
 from dataclasses import dataclass
 
@@ -176,7 +177,9 @@ def plan_amp(
         amp: "off", "bf16" or "fp16" (or "bfloat16", "half", a dtype, None).
         scaler: Use a GradScaler? None (default) means yes for fp16 and no otherwise.
         allow_emulated: Accept a format the device only emulates (bf16 on a CUDA GPU below compute capability
-            8.0 such as a T4; fp16 on a CPU). It runs, but usually slower than FP32.
+            8.0 such as a T4; fp16 on a CPU). Matmuls run, usually slower than FP32; on a T4, bf16
+            convolutions (no cuDNN bf16 kernels below 8.0) and Triton kernels (bf16 needs sm_80) may be far
+            slower or fail.
 
     Returns:
         The checked plan.
@@ -224,14 +227,11 @@ def plan_amp(
         name = torch.cuda.get_device_name(index)
         if not allow_emulated:
             raise ValueError(
-                tr(
-                    f"{name} (compute capability {major}.{minor}) không có BF16 gốc — cần 8.0+ (Ampere: A100, "
-                    "RTX 30xx trở lên). torch.cuda.is_bf16_supported() vẫn có thể trả True vì BF16 được giả lập, "
-                    "nhưng chậm. Dùng amp='fp16' (kèm GradScaler), hoặc allow_emulated=True nếu chấp nhận chậm.",
-                    f"{name} (compute capability {major}.{minor}) has no native BF16 — that needs 8.0+ (Ampere: "
-                    "A100, RTX 30xx or newer). torch.cuda.is_bf16_supported() may still say True because BF16 is "
-                    "emulated, slowly. Use amp='fp16' (with GradScaler), or allow_emulated=True to accept the cost.",
-                )
+                f"{name} (compute capability {major}.{minor}) không có BF16 gốc — cần 8.0+ (Ampere: A100, "
+                "RTX 30xx trở lên). torch.cuda.is_bf16_supported() vẫn có thể trả True vì BF16 được giả lập: "
+                "nhân ma trận chạy qua đường FP32 nên chậm hơn, còn convolution (cuDNN không có kernel BF16 dưới "
+                "8.0) và kernel của torch.compile (Triton cần sm_80) có thể chậm hơn nhiều hoặc báo lỗi. Dùng "
+                "amp='fp16' (kèm GradScaler), hoặc allow_emulated=True nếu vẫn muốn thử."
             )
         emulated = True
     problem = _autocast_problem(str(device), mode)
@@ -257,3 +257,92 @@ def plan_amp(
                 )
             )
     return AmpPlan(device, mode, _AMP_DTYPES[mode], use_scaler, emulated)
+
+
+# --------------------------------------------------------------------------- the verdict on a measured speed-up
+
+_FLOOR_FLOPS_PER_S = 1e9   # even a busy CPU core multiplies small matrices at >= 1 GFLOP/s
+_FLOOR_STEP_S = 2e-3       # a small model's training step costs at most ~2 ms of framework overhead on a CPU
+_NOISE_FACTOR = 10.0       # a step this many times above that budget is the machine, not the model
+_SPREAD_LIMIT = 2.0        # slowest / fastest repeat above this: the repeats disagree
+
+
+def _noise_warning(times_s, *, expected_s: float | None = None) -> str | None:
+    """Return a "⚠️ số đo nhiễu…" line when the repeats disagree or the time is far above `expected_s`, else None."""
+    # TODO(merge): use bench.noise.noise_warning(times_s, expected_s=expected_s)
+    times = [float(t) for t in times_s]
+    if not times or min(times) <= 0:
+        return None
+    median = statistics.median(times)
+    spread = max(times) / min(times)
+    reasons = []
+    if spread > _SPREAD_LIMIT:
+        reasons.append(f"các lần đo từ {min(times) * 1e3:.2f} tới {max(times) * 1e3:.2f} ms, lần chậm nhất gấp "
+                       f"{spread:.1f} lần lần nhanh nhất")
+    if expected_s is not None and median > _NOISE_FACTOR * expected_s:
+        reasons.append(f"trung vị {median * 1e3:.2f} ms, gấp {median / expected_s:.0f} lần mức chờ đợi "
+                       f"(≤ {expected_s * 1e3:.2f} ms)")
+    if not reasons:
+        return None
+    return ("⚠️ số đo nhiễu (" + "; ".join(reasons) + "): máy đang bận. Colab CPU miễn phí chỉ có 2 vCPU trên một "
+            "máy chủ dùng chung (nghe nói là hai luồng siêu phân luồng của một lõi); chạy lại ô này khi máy rảnh, "
+            "đừng kết luận từ lần đo này.")
+
+
+def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
+    """Return Vietnamese lines that compare two measured training steps (FP32 and AMP) and say what they mean.
+
+    The lines are built from the measurements only: the speed ratio, whether it matches what the hardware
+    predicts (bf16 on a CPU without bf16 instructions is usually slower), and a "⚠️ số đo nhiễu" line when
+    the repeats disagree or a step takes far longer than its work explains.
+
+    Args:
+        fp32: The ``StepProfile`` of the FP32 step (``profile_train_step(..., amp="off")``).
+        amp: The ``StepProfile`` of the AMP step on the same device.
+        flops_per_step: Floating-point operations of one step (≈ 6 × parameters × batch for an MLP), or None.
+
+    Raises:
+        TypeError: a profile is not a ``StepProfile``-like object, or `flops_per_step` is not a number.
+        ValueError: the profiles are for different devices, the first is not FP32, or `flops_per_step` <= 0.
+    """
+    for name, profile in (("fp32", fp32), ("amp", amp)):
+        if not all(hasattr(profile, attr) for attr in ("plan", "timing", "median_s")):
+            raise TypeError(f"{name} phải là kết quả của profile_train_step(...), không phải {type(profile).__name__}.")
+    if fp32.plan.enabled:
+        raise ValueError(f"fp32 phải là bước FP32 (amp='off'), ở đây là {fp32.plan.amp!r}.")
+    if fp32.plan.device != amp.plan.device:
+        raise ValueError(f"Hai bước phải đo trên cùng thiết bị, ở đây là {fp32.plan.device} và {amp.plan.device}.")
+    if flops_per_step is not None:
+        if isinstance(flops_per_step, bool) or not isinstance(flops_per_step, (int, float)):
+            raise TypeError(f"flops_per_step phải là một số (hoặc None), không phải {type(flops_per_step).__name__}.")
+        if not flops_per_step > 0:
+            raise ValueError(f"flops_per_step phải dương, nhận {flops_per_step!r}.")
+    device, label = amp.plan.device, amp.plan.amp if amp.plan.enabled else "fp32"
+    ratio = fp32.median_s / amp.median_s
+    if ratio >= 1.1:
+        lines = [f"→ {label} nhanh hơn FP32 {ratio:.1f} lần trên {device}, với mô hình này"]
+    elif ratio <= 1 / 1.1:
+        lines = [f"→ {label} CHẬM hơn FP32 {1 / ratio:.1f} lần trên {device}, với mô hình này"]
+    else:
+        lines = [f"→ {label} và FP32 gần như bằng nhau (±10%) trên {device}, với mô hình này"]
+    expected_s = None
+    if flops_per_step is not None and device.type == "cpu":
+        expected_s = max(flops_per_step / _FLOOR_FLOPS_PER_S, _FLOOR_STEP_S)
+    warnings_ = [f"bước {name}: {w}" for name, p in (("fp32", fp32), (label, amp))
+                 if (w := _noise_warning(p.timing.times_s, expected_s=expected_s))]
+    if device.type == "cpu" and label == "bf16" and ratio >= 1.1:
+        hardware = has_native_bf16(device)
+        if hardware is False:
+            lines.append("Trái với dự đoán: CPU này không báo lệnh bf16 (AVX512_BF16/AMX), nên bf16 thường chậm hơn. "
+                         + ("Số đo ở trên bị nhiễu, đó là lời giải thích đầu tiên." if warnings_ else
+                            "Với mô hình nhỏ, khác biệt nằm ở overhead chứ không ở phép nhân: chạy lại để xem có lặp lại không."))
+        elif hardware is None:
+            lines.append("Khoá học không kiểm tra được CPU này có lệnh bf16 hay không, nên không biết trước bf16 "
+                         "sẽ nhanh hay chậm hơn.")
+    if device.type == "cpu" and label == "bf16" and ratio <= 1 / 1.1 and has_native_bf16(device) is True:
+        lines.append("CPU này có lệnh bf16, nhưng với mô hình nhỏ thời gian nằm ở overhead (ép kiểu, gọi từng phép) "
+                     "chứ không ở phép nhân ma trận, nên bf16 vẫn có thể chậm hơn"
+                     + (". Lần này số đo còn bị nhiễu (dòng dưới), nên chưa kết luận được." if warnings_ else "."))
+    if warnings_:
+        lines.append(warnings_[0])
+    return "\n".join(lines)

@@ -1,0 +1,172 @@
+"""Tests of lessons_lib.bench.noise and where bench prints it: measure, Timing.noise, the matmul sweep."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lessons_lib import bench
+from lessons_lib.bench import noise as bench_noise
+from lessons_lib.bench import sweep as bench_sweep
+from lessons_lib.bench import timing as bench_timing
+from lessons_lib.bench.noise import noise_warning
+
+
+@pytest.fixture(autouse=True)
+def _local(monkeypatch):
+    monkeypatch.setattr(bench_noise, "detect_platform", lambda: "local")
+
+
+def test_consistent_repeats_give_none():
+    assert noise_warning([0.010, 0.011, 0.012]) is None
+    assert noise_warning((0.010,)) is None  # one repeat: no spread to judge
+    assert noise_warning([0.010, 0.0199]) is None  # just under 2×
+
+
+def test_spread_above_two_is_reported_with_what_to_do():
+    line = noise_warning([0.010, 0.011, 0.030])
+    assert line.startswith("⚠️ số đo nhiễu")
+    assert "3.0×" in line and "3 lần đo" in line
+    assert "chạy lại" in line and "repeats=" in line
+    assert "vCPU" not in line  # the Colab sentence only where it applies
+
+
+def test_median_far_above_expected_is_reported():
+    line = noise_warning([0.010, 0.011, 0.012], expected_s=0.001)
+    assert line.startswith("⚠️ số đo nhiễu") and "mức dự kiến" in line and "11.0×" in line
+    assert noise_warning([0.010, 0.011, 0.012], expected_s=0.005) is None  # 2.2×: within the limit
+    both = noise_warning([0.010, 0.011, 0.050], expected_s=0.001)
+    assert "lần nhanh nhất" in both and "mức dự kiến" in both
+
+
+def test_colab_and_kaggle_name_the_shared_two_vcpus(monkeypatch):
+    for platform in ("colab", "kaggle"):
+        monkeypatch.setattr(bench_noise, "detect_platform", lambda platform=platform: platform)
+        assert "2 vCPU" in noise_warning([0.01, 0.05])
+
+
+@pytest.mark.parametrize("bad, error", [
+    ("0.1 0.2", TypeError), (0.1, TypeError), (None, TypeError), ({0.1}, TypeError),
+    ([], ValueError), ([0.1, -0.2], ValueError), ([0.1, 0.0], ValueError), ([0.1, math.nan], ValueError),
+    ([0.1, math.inf], ValueError), ([0.1, "0.2"], TypeError), ([True, 0.1], TypeError),
+])
+def test_bad_times(bad, error):
+    with pytest.raises(error, match="times_s"):
+        noise_warning(bad)
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-1.0, ValueError), (math.nan, ValueError),
+                                        ("1 ms", TypeError), (True, TypeError)])
+def test_bad_expected(bad, error):
+    with pytest.raises(error, match="expected_s"):
+        noise_warning([0.1], expected_s=bad)
+
+
+def test_noise_line_needs_a_list_of_phrases():
+    assert bench_noise.noise_line([]) is None
+    assert bench_noise.noise_line(["x"]).startswith("⚠️ số đo nhiễu (máy bận?): x.")
+    with pytest.raises(TypeError, match="seen"):
+        bench_noise.noise_line("x")
+    with pytest.raises(TypeError, match="seen"):
+        bench_noise.noise_line([1])
+
+
+def _scripted_blocks(monkeypatch, seconds):
+    """Make measure's timed blocks return the given seconds, one per block."""
+    it = iter(seconds)
+    monkeypatch.setattr(bench_timing, "_timed_block", lambda fn, number, device: next(it))
+
+
+def test_measure_prints_the_line_when_repeats_disagree(monkeypatch, capsys):
+    _scripted_blocks(monkeypatch, [0.01, 0.05, 0.01])
+    t = bench.measure(lambda: None, device="cpu", repeats=3, warmup=0, number=1)
+    out = capsys.readouterr().out
+    assert out.startswith("⚠️ số đo nhiễu") and out.strip() == t.noise
+    _scripted_blocks(monkeypatch, [0.01, 0.011, 0.012])
+    t = bench.measure(lambda: None, device="cpu", repeats=3, warmup=0, number=1)
+    assert t.noise is None and capsys.readouterr().out == ""
+
+
+def test_measure_checks_expected_and_can_stay_quiet(monkeypatch, capsys):
+    _scripted_blocks(monkeypatch, [0.01, 0.01, 0.01])
+    t = bench.measure(lambda: None, device="cpu", repeats=3, warmup=0, number=1, expected_s=1e-4, warn=False)
+    assert capsys.readouterr().out == ""
+    assert t.expected_s == 1e-4 and "mức dự kiến" in t.noise
+    with pytest.raises(TypeError, match="warn"):
+        bench.measure(lambda: None, device="cpu", warn="yes")
+    with pytest.raises(ValueError, match="expected_s"):
+        bench.measure(lambda: None, device="cpu", expected_s=0)
+
+
+def _timing(times, n):
+    return bench.Timing(tuple(times), "cpu", 2, 1, 1, flops=bench.matmul_flops(n), label=f"matmul {n}")
+
+
+def _sweep(per_size):
+    records = [bench.MatmulRecord(n, _timing(times, n), 0.0) for n, times in per_size]
+    return bench.SweepResult("cpu", "fp32", 2, 10.0, 1.0, "all_sizes", None, records)
+
+
+def test_sweep_names_sizes_off_the_trend_or_with_a_wide_spread():
+    smooth = _sweep([(16, [3e-6] * 3), (64, [1e-5] * 3), (128, [5e-5] * 3), (256, [3e-4] * 3)])
+    assert smooth.noise is None and "⚠️" not in str(smooth)
+    spiky = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3), (128, [5e-5] * 3), (256, [3e-4, 3e-4, 9e-4])])
+    line = spiky.noise
+    assert line.startswith("⚠️ số đo nhiễu") and line in str(spiky)
+    assert "N=32 chậm hơn hẳn" in line  # a small size slower than every larger one
+    assert "ở N=256 lần đo chậm nhất gấp đến 3.0×" in line
+    last_too_slow = _sweep([(64, [1e-5] * 3), (128, [1e-3] * 3)])  # 100× for 8× the work
+    assert "N=128 chậm hơn hẳn" in last_too_slow.noise
+
+
+def test_sweep_notices_a_flat_stretch_far_above_what_the_flops_predict():
+    """The busy-machine pattern: every mid size stuck near the same ~45 ms, consistently over its repeats."""
+    sizes = [(16, [2.5e-6] * 3)] + [(n, [45e-3] * 3) for n in (32, 64, 128, 256)] + [(1024, [0.13] * 3)]
+    line = _sweep(sizes).noise
+    assert "N=32, 64, 128, 256 chậm hơn hẳn" in line and "1024" not in line
+    assert bench_sweep._off_trend(_sweep(sizes).records, 0) is None
+
+
+def test_sweep_measures_an_outlier_again_and_keeps_the_faster(monkeypatch):
+    records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3), (128, [5e-5] * 3)]).records
+    calls = []
+
+    def fake_measure(fn, *, device, label, warn, **kw):
+        calls.append(label)
+        assert warn is False
+        return _timing([4e-6] * 3, 32)
+
+    monkeypatch.setattr(bench_sweep, "measure", fake_measure)
+    notes = bench_sweep._remeasure_outliers(records, bench.resolve_device("cpu"), bench.resolve_dtype("fp32"),
+                                            2, 3, 1, 0.002, 5.0)
+    assert calls == ["matmul 32"] and records[0].seconds == 4e-6
+    assert len(notes) == 1 and "N=32 20.0 ms → 4.00 µs" in notes[0]
+    records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
+    monkeypatch.setattr(bench_sweep, "measure", lambda fn, **kw: _timing([3e-2] * 3, 32))
+    bench_sweep._remeasure_outliers(records, bench.resolve_device("cpu"), bench.resolve_dtype("fp32"),
+                                    2, 3, 1, 0.002, 5.0)
+    assert records[0].seconds == 2e-2  # the re-measurement was slower: the first one stays
+
+
+def test_sweep_says_when_there_is_no_time_left_to_measure_again(monkeypatch):
+    records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
+    monkeypatch.setattr(bench_sweep, "measure", lambda *a, **kw: pytest.fail("must not measure"))
+    notes = bench_sweep._remeasure_outliers(records, bench.resolve_device("cpu"), bench.resolve_dtype("fp32"),
+                                            2, 3, 1, 0.002, 0.01)
+    assert notes == ["Không còn thời gian trong ngân sách để đo lại N=32."]
+
+
+def test_real_sweep_records_stay_in_order_and_checked():
+    result = bench.matmul_sweep("cpu", sizes=(16, 32, 64), budget_s=5)
+    assert result.sizes == [16, 32, 64]
+    assert all(isinstance(note, str) for note in result.notes)
+
+
+def test_a_stalled_size_does_not_end_the_sweep_early(monkeypatch):
+    """N=16 fast (one thread), every larger call 50 ms (a busy machine's wait for the second thread, as seen on the
+    Colab replica): N³ from 50 ms would stop before N=64; the sweep goes on."""
+    monkeypatch.setattr(bench_sweep, "measure", lambda fn, *, label, flops, **kw: bench.Timing(
+        (3e-6 if "16×16" in label else 0.05,) * 3, "cpu", 2, 1, 1, flops=flops, label=label))
+    result = bench.matmul_sweep("cpu", sizes=(16, 32, 64, 128), budget_s=1.0)
+    assert result.sizes == [16, 32, 64, 128] and result.stop_reason == "all_sizes"

@@ -1,0 +1,115 @@
+"""Tests of lessons_lib.bench.threads (1 thread vs several, and why more can be slower) and the comparisons using it."""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+
+import pytest
+
+from lessons_lib import bench
+from lessons_lib.bench import noise as bench_noise
+from lessons_lib.bench import threads as bench_threads
+
+
+@pytest.fixture(autouse=True)
+def _local(monkeypatch):
+    monkeypatch.setattr(bench_threads, "detect_platform", lambda: "local")
+    monkeypatch.setattr(bench_noise, "detect_platform", lambda: "local")
+    monkeypatch.setattr(bench_threads, "physical_cores", lambda: None)
+
+
+def test_more_threads_faster_says_by_how_much_without_excuses():
+    text = bench.threads_verdict(8e-3, 4e-3, 2)
+    assert text.startswith("→ 2 luồng nhanh hơn 1 luồng 2.0×") and "= 2.00" in text
+    assert "Lý do" not in text
+
+
+def test_one_thread_winning_is_said_with_the_reasons():
+    text = bench.threads_verdict(4.22e-3, 11.02e-3, 2)  # the review's Colab numbers
+    assert text.startswith("→ 1 luồng NHANH hơn 2 luồng 2.6×") and "ngược với điều thường thấy" in text
+    assert "lõi vật lý" in text and "bận" in text and "Chạy lại" in text
+    assert "Colab" not in text
+
+
+def test_a_tie_is_not_called_a_speedup():
+    text = bench.threads_verdict(8e-3, 7.5e-3, 2)
+    assert "gần như bằng nhau" in text and "không giúp" in text and "Lý do" in text
+
+
+def test_the_reason_names_the_physical_cores_when_psutil_knows_them(monkeypatch):
+    monkeypatch.setattr(bench_threads, "physical_cores", lambda: 1)
+    assert "chỉ có 1 lõi vật lý cho 2 luồng" in bench.threads_reason(2)
+    monkeypatch.setattr(bench_threads, "physical_cores", lambda: 8)  # e.g. a container limited to 2 of 8 cores
+    assert "!lscpu" in bench.threads_reason(2)
+
+
+def test_colab_and_kaggle_get_their_two_shared_vcpus(monkeypatch):
+    monkeypatch.setattr(bench_threads, "detect_platform", lambda: "colab")
+    assert "2 vCPU" in bench.threads_verdict(4e-3, 11e-3, 2)
+
+
+def test_a_single_cpu_has_nothing_to_compare():
+    assert "Chỉ có 1 CPU" in bench.threads_verdict(1e-3, 1e-3, 1)
+
+
+@pytest.mark.parametrize("args, error, match", [
+    (("1", 1e-3, 2), TypeError, "one_thread_s"), ((0, 1e-3, 2), ValueError, "one_thread_s"),
+    ((1e-3, math.nan, 2), ValueError, "many_threads_s"), ((1e-3, 1e-3, 2.0), TypeError, "threads"),
+    ((1e-3, 1e-3, 0), ValueError, "threads"), ((1e-3, 1e-3, True), TypeError, "threads"),
+])
+def test_threads_verdict_bad_input(args, error, match):
+    with pytest.raises(error, match=match):
+        bench.threads_verdict(*args)
+
+
+def test_threads_reason_bad_input():
+    with pytest.raises(TypeError, match="threads"):
+        bench.threads_reason("2")
+    with pytest.raises(ValueError, match="threads"):
+        bench.threads_reason(0)
+
+
+def test_physical_cores_from_psutil_or_none(monkeypatch):
+    monkeypatch.undo()  # the real function
+    fake = types.SimpleNamespace(cpu_count=lambda logical=True: 1 if not logical else 2)
+    monkeypatch.setitem(sys.modules, "psutil", fake)
+    assert bench_threads.physical_cores() == 1
+    fake.cpu_count = lambda logical=True: None  # psutil: unknown
+    assert bench_threads.physical_cores() is None
+    monkeypatch.setitem(sys.modules, "psutil", None)  # not installed: import fails
+    assert bench_threads.physical_cores() is None
+
+
+def _timing(times, threads, device="cpu"):
+    return bench.Timing(tuple(times), device, threads, 1, 1, flops=bench.matmul_flops(500), label="matmul 500")
+
+
+def test_cpu_comparison_where_more_threads_lose_gives_the_reason():
+    slow = bench.Comparison(500, "fp32", _timing([4e-3] * 3, 1), _timing([8e-3] * 3, 2), (0.0, 0.0), False)
+    assert slow.threads_only and slow.more_threads_not_faster
+    verdict = slow.verdict()
+    assert "CPU 2 luồng CHẬM hơn 2.0× so với CPU 1 luồng" in verdict and "lõi vật lý" in verdict
+    fast = bench.Comparison(500, "fp32", _timing([8e-3] * 3, 1), _timing([4e-3] * 3, 2), (0.0, 0.0), False)
+    assert not fast.more_threads_not_faster and "Lý do" not in fast.verdict()
+    gpu = bench.Comparison(500, "fp32", _timing([8e-3] * 3, 2), _timing([9e-3] * 3, 2, "cuda:0"), (0.0, 0.0), False)
+    assert not gpu.threads_only and not gpu.more_threads_not_faster
+
+
+def test_comparison_shows_the_noise_line_of_a_noisy_side():
+    noisy = bench.Comparison(500, "fp32", _timing([4e-3, 4e-3, 12e-3], 1), _timing([2e-3] * 3, 2), (0.0, 0.0), False)
+    assert noisy.noise.startswith("⚠️ số đo nhiễu (máy bận?): CPU 1 luồng: lần chậm nhất gấp 3.0×")
+    assert noisy.noise in str(noisy)
+    quiet = bench.Comparison(500, "fp32", _timing([4e-3] * 3, 1), _timing([2e-3] * 3, 2), (0.0, 0.0), False)
+    assert quiet.noise is None and "⚠️" not in str(quiet)
+
+
+def test_a_skipped_size_says_why_and_what_to_try(monkeypatch):
+    from lessons_lib.bench import compare
+
+    monkeypatch.setattr(compare, "_probe_call_s", lambda *args: 4.3)
+    fp32 = bench.compare_matmul(500, "fp32", "cpu", max_call_s=1.0)
+    assert fp32.skipped.startswith("⏭️ Không chạy N=500 fp32") and "~4.30 s > giới hạn 1 s" in fp32.skipped
+    assert "hoặc fp32" not in fp32.skipped and "máy đang bận" in fp32.skipped
+    assert "(hoặc fp32 trên CPU)" in bench.compare_matmul(500, "fp16", "cpu", max_call_s=1.0).skipped

@@ -1,0 +1,167 @@
+"""tools/colab_pins.py: regenerating envs/colab-pins.txt from Colab's published package list, offline.
+
+The inputs are saved copies of googlecolab/backend-info (tests/fixtures/colab-backend-info/, two real commits);
+the git tests build a two-commit repository from them in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import colab_env  # noqa: E402
+import colab_pins  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures" / "colab-backend-info"
+OLD, NEW = FIXTURES / "03a89033", FIXTURES / "a7240792"
+PINS_TEXT = (FIXTURES / "colab-pins.txt").read_text(encoding="utf-8")
+
+
+def requirement_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def backend_info(tmp_path_factory) -> Path:
+    """A git clone-like repository whose HEAD~1 is the 03a89033 copy and HEAD the a7240792 copy."""
+    repo = tmp_path_factory.mktemp("backend-info")
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t", GIT_CONFIG_GLOBAL=os.devnull)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    for copy, subject in ((OLD, "Update transformers to 5.9.0"), (NEW, "Upgrade to Python 3.13")):
+        for file in copy.iterdir():
+            shutil.copy(file, repo / file.name)
+        subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+        subprocess.run(["git", "-C", str(repo), "commit", "-qm", subject], check=True, env=env)
+    return repo
+
+
+def test_parse_freeze_reads_pins_and_wheel_urls_and_skips_the_rest():
+    freeze = colab_pins.parse_freeze((NEW / "pip-freeze.txt").read_text(encoding="utf-8"))
+    assert freeze["jupyter-client"] == "7.4.9"  # names in PEP 503 form
+    assert freeze["torch"] == "2.11.0+cpu"  # `torch @ .../torch-2.11.0%2Bcpu-cp313-...whl`
+    assert freeze["google-colab"] is None  # a URL that is not a wheel's names no version
+    assert not any(name.startswith("#") for name in freeze)
+
+
+@pytest.mark.parametrize("bad, error", [(None, TypeError), (b"torch==2.11.0", TypeError),
+                                        ("numpy==2.0.2\n", ValueError), ("", ValueError)])
+def test_parse_freeze_rejects_what_is_not_a_colab_freeze(bad, error):
+    with pytest.raises(error, match="pip freeze|pip-freeze"):
+        colab_pins.parse_freeze(bad)
+
+
+def test_parse_python_reads_the_os_info_line_and_rejects_others():
+    assert colab_pins.parse_python((NEW / "os-info-gpu.txt").read_text(encoding="utf-8")) == "3.13.15"
+    with pytest.raises(ValueError, match="Python X.Y.Z"):
+        colab_pins.parse_python("Ubuntu 22.04.5 LTS\nR version 4.6.1\n")
+    with pytest.raises(TypeError, match="os-info"):
+        colab_pins.parse_python(3.13)
+
+
+def test_read_source_from_a_folder_outside_git_has_no_commit():
+    snap = colab_pins.read_source(NEW.parent / "a7240792", runtime="cpu")
+    assert (snap.python, snap.freeze["torch"], snap.runtime) == ("3.13.15", "2.11.0+cpu", "cpu")
+    # the fixtures lie inside this project's checkout, whose commits are not backend-info's
+    assert (snap.commit, snap.date) == (None, None)
+    paragraph = " ".join(line[2:] for line in colab_pins.source_paragraph(snap, "2026-12-02"))
+    assert "file pip-freeze.txt at a copy outside git (commit unknown)" in paragraph
+
+
+def test_read_source_from_git_reads_head_and_history(backend_info):
+    head, older = colab_pins.read_source(backend_info), colab_pins.read_source(backend_info, rev="HEAD~1")
+    assert (head.python, older.python) == ("3.13.15", "3.12.13")
+    assert len(head.commit) == 40 and head.commit != older.commit and head.date
+    assert head.freeze["numpy"] == "2.1.3" and older.freeze["numpy"] == "2.0.2"
+
+
+def test_read_source_says_what_is_missing(tmp_path, backend_info):
+    with pytest.raises(FileNotFoundError, match="no such folder.*git clone"):
+        colab_pins.read_source(tmp_path / "absent")
+    with pytest.raises(FileNotFoundError, match="has no pip-freeze.gpu.txt"):
+        colab_pins.read_source(tmp_path)
+    (tmp_path / "pip-freeze.gpu.txt").write_text("torch==2.11.0\n")
+    with pytest.raises(FileNotFoundError, match="no os-info-gpu.txt"):
+        colab_pins.read_source(tmp_path)
+    with pytest.raises(FileNotFoundError, match="at nosuchcommit"):
+        colab_pins.read_source(backend_info, rev="nosuchcommit")
+    with pytest.raises(ValueError, match="runtime must be one of"):
+        colab_pins.read_source(backend_info, runtime="tpu-v9")
+
+
+def test_regenerate_from_the_pinned_commit_changes_no_pin(backend_info):
+    text, rows = colab_pins.regenerate(PINS_TEXT, colab_pins.read_source(backend_info, rev="HEAD~1"), "2026-12-02")
+    assert requirement_lines(text) == requirement_lines(PINS_TEXT)
+    assert [row[1] for row in rows if row[2] != row[3]] == ["commit"]  # the test repository's own commit id
+
+
+def test_regenerate_follows_colab_keeps_departures_and_comments(backend_info):
+    snap = colab_pins.read_source(backend_info)
+    text, rows = colab_pins.regenerate(PINS_TEXT, snap, "2026-12-02")
+    path = backend_info.parent / "regenerated.txt"
+    path.write_text(text, encoding="utf-8")
+    pins, old = colab_env.read_pins(path), colab_env.read_pins(FIXTURES / "colab-pins.txt")
+    assert set(pins) == set(old)  # nothing added or dropped
+    assert (pins["numpy"], pins["jupyter-server"], pins["ipykernel"]) == ("2.1.3", "2.20.0", "6.17.1")
+    assert pins["torch"] == old["torch"] and pins["setuptools"] == old["setuptools"]  # `# Colab:` departures
+    assert pins["jedi"] == old["jedi"]  # not in Colab's freeze: kept
+    assert "torch==2.13.0  # Colab: 2.11.0+cu128. No local label" in text
+    comments = [line for line in text.splitlines() if line.startswith("# ---")]
+    assert comments == [line for line in PINS_TEXT.splitlines() if line.startswith("# ---")]
+    source = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    assert f"commit {snap.commit} (dated {snap.date})" in source and "Python 3.13.15 with torch 2.11.0+cu128" in source
+    assert ("", "python", "3.12.13", "3.13.15", "header") in rows
+    assert ("the notebook stack (the pins the course cares about)", "numpy", "2.0.2", "2.1.3", "") in rows
+
+
+def test_regenerate_for_the_cpu_runtime_updates_the_departure_comment(backend_info):
+    text, rows = colab_pins.regenerate(PINS_TEXT, colab_pins.read_source(backend_info, runtime="cpu"), "2026-12-02")
+    assert "torch==2.13.0  # Colab: 2.11.0+cpu. No local label" in text
+    assert "the Colab CPU runtime's `pip freeze`" in text and "file pip-freeze.txt at" in text
+
+
+def test_regenerate_rejects_bad_input(backend_info):
+    snap = colab_pins.read_source(backend_info)
+    with pytest.raises(ValueError, match="Source:"):
+        colab_pins.regenerate("numpy==2.0.2\n", snap, "2026-12-02")
+    with pytest.raises(TypeError, match="Snapshot"):
+        colab_pins.regenerate(PINS_TEXT, {"torch": "2.11.0"}, "2026-12-02")
+
+
+def test_report_names_python_torch_the_stack_and_the_changes(backend_info):
+    _, rows = colab_pins.regenerate(PINS_TEXT, colab_pins.read_source(backend_info), "2026-12-02")
+    text = colab_pins.report(rows)
+    assert text.startswith("Python: 3.12.13 → 3.13.15")
+    assert "ipykernel: 6.17.1 (unchanged)" in text and "numpy: 2.0.2 → 2.1.3" in text
+    assert "torch: Colab 2.11.0+cu128 (unchanged); the pin departs from Colab on purpose" in text
+    assert "tornado: 6.5.1 → 6.5.7" in text and "pyzmq" not in text  # others only when they change
+    assert "jedi: 0.19.2 kept: no version in Colab's freeze" in text
+
+
+def test_main_prints_without_writing_then_writes(tmp_path, backend_info, capsys):
+    pins, older = tmp_path / "colab-pins.txt", colab_pins.read_source(backend_info, rev="HEAD~1").commit
+    pins.write_text(PINS_TEXT.replace("03a89033b7dd106f98e45f7c6090d467134330e8", older), encoding="utf-8")
+    before = pins.read_text(encoding="utf-8")
+    assert colab_pins.main(["--from", str(backend_info), "--pins", str(pins)]) == 0
+    out = capsys.readouterr().out
+    assert "numpy: 2.0.2 → 2.1.3" in out and "add --write" in out and "Upgrade to Python 3.13" in out
+    assert pins.read_text(encoding="utf-8") == before
+    assert out.count("Upgrade to Python 3.13") == 1  # the test repository's history since the pinned commit
+    assert colab_pins.main(["--from", str(backend_info), "--pins", str(pins), "--write"]) == 0
+    assert colab_env.read_pins(pins)["numpy"] == "2.1.3" and not Path(f"{pins}.new").exists()
+
+
+def test_main_reports_a_missing_source_or_pins_file(tmp_path, backend_info, capsys):
+    assert colab_pins.main(["--from", str(tmp_path / "absent"), "--pins", str(tmp_path / "p.txt")]) == 2
+    assert colab_pins.main(["--from", str(backend_info), "--pins", str(tmp_path / "p.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "no such folder" in err and "p.txt" in err
+    with pytest.raises(SystemExit):
+        colab_pins.main([])  # --from is required

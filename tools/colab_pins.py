@@ -1,0 +1,221 @@
+"""Keep up with Colab: regenerate envs/colab-pins.txt from Colab's published package list and print what changed.
+
+Reads the runtime's `pip freeze` and OS info from a clone of googlecolab/backend-info (HEAD, or any commit with
+--rev) and sets each pin to Colab's version, keeping the file's sections and comments. A pin commented `# Colab:`
+departs from Colab on purpose (torch, setuptools): it is kept, only the Colab version in its comment changes.
+Pins missing from Colab's freeze are kept and reported; packages Colab added are not pinned (the Colab-pinned
+environment's build, `tools/colab_env.py build --rebuild`, and the version matrix show what then breaks).
+
+    git clone https://github.com/googlecolab/backend-info ../backend-info
+    python tools/colab_pins.py --from ../backend-info [--rev COMMIT] [--runtime cpu] [--write]
+Only the clone needs the internet; the tests read saved copies (tests/fixtures/colab-backend-info/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import re
+import subprocess
+import sys
+import textwrap
+import urllib.parse
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import colab_env  # noqa: E402
+
+REPO_URL = "https://github.com/googlecolab/backend-info"
+# Colab's runtimes: (freeze file, OS info file) as named in backend-info.
+RUNTIMES = {"gpu": ("pip-freeze.gpu.txt", "os-info-gpu.txt"), "cpu": ("pip-freeze.txt", "os-info.txt")}
+_REQUIREMENT = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P<eq>\s*==\s*)(?P<version>[^\s#]+)"
+                          r"(?P<rest>\s*(?:#\s*(?P<comment>.*))?)")
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """One published Colab image: its freeze (parse_freeze), Python, runtime, commit id and date (None: no git)."""
+
+    freeze: dict[str, str | None]
+    python: str
+    runtime: str = "gpu"
+    commit: str | None = None
+    date: str | None = None
+
+
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True)
+
+
+def parse_freeze(text: str) -> dict[str, str | None]:
+    """Return {normalized name: version} of a `pip freeze` listing (None for a URL that is not a wheel's)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be the text of a pip freeze (str), got {type(text).__name__}")
+    found: dict[str, str | None] = {}
+    for raw in text.splitlines():
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*(\S+)|@\s*(\S+))", raw.strip())
+        if match:  # a wheel's URL names its version: .../torch-2.11.0%2Bcpu-cp313-cp313-manylinux_2_28_x86_64.whl
+            wheel = re.search(r"/[^/-]+-([^/-]+)-[^/]*\.whl$", urllib.parse.unquote(match[3] or ""))
+            found[colab_env.normalize(match[1])] = match[2] or (wheel[1] if wheel else None)
+    if "torch" not in found:
+        raise ValueError("this pip freeze lists no torch: is it Colab's pip-freeze file?")
+    return found
+
+
+def parse_python(text: str) -> str:
+    """Return the Python version an os-info file reports (its `Python 3.12.13` line)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be the text of an os-info file (str), got {type(text).__name__}")
+    match = re.search(r"^Python (\d+\.\d+\.\d+\S*)\s*$", text, re.MULTILINE)
+    if match is None:
+        raise ValueError("this os-info file has no `Python X.Y.Z` line")
+    return match.group(1)
+
+
+def read_source(source: Path | str, rev: str | None = None, runtime: str = "gpu") -> Snapshot:
+    """Read Colab's freeze and OS info from a folder (a clone's work tree) or a git repository (bare too).
+
+    `rev` is a commit of its history (default: the folder's files, else HEAD); `runtime` a key of RUNTIMES.
+    """
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    source = Path(source)
+    if not source.is_dir():
+        raise FileNotFoundError(f"{source}: no such folder; clone Colab's list first: git clone {REPO_URL}")
+    probe = _git(source, "rev-parse", "--is-bare-repository", "--show-prefix")  # a subfolder is not the clone
+    names, is_git = RUNTIMES[runtime], probe.returncode == 0 and probe.stdout.split() in (["true"], ["false"])
+    from_files = rev is None and (source / names[0]).is_file()
+    if not (from_files or is_git):
+        raise FileNotFoundError(f"{source} has no {names[0]}: pass a clone of {REPO_URL}")
+    rev, texts = None if from_files else rev or "HEAD", []
+    for name in names:
+        shown = None if from_files else _git(source, "show", f"{rev}:{name}")
+        if (source / name).is_file() if from_files else shown.returncode == 0:
+            texts.append((source / name).read_text(encoding="utf-8") if from_files else shown.stdout)
+        else:
+            raise FileNotFoundError(f"{source}: no {name}" + (f" at {rev}" if rev else ""))
+    if from_files and is_git and not _git(source, "status", "--porcelain", "--", *names).stdout.strip():
+        rev = "HEAD"  # the files of a clean work tree are HEAD's; other files have no commit
+    commit, date = _git(source, "log", "-1", "--format=%H %cs", rev).stdout.split() if rev else (None, None)
+    return Snapshot(parse_freeze(texts[0]), parse_python(texts[1]), runtime, commit, date)
+
+
+def source_paragraph(snap: Snapshot, today: str) -> list[str]:
+    """Return the pins file's `# Source:` paragraph (comment lines) describing `snap`."""
+    freeze, os_info = RUNTIMES[snap.runtime]
+    where = f"commit {snap.commit} (dated {snap.date})" if snap.commit else "a copy outside git (commit unknown)"
+    text = (f"Source: the Colab {snap.runtime.upper()} runtime's `pip freeze`, googlecolab/backend-info on GitHub, "
+            f"file {freeze} at {where}; read {today} by tools/colab_pins.py (its README: the runtimes may take "
+            f"a day or two to match). That runtime is Python {snap.python} with torch {snap.freeze['torch']} ({os_info} "
+            "and the freeze in the same repository).")
+    return ["# " + line for line in textwrap.wrap(text, 110, break_on_hyphens=False)]
+
+
+def regenerate(pins_text: str, snap: Snapshot, today: str) -> tuple[str, list[tuple[str, str, str, str, str]]]:
+    """Return the new pins text and its changes: (section, name, old, new, note) for every pinned package.
+
+    `note` is "" (follows Colab), "departure" (a `# Colab:` pin: old/new are Colab's versions) or "absent" (no
+    version in Colab's freeze: kept). The first two rows are the Python and the source commit.
+    """
+    if not isinstance(pins_text, str) or not isinstance(snap, Snapshot):
+        raise TypeError("pass the pins file's text (str) and a Snapshot (read_source)")
+    lines, out, rows = pins_text.splitlines(), [], []
+    starts = [i for i, line in enumerate(lines) if line.startswith("# Source:")]
+    if not starts:
+        raise ValueError("the pins file has no `# Source:` paragraph to rewrite")
+    end = next((i for i in range(starts[0] + 1, len(lines)) if not lines[i].startswith("# ")), len(lines))
+    old_source = " ".join(lines[starts[0]:end])
+    section = ""
+    for i, line in enumerate(lines):
+        if i == starts[0]:
+            out += source_paragraph(snap, today)
+        if starts[0] <= i < end:
+            continue
+        section = line[len("# --- "):] if line.startswith("# --- ") else section
+        match = _REQUIREMENT.fullmatch(line)
+        if match is None:
+            out.append(line)
+            continue
+        name, pinned, comment = colab_env.normalize(match["name"]), match["version"], match["comment"] or ""
+        colab = snap.freeze.get(name, "")
+        if comment.startswith("Colab:"):
+            old = (comment[len("Colab:"):].split() or [""])[0].rstrip(".,;")
+            rows.append((section, name, old, colab or old, "departure"))
+            if colab and old:
+                line = line[:match.start("comment")] + comment.replace(old, colab, 1)
+        else:
+            rows.append((section, name, pinned, colab or pinned, "" if colab else "absent"))
+            if colab:
+                line = line[:match.start("version")] + colab + match["rest"]
+        out.append(line)
+    old_python = re.search(r"Python (\d+\.\d+\.\d+)", old_source)
+    old_commit = re.search(r"commit ([0-9a-f]{7,40})", old_source)
+    rows.insert(0, ("", "python", old_python[1] if old_python else "?", snap.python, "header"))
+    rows.insert(1, ("", "commit", old_commit[1] if old_commit else "?", snap.commit or "?", "header"))
+    return "\n".join(out) + "\n", rows
+
+
+def report(rows: list[tuple[str, str, str, str, str]], stack: str = "the notebook stack") -> str:
+    """Return the summary of `regenerate`'s rows: Python, torch and the notebook stack always, other pins if changed."""
+    arrow = lambda old, new: f"{old} → {new}" if old != new else f"{new} (unchanged)"  # noqa: E731
+    text = [f"Python: {arrow(rows[0][2], rows[0][3])} (the Colab-pinned environment itself uses Python 3.11)",
+            f"source commit: {arrow(rows[1][2][:12], rows[1][3][:12])}"]
+    heading = None
+    for section, name, old, new, note in rows[2:]:
+        if note == "departure" and (name == "torch" or old != new):
+            line = f"{name}: Colab {arrow(old, new)}; the pin departs from Colab on purpose (`# Colab:`), kept"
+        elif note == "absent":
+            line = f"{name}: {old} kept: no version in Colab's freeze (read its comment; drop it if nothing needs it)"
+        elif note == "" and (section.startswith(stack) or old != new):
+            line = f"{name}: {arrow(old, new)}"
+        else:
+            continue
+        if section != heading:
+            text.append(f"--- {section}")
+            heading = section
+        text.append(f"  {line}")
+    changed = sum(old != new for _, _, old, new, note in rows[2:] if note == "")
+    return "\n".join(text + [f"{changed} pin(s) change. Packages Colab added are not pinned here: the "
+                             "Colab-pinned environment's build and its freeze check show what is missing."])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from", dest="source", type=Path, required=True,
+                        help="a clone (work tree or bare git repository) of googlecolab/backend-info")
+    parser.add_argument("--rev", help="read this commit of its history instead of the folder's files / HEAD")
+    parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="gpu", help="Colab's runtime (default gpu)")
+    parser.add_argument("--pins", type=Path, default=colab_env.PINS, help="the pins file (default %(default)s)")
+    parser.add_argument("--write", action="store_true", help="rewrite the pins file (default: only print)")
+    args = parser.parse_args(argv)
+    temp = Path(f"{args.pins}.new")
+    try:
+        snap = read_source(args.source, args.rev, args.runtime)
+        old_text = Path(args.pins).read_text(encoding="utf-8")
+        text, rows = regenerate(old_text, snap, datetime.date.today().isoformat())
+        temp.write_text(text, encoding="utf-8")
+        colab_env.read_pins(temp)  # the format colab_env and the version matrix read
+    except (OSError, ValueError) as error:
+        print(f"colab_pins: {error}", file=sys.stderr)
+        return 2
+    finally:
+        temp.unlink(missing_ok=True)
+    print(f"Colab {args.runtime} image ({snap.commit or 'folder'}, {snap.date or 'date unknown'}) vs {args.pins}:")
+    print(report(rows))
+    old = rows[1][2]  # the pinned commit: Colab's commits since then that changed the runtime's files
+    if snap.commit and _git(args.source, "cat-file", "-e", f"{old}^{{commit}}").returncode == 0:
+        log = _git(args.source, "log", "--format=%h %cs %s", f"{old}..{snap.commit}", "--", *RUNTIMES[args.runtime])
+        lines = [line.strip()[:110] for line in log.stdout.splitlines()]
+        if lines:
+            print(f"Colab's commits since {old[:12]} that changed these files:", *lines, sep="\n  ")
+    if text != old_text and args.write:
+        Path(args.pins).write_text(text, encoding="utf-8")
+    if text != old_text:
+        print(f"Wrote {args.pins}. Next: tools/colab_env.py build --rebuild, then the version matrix." if args.write
+              else "Nothing written: add --write to rewrite the pins file.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
