@@ -105,6 +105,9 @@ def test_an_allowed_warning_allows_its_indented_source_line_only():
     (problem,) = output_checks.check_outputs(notebook(cell([stderr(text)], allow_stderr=["UserWarning: CUDA"])),
                                              "cpu-build")
     assert "FutureWarning: old" in problem
+    long = "/root/.cache/envs/x" * 20 + "/lib/python3.12/site-packages/torch/profiler/profiler.py:9: UserWarning: y\n"
+    (problem,) = output_checks.check_outputs(notebook(cell([stderr(long)])), "cpu-build")
+    assert problem.endswith("…/torch/profiler/profiler.py:9: UserWarning: y"), "the report shows the warning itself"
 
 
 @pytest.mark.parametrize("line", ["file.py:3: DeprecationWarning: use torch.amp", "E1201 05:00:00.000 7 a.cpp:48] x",

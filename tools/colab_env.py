@@ -334,7 +334,7 @@ def run_notebook(python: Path | str, notebook: Path | str, timeout: int = 600,
 
     Returns:
         {"notebook", "wall_s", "error" (None when every cell ran), "stderr" ([cell index, first line] of each
-        stderr output a learner would see), "probe" (what the kernel reported about itself: its
+        stderr output a learner would see, on any pass), "probe" (what the kernel reported about itself: its
         sys.executable and package versions)}.
     """
     notebook = Path(notebook).resolve()
@@ -373,7 +373,8 @@ def _execute(notebook: Path, timeout: int, save_to: Path | None = None, repeat: 
     nb = run.nb
     probe = json.loads(run.probe_text.split(PROBE_MARK, 1)[1]) if PROBE_MARK in run.probe_text else None
     stderr = [[i, (output.get("text", "").strip().splitlines() or [""])[0]] for i, cell in enumerate(nb.cells[:-1])
-              for output in cell.get("outputs", []) if output.get("name") == "stderr"]
+              for output in [*cell.metadata.get("first_pass_streams", []), *cell.get("outputs", [])]
+              if output.get("name") == "stderr"]  # the first pass's too: a warning often shows only then
     if save_to is not None:
         nb.cells.pop()
         nbformat.write(nb, save_to)

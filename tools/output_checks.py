@@ -21,6 +21,7 @@ KINDS = ("cpu-build", "cuda-no-gpu", "cuda", "mps")
 META_KEY = "course"
 FIRST_PASS_KEY = "first_pass_streams"
 # Read as a warning or an error by a learner even on stdout: a Python warning, a glog/c10 or torch logging line.
+_PREFIX = re.compile(r"/\S*/(?:site|dist)-packages/")  # the environment's folder: noise in a report
 _ALARM = re.compile(r"\b[A-Z]\w*Warning: |^[IWEF]\d{4} \d\d:\d\d:\d\d[.\d]* +\d+ \S+:\d+\]|^\[?(?:ERROR|WARNING)\b")
 
 
@@ -116,7 +117,7 @@ def check_outputs(nb, kind: str) -> list[str]:
             lines += _alarms(_streams(streams, "stderr"), allowed, every_line=True)
             lines += _alarms(cell_text(streams), allowed, every_line=False)
         problems += [f"{where}: a learner sees a line the lesson does not explain (explain it in the prose and add "
-                     f"<!-- allow-stderr: REGEX -->, or keep it off the screen): {line[:240]}"
+                     f"<!-- allow-stderr: REGEX -->, or keep it off the screen): {_PREFIX.sub('…/', line)[:300]}"
                      for line in dict.fromkeys(lines)]
     return problems
 
