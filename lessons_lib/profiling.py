@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -285,7 +286,7 @@ def _noise_warning(times_s) -> str | None:
     (``lessons_lib.bench.noise.noise_warning``, once it exists, answers the same question for every lesson.)
     """
     fastest, slowest = min(times_s), max(times_s)
-    median = sorted(times_s)[len(times_s) // 2]
+    median = statistics.median(times_s)
     if slowest < NOISY_SPREAD * fastest and median < MIN_FACTOR * fastest:
         return None
     return (f"⚠️ số đo nhiễu: các lần lặp mất từ {format_seconds(fastest)} đến {format_seconds(slowest)} "
