@@ -281,17 +281,18 @@ NOISY_SPREAD = 2.0
 
 
 def _noise_warning(times_s) -> str | None:
-    """Return a "⚠️ số đo nhiễu" line when the repeats of one measurement disagree too much, else None.
+    """Return "from … to … (N×)" when the repeats of one measurement disagree too much, else None.
 
     (``lessons_lib.bench.noise.noise_warning``, once it exists, answers the same question for every lesson.)
     """
     fastest, slowest = min(times_s), max(times_s)
-    median = statistics.median(times_s)
-    if slowest < NOISY_SPREAD * fastest and median < MIN_FACTOR * fastest:
+    if slowest < NOISY_SPREAD * fastest and statistics.median(times_s) < MIN_FACTOR * fastest:
         return None
-    return (f"⚠️ số đo nhiễu: các lần lặp mất từ {format_seconds(fastest)} đến {format_seconds(slowest)} "
-            f"({slowest / fastest:.1f}×): có thể máy đang bận việc khác (Colab miễn phí chỉ có 2 vCPU trên một máy dùng "
-            f"chung, nghe nói là hai luồng của cùng một nhân). Chạy lại ô khi máy rảnh để có số đáng tin hơn.")
+    return f"từ {format_seconds(fastest)} đến {format_seconds(slowest)} ({slowest / fastest:.1f}×)"
+
+
+NOISE_ADVICE = ("có thể máy đang bận việc khác (Colab miễn phí chỉ có 2 vCPU trên một máy dùng chung, nghe nói "
+                "là hai luồng của cùng một nhân); chạy lại ô khi máy rảnh để có số đáng tin hơn.")
 
 
 @dataclass(frozen=True)
@@ -324,25 +325,28 @@ class TimingComparison:
         return "same"
 
     def notes(self) -> list[str]:
-        """Return the noise warnings of both measurements (none when their repeats agree)."""
+        """Return, for each measurement whose repeats disagree too much, "label: from … to … (N×)"."""
         notes = []
         for timing in (self.base, self.other):
             note = _noise_warning(timing.times_s)
             if note:
-                notes.append(f"{timing.label or 'số đo'}: {note}")
+                notes.append(f"{timing.label or 'số đo'} {note}")
         return notes
 
     def __str__(self) -> str:
-        s = self.speedup
+        s, notes = self.speedup, self.notes()
         who = f"{self.other.label or 'B'} so với {self.base.label or 'A'}"
+        unsure = " (chưa chắc: số đo nhiễu)" if notes else ""
         if self.outcome == "faster":
-            text = f"{who}: nhanh hơn {s:.2f}×"
+            text = f"{who}: nhanh hơn {s:.2f}×{unsure}"
         elif self.outcome == "slower":
-            text = f"{who}: chậm hơn {1 / s:.2f}× (tỉ lệ {s:.2f}×)"
+            text = f"{who}: chậm hơn {1 / s:.2f}× (tỉ lệ {s:.2f}×){unsure}"
         else:
-            text = (f"{who}: ngang nhau ({s:.2f}×; chênh dưới {self.factor:.2f}× thì chưa phân biệt được "
+            text = (f"{who}: ngang nhau ({s:.2f}×; chênh dưới {self.factor:.3g}× thì chưa phân biệt được "
                     f"với nhiễu đo)")
-        return "\n".join([text, *self.notes()])
+        if notes:
+            text += "\n  ⚠️ số đo nhiễu: các lần lặp của " + ", của ".join(notes) + "; " + NOISE_ADVICE
+        return text
 
     def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
         printer.text(str(self))
