@@ -1,15 +1,65 @@
 """The IPython extension of the course: `%%gpu` cells, error explanations, plot style, device banner.
 
-Load it with ``%load_ext lessons_lib.notebook``; importing this module changes nothing.
+Load it with ``%load_ext lessons_lib.notebook``; importing this module changes nothing. Loading it also keeps
+two known false alarms of PyTorch off the learner's screen (see `quiet_known_noise`), each matched by its
+exact text so that every other warning and log line still shows.
 """
 
 from __future__ import annotations
+
+import logging
+import re
+import warnings
 
 from . import gpu_cells
 from .device import banner
 from .errors import explain
 
 _state = {"explain": True, "loaded": False}
+
+#: ``torch.utils.cpp_extension`` logs this at import on a CUDA build without a usable driver (Colab's and
+#: Kaggle's CPU runtimes): ``import torch.utils.benchmark`` and the first ``torch.compile`` import that module.
+#: It only matters when building CUDA extensions, which the course never does.
+CPP_EXTENSION_LOGGER = "torch.utils.cpp_extension"
+CPP_EXTENSION_NOISE = re.compile(r"^No CUDA runtime is found, using CUDA_HOME=")
+#: pytorch#168066 (Nov 2025; torch 2.11 has it) warns on every ``torch.profiler.profile``, though events are
+#: cleared only between the cycles of a ``schedule``; pytorch#180387 (Apr 2026; torch 2.13 has it) warns only
+#: then and added the missing spaces. So this pattern ("cycle." directly followed by "Only") matches only the
+#: false alarm, and the fixed versions' real warning (with the spaces) still shows.
+PROFILER_FALSE_ALARM = r"Warning: Profiler clears events at the end of each cycle\.Only events"
+
+
+class _DropMessage(logging.Filter):
+    """Drop the log records whose message matches one pattern; let every other record through."""
+
+    def __init__(self, pattern: re.Pattern[str]):
+        super().__init__()
+        self.pattern = pattern
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is not ours to judge
+            return True
+        return not self.pattern.search(message)
+
+
+def quiet_known_noise() -> None:
+    """Hide two known false alarms of PyTorch, by their exact text (safe to call again: nothing is added twice).
+
+    - the ``No CUDA runtime is found, using CUDA_HOME=…`` warning of ``torch.utils.cpp_extension`` (a filter
+      on that one logger: its other records, and every other logger, are untouched);
+    - torch 2.10-2.11's ``Profiler clears events at the end of each cycle.Only events…`` UserWarning, shown
+      on every profiler run although only a ``schedule`` with several cycles clears events.
+
+    Kineto's C++ line ``gpuGetDeviceCount failed with code 35`` (a CUDA build without a driver) cannot be
+    told apart from Kineto's real errors by a level (``KINETO_LOG_LEVEL`` would hide them all); lesson 09
+    explains it where it appears.
+    """
+    logger = logging.getLogger(CPP_EXTENSION_LOGGER)
+    if not any(isinstance(f, _DropMessage) and f.pattern is CPP_EXTENSION_NOISE for f in logger.filters):
+        logger.addFilter(_DropMessage(CPP_EXTENSION_NOISE))
+    warnings.filterwarnings("ignore", message=PROFILER_FALSE_ALARM, category=UserWarning)
 
 
 def gpu_cell_transform(lines: list[str]) -> list[str]:
@@ -78,6 +128,7 @@ def load_ipython_extension(ipython) -> None:
         ipython.set_custom_exc((Exception,), _explain_handler)
         _apply_plot_style()
         _state["loaded"] = True
+    quiet_known_noise()  # again on every load: a learner's warnings.resetwarnings() would have removed it
     print(banner())
 
 

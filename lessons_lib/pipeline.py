@@ -7,7 +7,9 @@ its module path, and a class defined in a notebook's ``__main__`` cannot be foun
 
 from __future__ import annotations
 
+import multiprocessing
 import operator
+import sys
 
 import numpy as np
 import torch
@@ -86,3 +88,20 @@ class SyntheticImages(Dataset):
     def __repr__(self) -> str:
         return (f"SyntheticImages(n={self.n}, size={self.size}, classes={self.classes}, work={self.work}, "
                 f"seed={self.seed})")
+
+
+def worker_context() -> multiprocessing.context.BaseContext:
+    """Return a safe way to start DataLoader workers from a notebook: pass it as ``multiprocessing_context``.
+
+    On Linux the default, "fork", copies the whole kernel process, and a Jupyter kernel runs several threads
+    (its output and heartbeat threads; ``torch.compile`` adds its own): a lock another thread held at that
+    instant stays locked forever in the copy, and the worker can hang. "forkserver" forks every worker from a
+    small server process instead, which has only imported torch and this module (loaded once, the first time
+    it starts), so workers still start fast. Elsewhere the platform's own default ("spawn" on macOS and
+    Windows) is already safe and is returned.
+    """
+    if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["torch", __name__])  # takes effect when the server (re)starts
+        return context
+    return multiprocessing.get_context()

@@ -5,18 +5,24 @@
 that answer "where did the time go" (self time, share, calls, time per call), shortens long names, and
 says what kind of row each one is: a PyTorch op, a ``record_function`` label, a CUDA runtime call, or
 autograd's bookkeeping.
+
+``compare_timings`` says whether one of two measured timings is faster, slower, or not told apart from the
+other by what the measurement itself shows (the spread of its repeats); lesson 09's verdicts use it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from torch.autograd import DeviceType
 
 from ._validate import check_int
+from .bench.timing import Timing
+from .bench.units import format_seconds
 from .i18n import tr
 
 #: What each kind of row is, in words (see `row_kind`).
@@ -265,3 +271,100 @@ def read_trace(path: str | os.PathLike) -> list[TraceEvent]:
                                  float(e["ts"]) - origin, float(e["dur"])))
     events.sort(key=lambda ev: (ev.track, ev.start_us, -ev.dur_us))  # a parent before its children
     return events
+
+
+#: Two medians within this factor of each other are "ngang nhau" (the same), however quiet the machine: a
+#: 25 % difference (ratio 0.8 or 1.25) is the least the lessons call faster or slower.
+MIN_FACTOR = 1.25
+#: A measurement whose slowest repeat took this many times its fastest is flagged as noisy.
+NOISY_SPREAD = 2.0
+
+
+def _noise_warning(times_s) -> str | None:
+    """Return "from … to … (N×)" when the repeats of one measurement disagree too much, else None.
+
+    (``lessons_lib.bench.noise.noise_warning``, once it exists, answers the same question for every lesson.)
+    """
+    fastest, slowest = min(times_s), max(times_s)
+    if slowest < NOISY_SPREAD * fastest and statistics.median(times_s) < MIN_FACTOR * fastest:
+        return None
+    return f"từ {format_seconds(fastest)} đến {format_seconds(slowest)} ({slowest / fastest:.1f}×)"
+
+
+NOISE_ADVICE = ("có thể máy đang bận việc khác (Colab miễn phí chỉ có 2 vCPU trên một máy dùng chung, nghe nói "
+                "là hai luồng của cùng một nhân); chạy lại ô khi máy rảnh để có số đáng tin hơn.")
+
+
+@dataclass(frozen=True)
+class TimingComparison:
+    """Two timings of the same work and what they show: "faster", "slower" or "same" (not told apart).
+
+    Attributes:
+        base: The reference timing (eager, the loop that reads nothing, ...).
+        other: The timing compared with it.
+        factor: The smallest ratio of medians called a difference: `MIN_FACTOR`, or more when a typical
+            repeat (the median) of either measurement sits further above its fastest repeat than that.
+    """
+
+    base: Timing
+    other: Timing
+    factor: float
+
+    @property
+    def speedup(self) -> float:
+        """Return base median / other median (> 1: `other` is faster)."""
+        return self.base.median_s / self.other.median_s
+
+    @property
+    def outcome(self) -> str:
+        """Return "faster", "slower" or "same": how `other` compares with `base`, given the measured spread."""
+        if self.speedup >= self.factor:
+            return "faster"
+        if self.speedup <= 1 / self.factor:
+            return "slower"
+        return "same"
+
+    def notes(self) -> list[str]:
+        """Return, for each measurement whose repeats disagree too much, "label: from … to … (N×)"."""
+        notes = []
+        for timing in (self.base, self.other):
+            note = _noise_warning(timing.times_s)
+            if note:
+                notes.append(f"{timing.label or 'số đo'} {note}")
+        return notes
+
+    def __str__(self) -> str:
+        s, notes = self.speedup, self.notes()
+        who = f"{self.other.label or 'B'} so với {self.base.label or 'A'}"
+        unsure = " (chưa chắc: số đo nhiễu)" if notes else ""
+        if self.outcome == "faster":
+            text = f"{who}: nhanh hơn {s:.2f}×{unsure}"
+        elif self.outcome == "slower":
+            text = f"{who}: chậm hơn {1 / s:.2f}× (tỉ lệ {s:.2f}×){unsure}"
+        else:
+            text = (f"{who}: ngang nhau ({s:.2f}×; chênh dưới {self.factor:.3g}× thì chưa phân biệt được "
+                    f"với nhiễu đo)")
+        if notes:
+            text += "\n  ⚠️ số đo nhiễu: các lần lặp của " + ", của ".join(notes) + "; " + NOISE_ADVICE
+        return text
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
+        printer.text(str(self))
+
+
+def compare_timings(base: Timing, other: Timing) -> TimingComparison:
+    """Compare two timings of the same work: faster, slower or the same, judged by their own spread.
+
+    The ratio of medians must reach `MIN_FACTOR` (1.25×, i.e. 0.8× the other way), or the factor by which a
+    typical repeat of either measurement exceeds its fastest repeat when that is larger (a noisy measurement
+    cannot tell smaller differences apart).
+
+    Args:
+        base: The reference ``Timing`` (from ``bench.measure``).
+        other: The ``Timing`` compared with it.
+    """
+    for name, value in (("base", base), ("other", other)):
+        if not isinstance(value, Timing):
+            raise TypeError(f"{name} phải là kết quả của bench.measure (một Timing), không phải {type(value).__name__}")
+    spread = max(t.median_s / t.min_s if t.min_s > 0 else float("inf") for t in (base, other))
+    return TimingComparison(base, other, max(MIN_FACTOR, spread))

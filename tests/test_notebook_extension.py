@@ -164,3 +164,60 @@ def test_the_handler_shows_the_traceback_even_if_explaining_fails(monkeypatch, c
     error = RuntimeError("Expected all tensors to be on the same device")
     ext._explain_handler(Shell(), RuntimeError, error, None)
     assert shown == [error] and capsys.readouterr().out == ""
+
+
+# --------------------------------------------------------------------------- known false alarms
+
+
+def test_loading_hides_the_cpp_extension_line_and_the_profiler_false_alarm_in_a_kernel(run):
+    cell = run("import logging, warnings\n"
+               "logging.getLogger('torch.utils.cpp_extension').warning(\"No CUDA runtime is found, using CUDA_HOME='%s'\", "
+               "'/usr/local')\n"
+               "warnings.warn('Warning: Profiler clears events at the end of each cycle.Only events from the current '"
+               "'cycle will be reported.To keep events across cycles, set acc_events=True.', UserWarning)\n"
+               "print('done')")
+    assert _texts(cell).strip() == "done" and not _texts(cell, "stderr"), cell.outputs
+
+
+def test_other_warnings_and_log_lines_still_show_in_a_kernel(run):
+    cell = run("import logging, warnings\n"
+               "logging.getLogger('torch.utils.cpp_extension').error('Error building extension')\n"
+               "warnings.warn('Warning: Profiler clears events at the end of each cycle. Only events from the '"
+               "'current cycle will be reported. To keep events across cycles, set acc_events=True.', UserWarning)\n"
+               "warnings.warn('something else', FutureWarning)")
+    err = _texts(cell, "stderr")
+    assert "Error building extension" in err and "at the end of each cycle. Only events" in err
+    assert "something else" in err
+
+
+def test_quiet_known_noise_filters_only_its_message_and_is_idempotent():
+    import logging
+    import warnings
+
+    logger = logging.getLogger(ext.CPP_EXTENSION_LOGGER)
+    before, filters_before = list(logger.filters), list(warnings.filters)
+    try:
+        ext.quiet_known_noise()
+        ext.quiet_known_noise()
+        added = [f for f in logger.filters if f not in before]
+        assert len(added) == 1
+        make = lambda msg, *args, level=logging.WARNING: logging.LogRecord(  # noqa: E731
+            logger.name, level, __file__, 1, msg, args, None)
+        assert not logger.filter(make("No CUDA runtime is found, using CUDA_HOME='%s'", "/usr/local"))
+        assert logger.filter(make("Error building extension %s", "x", level=logging.ERROR))
+        assert logger.filter(make("Using CUDA_HOME=%s", "/usr/local"))
+        assert logger.filter(make("bad %d", "not a number"))  # a malformed record is let through, not hidden
+        other = logging.getLogger("torch.utils.other")
+        assert other.filter(make("No CUDA runtime is found, using CUDA_HOME='/usr/local'"))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ext.quiet_known_noise()  # inside catch_warnings: its filter goes first, as after a load
+            warnings.warn("Warning: Profiler clears events at the end of each cycle.Only events from the "
+                          "current cycle will be reported.", UserWarning, stacklevel=1)
+            warnings.warn("Warning: Profiler clears events at the end of each cycle. Only events from the "
+                          "current cycle will be reported.", UserWarning, stacklevel=1)
+        assert [str(w.message)[:60] for w in caught] == [
+            "Warning: Profiler clears events at the end of each cycle. On"]
+    finally:
+        logger.filters[:] = before
+        warnings.filters[:] = filters_before

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import sys
 import time
 
 import numpy as np
@@ -151,3 +152,28 @@ def test_spawned_workers_can_rebuild_the_dataset():
                                                              strict=True))
     del loader
     assert no_workers_left()
+
+
+def test_worker_context_is_forkserver_on_linux_and_the_default_elsewhere(monkeypatch):
+    from lessons_lib import pipeline
+
+    if sys.platform.startswith("linux"):
+        assert pipeline.worker_context().get_start_method() == "forkserver"
+    monkeypatch.setattr(pipeline.sys, "platform", "darwin")
+    assert pipeline.worker_context().get_start_method() == multiprocessing.get_start_method()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forkserver is what worker_context picks on Linux")
+def test_workers_from_the_worker_context_give_the_same_batches_and_exit_twice():
+    """Twice, as when a notebook is run again in one kernel: the second loader reuses the running server."""
+    from lessons_lib.pipeline import worker_context
+
+    ds = SyntheticImages(n=16, size=16, work=1)
+    plain = batches(DataLoader(ds, batch_size=8))
+    for _ in range(2):
+        loader = DataLoader(ds, batch_size=8, num_workers=2, multiprocessing_context=worker_context(), timeout=60)
+        served = batches(loader)
+        assert all(torch.equal(a, b) and torch.equal(la, lb)
+                   for (a, la), (b, lb) in zip(plain, served, strict=True))
+        del loader
+        assert no_workers_left()

@@ -247,3 +247,39 @@ def test_plot_trace_puts_gpu_tracks_below_cpu_and_accepts_events():
 def test_plot_trace_bad_input(trace, kwargs, error):
     with pytest.raises(error):
         plot_trace(trace, **kwargs)
+
+
+# --------------------------------------------------------------------------- compare_timings
+
+
+def _timing(*times, label=""):
+    from lessons_lib.bench import Timing
+
+    return Timing(tuple(times), "cpu", 2, 1, 1, label=label)
+
+
+def test_compare_timings_calls_a_difference_only_beyond_the_noise():
+    quiet = _timing(1.0, 1.01, 1.02, label="eager")
+    assert profiling.compare_timings(quiet, _timing(0.5, 0.5, 0.51)).outcome == "faster"
+    slower = profiling.compare_timings(quiet, _timing(1.33, 1.34, 1.35, label="compile"))
+    assert slower.outcome == "slower" and "chậm hơn" in str(slower) and "0.75×" in str(slower)
+    same = profiling.compare_timings(quiet, _timing(1.1, 1.05, 1.0))
+    assert same.outcome == "same" and "ngang nhau" in str(same) and not same.notes()
+
+
+def test_a_noisy_measurement_widens_the_band_and_says_so():
+    noisy = _timing(1.0, 1.6, 1.7, 1.8, 6.0, label="eager")  # a typical repeat 1.7× the fastest
+    cmp = profiling.compare_timings(noisy, _timing(1.1, 1.1, 1.1, label="compile"))
+    assert cmp.factor == pytest.approx(1.7) and cmp.outcome == "same"  # 1.55× is inside that spread
+    assert profiling.compare_timings(noisy, _timing(0.9, 0.9, 0.9)).outcome == "faster"
+    assert cmp.notes() == ["eager từ 1.00 s đến 6.00 s (6.0×)"]
+    assert "⚠️ số đo nhiễu: các lần lặp của eager từ 1.00 s" in str(cmp) and "chạy lại ô" in str(cmp)
+    unsure = str(profiling.compare_timings(noisy, _timing(0.9, 0.9, 0.9)))
+    assert "nhanh hơn" in unsure and "chưa chắc" in unsure
+
+
+def test_compare_timings_wants_two_timings():
+    with pytest.raises(TypeError, match="bench.measure"):
+        profiling.compare_timings(1.0, _timing(1.0))
+    with pytest.raises(TypeError, match="other"):
+        profiling.compare_timings(_timing(1.0), None)
