@@ -35,3 +35,10 @@ def test_check_passes_then_turns_red_on_a_broken_notebook(tmp_path, capsys, monk
     out = capsys.readouterr().out
     assert "| ❌ | 1 / 1 |" in next(line for line in out.splitlines() if "broken.ipynb" in line)
     assert "ô hỏng cố ý" in out and "❌ KHÔNG SẴN SÀNG: 1 notebook lỗi" in out
+
+
+def test_check_runs_one_process_more_than_the_test_command():
+    assert precourse_check.check_workers({"COURSE_TEST_WORKERS": "2"}) == ["-n", "2", "--dist", "loadgroup"]
+    assert precourse_check.check_workers({"COURSE_TEST_WORKERS": "1"}) == []
+    workers = precourse_check.check_workers({})
+    assert workers == [] or (workers[0] == "-n" and int(workers[1]) >= 3)
