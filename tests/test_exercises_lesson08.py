@@ -9,7 +9,6 @@ import pytest
 import torch
 from _lesson_tasks import assert_fails, lines_of, solution_of
 
-from lessons_lib import i18n
 from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson08 import GROUP, expected_gb, expected_shard, task1, task2
 
@@ -152,9 +151,3 @@ def test_tasks_belong_to_lesson08_and_progress_lists_them(capsys):
     assert "Nhiệm vụ 1" in out and "Nhiệm vụ 2" in out
 
 
-def test_messages_switch_to_english():
-    i18n.set_language("en")
-    fb = task2.evaluate(lambda n, w, r: list(range(r, n, w)))
-    assert "the same number" in lines_of(fb)
-    fb = task1.evaluate(lambda n, g, s: expected_gb(n, g, s) * 1e9 / 2**30)
-    assert "not GiB" in lines_of(fb)

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "course_src"
 NOTEBOOKS = ROOT / "notebooks"
 BADGES_MD = ROOT / "colab_badges.md"
+SOLUTIONS = ROOT / "lessons_lib" / "exercises" / "solutions.json"  # generated: what each task's solution() prints
 GUIDE = ROOT / "docs" / "teaching_guide.md"  # its lesson-times region is generated
 
 try:  # Python 3.11+
@@ -340,6 +341,7 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
                 body = relink_from_subfolder(body)
             repo_path = target.relative_to(ROOT).as_posix()
             files[target] = _dump(build_notebook(parse_source(body), target.stem, repo_path, config))
+    files[SOLUTIONS] = solutions_json()
     files[BADGES_MD] = badges_markdown(config, sorted(p for p in files if p.suffix == ".ipynb"))
     if GUIDE.is_file():
         files[GUIDE] = guide_with_times(GUIDE.read_text(encoding="utf-8"))
@@ -348,6 +350,40 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
 
 _TIMES_REGION = re.compile(r"(<!-- lesson-times:start[^\n]*-->\n).*?(<!-- lesson-times:end -->)", re.S)
 _TASK_CALL = re.compile(r"\b((?:task|ex)\w*)\.check\((\w+)")
+
+
+_CHECK_CALL = re.compile(r"^\s*(\w+)\.check\(", re.M)
+_SOLUTION_NOISE = re.compile(r"^(?:%%gpu|from lessons_lib\.exercises\S* import .*|\s*\w+\.check\(.*\))[ \t]*$")
+
+
+def task_solutions(text: str, group: str) -> dict[str, str]:
+    """Return each task's solution in one lesson source: the solution variant of the cells that hold its regions.
+
+    A region belongs to the task whose ``X.check(`` comes first in its cell or in the code cells after it.
+    The setup of the cell (``%%gpu``, the task's import) and the ``check`` call itself are left out.
+    """
+    cells = [c for c in parse_source(text) if c.kind == "code"]
+    found: dict[str, list[str]] = {}
+    for i, cell in enumerate(cells):
+        if not has_variants(cell.source):
+            continue
+        key = next((m.group(1) for c in cells[i:] for m in [_CHECK_CALL.search(c.source)] if m), None)
+        if key is None:  # a region that no task checks (e.g. a worked example): nothing to show
+            continue
+        lines = select_variant(cell.source, "solution").splitlines()
+        found.setdefault(key, []).append("\n".join(ln for ln in lines if not _SOLUTION_NOISE.match(ln)).strip("\n"))
+    return {key: "\n\n".join(parts) for key, parts in found.items()}
+
+
+def solutions_json(sources: list[Path] | None = None) -> str:
+    """Return solutions.json: {group: {task: solution code}} from every lesson source's SOLUTION regions."""
+    table = {}
+    for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
+        group = "exercises" if src.name.startswith("10_") else f"lesson{src.name[:2]}"
+        text = src.read_text(encoding="utf-8")
+        if has_variants(text):
+            table[group] = task_solutions(text, group)
+    return json.dumps(table, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 
 def lesson_times_table(sources: list[Path] | None = None) -> str:

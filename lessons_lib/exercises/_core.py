@@ -8,6 +8,7 @@ briefly and explained. Only misuse of the API itself (``hint(0)``, building an E
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import json
 import os
@@ -15,6 +16,7 @@ import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 
 import torch
 
@@ -51,15 +53,15 @@ class Report:
     notes: list[str] = field(default_factory=list)
     passed_msg: str = ""
 
-    def problem(self, vi: str, en: str, stop: bool = False) -> None:
+    def problem(self, message: str, _legacy_en: str | None = None, stop: bool = False) -> None:
         """Record something wrong; with `stop`, end the evaluation here."""
-        self.problems.append(tr(vi, en))
+        self.problems.append(message)
         if stop:
             raise Stop
 
-    def missing_part(self, vi: str, en: str, stop: bool = False) -> None:
+    def missing_part(self, message: str, _legacy_en: str | None = None, stop: bool = False) -> None:
         """Record a part the learner has not filled in yet."""
-        self.missing.append(tr(vi, en))
+        self.missing.append(message)
         if stop:
             raise Stop
 
@@ -72,13 +74,13 @@ class Report:
             self.problem(f"{name} phải là một hàm {signature}, không phải {type(value).__name__}.",
                          f"{name} must be a function {signature}, not {type(value).__name__}.", stop=True)
 
-    def note(self, vi: str, en: str) -> None:
+    def note(self, message: str, _legacy_en: str | None = None) -> None:
         """Record a remark shown with any result (e.g. what would differ on a GPU)."""
-        self.notes.append(tr(vi, en))
+        self.notes.append(message)
 
-    def success(self, vi: str, en: str) -> None:
+    def success(self, message: str, _legacy_en: str | None = None) -> None:
         """Set the sentence shown when everything passed."""
-        self.passed_msg = tr(vi, en)
+        self.passed_msg = message
 
     def call(self, what: str, fn: Callable, *args, **kwargs):
         """Call the learner's `fn`; if it raises, record the error (with an explanation) and stop."""
@@ -138,38 +140,38 @@ class Exercise:
 
     Args:
         key: The name the notebook uses for it, e.g. "ex3".
-        title: (vi, en) title, e.g. ("Bài 3 · Đưa tensor đi và về", "Exercise 3 · ...").
+        title: The title, e.g. "Bài 3 · Đưa tensor đi và về".
         evaluate: ``evaluate(report, *answer)``: fills the `Report`; may raise `Stop`.
-        hints: (vi, en) hints, from gentle to explicit.
-        solution: The reference solution as code (it must pass the check; the tests run it).
+        hints: The hints, from gentle to explicit.
         gpu: True when the exercise needs a CUDA GPU (it lives in a ``%%gpu`` cell).
         starter: The starting code of a debugging exercise; handing it in unchanged counts as "chưa làm".
         group: Which set it belongs to: "exercises" (notebook 10) or a lesson's own, e.g. "lesson04".
 
-    While checking, PyTorch runs on one CPU thread (restored afterwards): the checks use tiny models, for
-    which one thread is fastest and not slowed down by a busy machine.
+    The solution is the SOLUTION region of the lesson source (``solutions.json``, generated from it by
+    ``tools/build_course.py``), so it is written once. While checking, PyTorch runs on one CPU thread (restored
+    afterwards): the checks use tiny models, for which one thread is fastest and not slowed down by a busy machine.
     """
 
-    def __init__(self, key: str, title: tuple[str, str], evaluate: Callable, hints: list[tuple[str, str]],
-                 solution: str, *, gpu: bool = False, starter: str | None = None, group: str = "exercises"):
+    def __init__(self, key: str, title, evaluate: Callable, hints: list, solution: str | None = None, *,
+                 gpu: bool = False, starter: str | None = None, group: str = "exercises"):
         if not isinstance(key, str) or not key.isidentifier():
             raise ValueError(f"key must be a Python name such as 'ex3', got {key!r}")
-        if not (isinstance(title, tuple) and len(title) == 2 and all(isinstance(t, str) for t in title)):
-            raise TypeError("title must be a (vietnamese, english) tuple of str")
+        title = title[0] if isinstance(title, tuple) else title  # transitional: (vi, en) pairs keep working
+        if not isinstance(title, str) or not title.strip():
+            raise TypeError("title must be a non-empty str")
         if not callable(evaluate):
             raise TypeError(f"evaluate must be callable, got {type(evaluate).__name__}")
-        if not hints or not all(isinstance(h, tuple) and len(h) == 2 for h in hints):
-            raise ValueError("hints must be a non-empty list of (vietnamese, english) tuples")
-        if not isinstance(solution, str) or not solution.strip():
-            raise ValueError("solution must be the solution's code as a non-empty str")
+        hints = [h[0] if isinstance(h, tuple) else h for h in hints or []]
+        if not hints or not all(isinstance(h, str) and h.strip() for h in hints):
+            raise ValueError("hints must be a non-empty list of str")
         if not isinstance(group, str) or not group.isidentifier():
             raise ValueError(f"group must be a Python name such as 'exercises' or 'lesson04', got {group!r}")
         self.key = key
         self.group = group
         self._title = title
         self._evaluate = evaluate
-        self._hints = list(hints)
-        self.solution_code = textwrap.dedent(solution).strip("\n")
+        self._hints = hints
+        self._solution = solution
         self.gpu = gpu
         self.starter_code = textwrap.dedent(starter).strip("\n") if starter else None
         self._hints_shown = 0
@@ -177,9 +179,18 @@ class Exercise:
         GROUPS.setdefault(group, {})[key] = self
 
     @property
+    def solution_code(self) -> str:
+        """Return the solution's code: the SOLUTION region of the lesson source."""
+        code = self._solution or _solutions().get(self.group, {}).get(self.key)  # transitional: solution= first
+        if code is None:
+            raise LookupError(f"no SOLUTION region for {self.group}.{self.key} in solutions.json: "
+                              "run python tools/build_course.py")
+        return textwrap.dedent(code).strip("\n")
+
+    @property
     def title(self) -> str:
-        """Return the title in the current language."""
-        return tr(*self._title)
+        """Return the title."""
+        return self._title
 
     def evaluate(self, *args, **kwargs) -> Feedback:
         """Return the feedback for an answer without printing it; never raises because of the answer."""
@@ -232,7 +243,7 @@ class Exercise:
                 if number < len(self._hints) else tr(f" (hết gợi ý; xem {self.key}.solution())",
                                                      f" (no more hints; see {self.key}.solution())"))
         print(f"💡 {self.title} — " + tr("gợi ý", "hint") + f" {number}/{len(self._hints)}{more}:")
-        print(textwrap.indent(tr(*self._hints[number - 1]), "   "))
+        print(textwrap.indent(self._hints[number - 1], "   "))
 
     def solution(self) -> None:
         """Print the reference solution (try the hints first!)."""
@@ -241,6 +252,12 @@ class Exercise:
 
     def __repr__(self) -> str:
         return f"<{self.key}: {self.title} — check(...), hint(), solution()>"
+
+
+@functools.cache
+def _solutions() -> dict[str, dict[str, str]]:
+    """Return solutions.json (generated from the lesson sources' SOLUTION regions)."""
+    return json.loads(resources.files(__package__).joinpath("solutions.json").read_text(encoding="utf-8"))
 
 
 def record_check(group: str, feedback: Feedback, environ=os.environ) -> bool:
