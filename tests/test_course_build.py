@@ -120,7 +120,8 @@ class TestNotebookLint:
 
     def test_code_cells_are_short(self, path):
         cells = [c for c in self.nb(path).cells if c.cell_type == "code" and "Ô cài đặt" not in c.source]
-        lengths = [len(c.source.splitlines()) for c in cells if not c.source.startswith("%%writefile")]
+        lengths = [len(c.source.removeprefix(build_course.QUIZ_TITLE + "\n").splitlines())  # the title is generated
+                   for c in cells if not c.source.startswith("%%writefile")]
         assert max(lengths) <= MAX_CODE_LINES, f"a code cell has {max(lengths)} lines (max {MAX_CODE_LINES})"
         files = [len(c.source.splitlines()) for c in cells if c.source.startswith("%%writefile")]
         assert max(files, default=0) <= MAX_WRITEFILE_LINES, f"a %%writefile cell has {max(files)} lines"
@@ -314,3 +315,23 @@ def test_malformed_directives_fail_the_build(source, message):
 def test_a_directive_quoted_inside_a_fence_stays_text():
     cells = build_course.parse_source("```text\n<!-- expect cpu-build: x -->\n```\n")
     assert [c.kind for c in cells] == ["markdown"] and "<!-- expect" in cells[0].source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_quiz_cells_hide_their_answer_in_jupyter_colab_and_on_the_site(path):
+    nb = nbformat.read(path, as_version=4)
+    quizzes = [c for c in nb.cells if c.cell_type == "code" and re.search(r"\b(?:choice|yes_no)\(", c.source)]
+    for cell in quizzes:
+        assert cell.source.startswith("#@title "), "Colab shows a form (the code folded) only under #@title"
+        assert cell.metadata["cellView"] == "form"
+        assert cell.metadata["jupyter"]["source_hidden"] is True
+        assert "remove-input" in cell.metadata["tags"]
+
+
+def test_a_cell_that_builds_a_quiz_is_marked_and_others_are_not():
+    config = build_course.load_config()
+    cells = [build_course.Cell("code", 'q1 = yes_no("?", answer=True, explanation="vì")\nq1'),
+             build_course.Cell("code", "print(choice)")]
+    quiz, plain = build_course.build_notebook(cells, "x", "notebooks/x.ipynb", config)["cells"][1:]
+    assert quiz["metadata"]["cellView"] == "form" and quiz["source"].startswith(build_course.QUIZ_TITLE)
+    assert plain["metadata"] == {} and plain["source"] == "print(choice)"

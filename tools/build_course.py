@@ -296,6 +296,13 @@ NOTEBOOK_METADATA = {
 }
 
 
+#: A cell that builds a quiz holds its answer and explanation: its code is hidden where each tool allows it
+#: (JupyterLab's collapsed source, Colab's form view, the site's remove-input tag); the question shows as now.
+_QUIZ_CELL = re.compile(r"^\w+ = (?:choice|yes_no)\(", re.M)
+QUIZ_TITLE = "#@title Câu hỏi (mã ẩn để không lộ đáp án; trả lời bằng nút bấm hoặc .answer(...))"
+QUIZ_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}, "tags": ["remove-input"]}
+
+
 def build_notebook(cells: list[Cell], name: str, repo_path: str, config: CourseConfig) -> dict:
     """Return the nbformat-4 JSON of one notebook (badge cell first, outputs empty)."""
     out = []
@@ -304,6 +311,10 @@ def build_notebook(cells: list[Cell], name: str, repo_path: str, config: CourseC
         base = {"id": _cell_id(name, i), "metadata": {"course": cell.meta} if cell.meta else {}}
         if cell.kind == "markdown":
             out.append({"cell_type": "markdown", **base, "source": cell.source})
+        elif cell.kind == "code" and _QUIZ_CELL.search(cell.source):
+            base["metadata"].update(json.loads(json.dumps(QUIZ_METADATA)))
+            source = QUIZ_TITLE + "\n" + cell.source
+            out.append({"cell_type": "code", **base, "execution_count": None, "outputs": [], "source": source})
         else:
             source = setup_cell_source(config) if cell.kind == "setup" else cell.source
             out.append({"cell_type": "code", **base, "execution_count": None, "outputs": [], "source": source})
