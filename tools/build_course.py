@@ -270,6 +270,57 @@ def estimate_minutes(text: str) -> float:
             + MIN_PER_TASK * len(tasks))
 
 
+#: The core path: a section heading (## or ###) that starts with ⭐ is core, with 🔭 an extension ("Mở rộng");
+#: a ### inherits its ## unless marked itself. Unmarked ## sections (Mục tiêu, Cài đặt, Tóm tắt...) frame every
+#: path. The whole course's core must fit a weekend by the same yardstick as the ⏱️ line.
+CORE, EXTENSION = "⭐", "🔭"
+CORE_BUDGET_MINUTES = 360
+_HEADING = re.compile(r"^(#{2,3}) (.*)$")
+_STATED_CORE = re.compile(r"⭐ cốt lõi ~(\d+) phút")
+
+
+def sections(text: str) -> list[tuple[str, bool, str]]:
+    """Split a source at its ## / ### headings (outside fences): (heading line, is_extension, text) in order."""
+    out: list[tuple[str, bool, str]] = []
+    heading, level2_ext, ext, chunk, fenced = "", False, False, [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("```"):
+            fenced = not fenced
+        found = None if fenced else _HEADING.match(line.rstrip("\n"))
+        if found:
+            out.append((heading, ext, "".join(chunk)))
+            heading, chunk = found.group(0), []
+            mark = found.group(2)[:1]
+            if found.group(1) == "##":
+                level2_ext = ext = mark == EXTENSION
+            else:
+                ext = mark == EXTENSION or (level2_ext and mark != CORE)
+        chunk.append(line)
+    out.append((heading, ext, "".join(chunk)))
+    return out
+
+
+def core_source(text: str) -> str:
+    """Return `text` without its extension sections: what a learner on the core path reads and runs.
+
+    A lesson whose title (``# 🔭 Bài ...``) carries the extension mark is extension as a whole.
+    """
+    if text.startswith(f"# {EXTENSION}"):
+        return ""
+    return "".join(body for _, ext, body in sections(text) if not ext)
+
+
+def core_minutes(text: str) -> float:
+    """Return the yardstick's minutes for the core path of a course source."""
+    return estimate_minutes(core_source(text))
+
+
+def stated_core_minutes(text: str) -> int | None:
+    """Return the minutes of a source's "⭐ cốt lõi ~N phút" mention on its ⏱️ line, or None."""
+    found = _STATED_CORE.search(text)
+    return int(found.group(1)) if found else None
+
+
 def stated_minutes(text: str) -> tuple[int, int] | None:
     """Return the (low, high) minutes of a source's "⏱️ ~N phút" / "⏱️ ~N–M phút" line, or None without one."""
     found = _STATED_TIME.search(text)

@@ -1,0 +1,118 @@
+"""The core path (⭐ sections; 🔭 marks extensions): fits a weekend, stands alone, and every lesson shows it."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import build_course  # noqa: E402
+
+SOURCES = sorted((ROOT / "course_src").glob("[0-9][0-9]_*.md"))
+
+
+def _code(source: str) -> str:
+    """Return a cell's Python without IPython magics (``%%gpu``, ``%reload_ext``) and shell lines."""
+    if source.startswith("%%writefile"):
+        return ""
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+
+
+def _defined_and_used(source: str) -> tuple[set[str], set[str]]:
+    """Return the names a cell binds at top level and the names it reads before binding them."""
+    tree = ast.parse(_code(source))
+    defined: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            defined.add(node.name)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return defined, used
+
+
+def _lesson_cells(src: Path) -> list[tuple[bool, str]]:
+    """Return (is_extension, code) for every code cell of a lesson's learner version, in order."""
+    text = src.read_text(encoding="utf-8")
+    text = build_course.select_variant(text, "learner") if build_course.has_variants(text) else text
+    whole_ext = not build_course.core_source(text)
+    return [(whole_ext or ext, cell.source) for _, ext, body in build_course.sections(text)
+            for cell in build_course.parse_source(body) if cell.kind == "code"]
+
+
+def test_the_core_path_fits_a_weekend():
+    minutes = {src.stem: build_course.core_minutes(src.read_text(encoding="utf-8")) for src in SOURCES}
+    assert sum(minutes.values()) <= build_course.CORE_BUDGET_MINUTES, minutes
+
+
+def _extension_names_in_core(cells: list[tuple[bool, str]]) -> list[tuple[list[str], str]]:
+    """Return (names, code) for each core cell that uses a name only an earlier extension cell defines."""
+    core_names = set(dir(builtins)) | {"device", "torch"}  # the setup cell gives torch and device
+    ext_only: set[str] = set()
+    found = []
+    for ext, code in cells:
+        defined, used = _defined_and_used(code)
+        if ext:
+            ext_only |= defined - core_names
+            continue
+        missing = sorted((used - core_names - defined) & ext_only)
+        if missing:
+            found.append((missing, code))
+        core_names |= defined
+    return found
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_no_core_cell_needs_a_name_only_an_extension_defines(src):
+    found = _extension_names_in_core(_lesson_cells(src))
+    assert not found, f"core cells use names defined only in an extension (🔭) section: {found}"
+
+
+def test_the_name_check_finds_a_core_cell_that_leans_on_an_extension():
+    cells = [(False, "a = 1"), (True, "%%gpu\nb = a + 1\ndef helper(x):\n    return x"), (False, "print(a, b, helper(1))")]
+    assert _extension_names_in_core(cells) == [(["b", "helper"], "print(a, b, helper(1))")]
+    assert _extension_names_in_core([(True, "import numpy as np"), (False, "import numpy as np\nnp.ones(2)")]) == []
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_every_numbered_section_is_marked_and_the_time_line_gives_the_core(src):
+    text = src.read_text(encoding="utf-8")
+    for heading, _, _ in build_course.sections(text):
+        if re.match(r"## (\d+\.|Bài \d|Nhiệm vụ \d)", heading) and not text.startswith(f"# {build_course.EXTENSION}"):
+            pytest.fail(f"{src.name}: '{heading}' needs ⭐ (cốt lõi) or 🔭 (mở rộng) in front")
+    core = build_course.core_minutes(text)
+    stated = build_course.stated_core_minutes(text)
+    if core == 0:
+        assert stated is None and "🔭" in text.splitlines()[0], f"{src.name}: a lesson with no core says so in its title"
+        return
+    assert stated is not None, f"{src.name}: the ⏱️ line needs '⭐ cốt lõi ~N phút'"
+    assert abs(stated - core) <= max(3, 0.2 * core), f"{src.name}: stated core ~{stated} min, yardstick {core:.0f}"
+
+
+@pytest.mark.parametrize("src", [s for s in SOURCES if build_course.core_source(s.read_text(encoding="utf-8"))],
+                         ids=lambda p: p.stem)
+def test_core_cells_run_alone_top_to_bottom(src, tmp_path):
+    import nbformat
+    import run_notebooks
+
+    text = src.read_text(encoding="utf-8")
+    learner = build_course.select_variant(text, "learner") if build_course.has_variants(text) else text
+    cells = build_course.parse_source(build_course.core_source(learner))
+    nb = build_course.build_notebook(cells, src.stem, f"notebooks/{src.stem}.ipynb", build_course.load_config())
+    path = tmp_path / f"{src.stem}_core.ipynb"
+    nbformat.write(nbformat.from_dict(nb), path)
+    run = run_notebooks.execute_notebook(path, "pass", timeout=300)
+    assert run.error is None, f"the core path of {src.stem} stops:\n{run.error}"
