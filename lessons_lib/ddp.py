@@ -27,7 +27,7 @@ from ._validate import check_number
 
 __all__ = ["DDPComparison", "DDPRun", "DDPRunError", "find_processes", "launch"]
 
-BACKENDS = ("auto", "gloo", "nccl")
+_BACKENDS = ("auto", "gloo", "nccl")
 _BACKEND_ENV = "DDP_BACKEND"  # read by lessons_lib.ddp_worker.choose_backend() in the ranks
 _RUN_MARKER_ENV = "LESSONS_DDP_RUN"  # the run folder, inherited by every process of a run
 _LOG_TAIL_LINES = 12
@@ -243,8 +243,8 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
         raise ValueError(f"không có script {parsed.script!r} trong {str(folder)!r}: hãy ghi nó ra trước "
                          f"(ví dụ bằng %%writefile)")
     check_number("timeout", timeout, positive=True)
-    if backend not in BACKENDS:
-        raise ValueError(f"backend phải là một trong {BACKENDS}, nhận được {backend!r}")
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend phải là một trong {_BACKENDS}, nhận được {backend!r}")
     if echo:
         print(f"$ {command}")
         print(f"  (chạy bằng {Path(sys.executable).name} -m torch.distributed.run, trong một thư mục tạm, "
