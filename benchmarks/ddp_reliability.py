@@ -3,15 +3,12 @@
 A run PASSES when torchrun exits cleanly, every rank reported its results, the all-reduced gradients are
 bit-identical across ranks and allclose to a single-process full-batch computation, and no process of the
 run is left behind. Any other outcome is reported per run: ABORT (a rank died of SIGABRT, e.g. "terminate
-called without an active exception" at interpreter shutdown, issue 15), HANG (stopped at the time limit),
-FAIL (anything else).
+called without an active exception" at interpreter shutdown, see ``exit_rank``), HANG (stopped at the time
+limit), FAIL (anything else).
 
 Workers (--worker):
     notebook  the scripts notebook 08 writes with %%writefile (read from course_src/08_multi_gpu_preview.md),
               run with launch("torchrun --standalone --nproc_per_node=2 train_ddp.py"), as in the notebook
-    demo      lessons_lib.ddp_demo through run_ddp_demo(); --exit python ends the ranks through normal
-              interpreter shutdown (the behaviour before the issue-15 fix), --unsafe-teardown also skips
-              barrier + destroy_process_group
     race      a shutdown-only stress: each rank starts 200 all-reduces of fresh tensors and exits while they
               may still be in flight, so gloo's threads release tensors during interpreter shutdown;
               --exit python shows the abort, --exit os (the fix) must not
@@ -19,7 +16,6 @@ Workers (--worker):
 Usage:
     python benchmarks/ddp_reliability.py --runs 50 --load          # the notebook's run, both cores kept busy
     python benchmarks/ddp_reliability.py --runs 50 --load --python /path/to/colab-env/bin/python
-    python benchmarks/ddp_reliability.py --worker demo --exit python --runs 50 --load
     python benchmarks/ddp_reliability.py --worker race --exit python --runs 20
 """
 
@@ -40,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lessons_lib.ddp import DDPRunError, find_processes, launch, run_ddp_demo  # noqa: E402
+from lessons_lib.ddp import DDPRunError, find_processes, launch  # noqa: E402
 
 NOTEBOOK_SRC = ROOT / "course_src" / "08_multi_gpu_preview.md"
 _WRITEFILE = re.compile(r'```python\n%%writefile "\{work\}/([\w.]+)"\n(.*?)```', re.S)
@@ -92,23 +88,6 @@ def run_notebook(folder: Path, timeout: float) -> tuple[str, str]:
     return "PASS", f"{run.backend}, grad diff vs 1 process {c.grad_diff_vs_single:.1e}"
 
 
-def run_demo(timeout: float, exit_mode: str, unsafe: bool) -> tuple[str, str]:
-    """Run lessons_lib.ddp_demo once with run_ddp_demo(); return (outcome, one-line reason)."""
-    with tempfile.TemporaryDirectory(prefix="ddp_bench_") as tmp:
-        try:
-            run = run_ddp_demo(nproc_per_node=2, steps=3, backend="gloo", timeout=timeout, out_dir=tmp,
-                               unsafe_teardown=unsafe, python_exit=exit_mode == "python")
-        except DDPRunError as exc:
-            logs = "\n".join(p.read_text(errors="replace") for p in Path(tmp).glob("rank*.log"))
-            return classify(exc, f"{exc}\n{logs}"), str(exc).splitlines()[0][:160]
-        logs = [(Path(tmp) / f"rank{r}.log").read_text() for r in range(2)]
-        if any("terminate called" in log or not log.rstrip().endswith("done") for log in logs):
-            return "ABORT", "a rank's log does not end cleanly"
-        if not run.comparison.ok:
-            return "FAIL", f"comparison failed: {run.comparison}"
-        return "PASS", f"{run.backend}, grad diff vs 1 process {run.comparison.grad_diff_vs_single:.1e}"
-
-
 def run_race(folder: Path, timeout: float, exit_mode: str) -> tuple[str, str]:
     """Run the shutdown-only stress once; return (outcome, one-line reason)."""
     run = launch(f"torchrun --standalone --nproc_per_node=2 race_ddp.py {exit_mode}", cwd=folder, timeout=timeout,
@@ -136,11 +115,10 @@ def stop_load(burners: list[subprocess.Popen]) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--runs", type=int, default=20, help="runs in a row (default 20)")
-    parser.add_argument("--worker", default="notebook", choices=("notebook", "demo", "race"),
+    parser.add_argument("--worker", default="notebook", choices=("notebook", "race"),
                         help="what to run (default: notebook 08's own script)")
     parser.add_argument("--exit", default="os", choices=("os", "python"),
-                        help="demo/race: end the ranks with os._exit (the fix) or normal interpreter shutdown")
-    parser.add_argument("--unsafe-teardown", action="store_true", help="demo: skip barrier + destroy_process_group")
+                        help="race: end the ranks with os._exit (the fix) or normal interpreter shutdown")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run before it counts as hung")
     parser.add_argument("--load", action="store_true", help="keep --load-workers cores busy beside the runs")
     parser.add_argument("--load-workers", type=int, default=2, help="CPU-burning processes with --load (default 2)")
@@ -151,8 +129,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--runs must be >= 1")
     if args.load_workers < 1:
         parser.error("--load-workers must be >= 1")
-    if args.worker == "notebook" and (args.exit != "os" or args.unsafe_teardown):
-        parser.error("--exit and --unsafe-teardown apply to --worker demo/race; the notebook's script is as written")
+    if args.worker == "notebook" and args.exit != "os":
+        parser.error("--exit applies to --worker race; the notebook's script is as written")
     return args
 
 
@@ -194,8 +172,6 @@ def main(argv: list[str] | None = None) -> int:
                 start = time.perf_counter()
                 if args.worker == "notebook":
                     outcome, reason = run_notebook(folder, args.timeout)
-                elif args.worker == "demo":
-                    outcome, reason = run_demo(args.timeout, args.exit, args.unsafe_teardown)
                 else:
                     outcome, reason = run_race(folder, args.timeout, args.exit)
                 left = find_processes(str(folder))
@@ -209,7 +185,6 @@ def main(argv: list[str] | None = None) -> int:
         stop_load(burners)
     counts = Counter(o for _, o, _ in outcomes)
     setup = (f"worker {args.worker}" + (f", exit {args.exit}" if args.worker != "notebook" else "")
-             + (", UNSAFE teardown" if args.unsafe_teardown else "")
              + (f", load {args.load_workers} CPU burners" if args.load else ", no extra load"))
     print(f"\n{counts['PASS']} of {args.runs} runs passed ({setup}); "
           + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES) + f"; aborts: {counts['ABORT']}; "

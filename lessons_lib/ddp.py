@@ -1,65 +1,54 @@
-"""Run DDP with torchrun from a notebook, safely: a learner's command (``launch``) or the course's demo (``run_ddp_demo``).
+"""Run a learner's ``torchrun`` command from a notebook safely, and check what its ranks recorded.
 
-Both start ``python -m torch.distributed.run`` in a new session with a wall-clock limit. Whatever happens
-(success, a rank that dies, a rank that hangs, Ctrl-C in the notebook) every process they started is gone
-when they return. ``launch("torchrun --standalone --nproc_per_node=2 train_ddp.py", cwd=work)`` runs the
-script notebook 08 writes, falls back to gloo when NCCL fails, and returns a ``DDPRun`` (``ok=False`` and the
-error when it failed). ``run_ddp_demo()`` runs the instrumented ``lessons_lib.ddp_demo`` (with failure hooks
-for the tests) and raises ``DDPRunError`` naming the rank at fault. Results and checks live in
-``lessons_lib.ddp_results``, the diagnosis of failures in ``lessons_lib.ddp_diagnosis``; both are re-exported here.
+``launch("torchrun --standalone --nproc_per_node=2 train_ddp.py", cwd=work)`` runs the script notebook 08
+writes in a new session with a wall-clock limit; whatever happens (a rank that dies or hangs, Ctrl-C) no
+process of it is left when it returns. It falls back to gloo when NCCL fails and returns a ``DDPRun``
+(``ok=False`` and a ``DDPRunError`` naming the rank at fault when the run failed).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import math
 import os
 import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .ddp_diagnosis import DDPRunError, _diagnose, _tail, rank_log
-from .ddp_results import (
-    DDPComparison,
-    DDPRun,
-    compare_ranks,
-    load_ddp_results,
-    single_process_steps,
-)
-from .i18n import tr
+from ._validate import check_number
 
-__all__ = [
-    "BACKENDS", "DDPComparison", "DDPRun", "DDPRunError", "TorchrunCommand", "compare_ranks", "find_processes",
-    "free_port", "launch", "load_ddp_results", "parse_torchrun", "rank_log", "run_ddp_demo", "single_process_steps",
-    "torchrun_command",
-]
+__all__ = ["DDPComparison", "DDPRun", "DDPRunError", "find_processes", "launch"]
 
-DEMO_MODULE = "lessons_lib.ddp_demo"
-FAIL_MODES = ("raise", "exit", "hang")
-BACKENDS = ("auto", "gloo", "nccl")
-BACKEND_ENV = "DDP_BACKEND"  # read by lessons_lib.ddp_worker.choose_backend() in the ranks
-RUN_MARKER_ENV = "LESSONS_DDP_RUN"  # the run folder, inherited by every process of a run
-_PORT_TRIES = 3
+_BACKENDS = ("auto", "gloo", "nccl")
+_BACKEND_ENV = "DDP_BACKEND"  # read by lessons_lib.ddp_worker.choose_backend() in the ranks
+_RUN_MARKER_ENV = "LESSONS_DDP_RUN"  # the run folder, inherited by every process of a run
+_LOG_TAIL_LINES = 12
+# Errors a rank reports only because a peer died or hung (a consequence, not the cause).
+_PEER_ERROR = re.compile(r"closed by peer|reset by peer|remote worker|Broken pipe|timed out|Timed out|"
+                         r"Connection refused|communicator was aborted", re.I)
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)?: ")
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch prefixes a rank's uncaught traceback with "[rankN]: "
+
+
+class DDPRunError(RuntimeError):
+    """A DDP run failed or hung: ``rank`` at fault (None if unknown), ``kind``, and the end of its log."""
+
+    def __init__(self, message: str, rank: int | None = None, kind: str = "died", log_tail: str = ""):
+        super().__init__(message)
+        self.rank = rank
+        self.kind = kind  # "died", "timeout", "leftover" or "bad_output"
+        self.log_tail = log_tail
 
 
 # --------------------------------------------------------------------------- processes
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port on `host` that the OS reports free right now (bind to port 0)."""
-    if not isinstance(host, str) or not host:
-        raise TypeError(f"host must be an address string such as '127.0.0.1', got {host!r}")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _cmdline(pid: int) -> str | None:
@@ -67,8 +56,7 @@ def _cmdline(pid: int) -> str | None:
     proc = Path(f"/proc/{pid}")
     if Path("/proc/self").exists():
         try:
-            stat = (proc / "stat").read_text()
-            if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+            if (proc / "stat").read_text().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
                 return None
             return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (FileNotFoundError, ProcessLookupError, PermissionError):
@@ -78,221 +66,75 @@ def _cmdline(pid: int) -> str | None:
     except OSError:
         return None
     line = out.stdout.strip()
-    if not line or line.startswith("Z"):
-        return None
-    return line.split(None, 1)[-1]
+    return None if not line or line.startswith("Z") else line.split(None, 1)[-1]
 
 
 def _environ_has(pid: int, marker: bytes) -> bool:
-    """Return True when the environment of process `pid` contains `marker` (Linux only; False elsewhere)."""
+    """Return True when the environment of process `pid` contains `marker` (Linux only)."""
     try:
         return marker in Path(f"/proc/{pid}/environ").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, PermissionError, OSError):
+    except OSError:
         return False
 
 
 def find_processes(marker: str) -> list[int]:
-    """Return the pids of live processes whose command line (or, on Linux, environment) contains `marker`.
-
-    ``launch()`` puts its run folder in an environment variable of torchrun, which every rank inherits: a
-    rank's command line (``python -u train_ddp.py``) need not name the folder.
-    """
+    """Return the pids of live processes whose command line (or, on Linux, environment) contains `marker`."""
     if not isinstance(marker, str):
-        raise TypeError(f"marker must be a str (e.g. the run's temp folder), got {type(marker).__name__}")
+        raise TypeError(f"marker phải là một chuỗi (str), ví dụ thư mục tạm của lượt chạy, "
+                        f"không phải {type(marker).__name__}")
     if len(marker) < 8:
-        raise ValueError(f"marker must be a distinctive string of 8+ characters (e.g. a temp folder), got {marker!r}")
-    me = os.getpid()
+        raise ValueError(f"marker phải là một chuỗi riêng biệt từ 8 ký tự trở lên (ví dụ một thư mục tạm), "
+                         f"nhận được {marker!r}")
     if Path("/proc/self").exists():
         pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
     else:
-        out = subprocess.run(["ps", "-axo", "pid="], capture_output=True, text=True)
-        pids = [int(x) for x in out.stdout.split()]
+        pids = [int(x) for x in subprocess.run(["ps", "-axo", "pid="], capture_output=True, text=True).stdout.split()]
     found = []
-    raw = marker.encode()
     for pid in pids:
-        if pid == me:
-            continue
-        cmd = _cmdline(pid)
-        if cmd is not None and (marker in cmd or _environ_has(pid, raw)):
+        cmd = None if pid == os.getpid() else _cmdline(pid)
+        if cmd is not None and (marker in cmd or _environ_has(pid, marker.encode())):
             found.append(pid)
     return sorted(found)
 
 
 def _signal_group(pid: int, sig: int) -> None:
     """Send `sig` to the process group led by `pid` (to the process alone where groups do not exist)."""
-    killpg = getattr(os, "killpg", None)
-    try:
-        if killpg is not None:
-            killpg(pid, sig)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if hasattr(os, "killpg"):
+            os.killpg(pid, sig)
         else:  # pragma: no cover - Windows
             os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
-def _kill_tree(proc: subprocess.Popen, out_dir: Path, grace: float = 5.0) -> None:
+def _kill_tree(proc: subprocess.Popen, run_dir: Path, grace: float = 5.0) -> None:
     """Stop torchrun and every rank; return when none of them is left."""
+    kill = getattr(signal, "SIGKILL", signal.SIGTERM)
     if proc.poll() is None:
         _signal_group(proc.pid, signal.SIGTERM)  # SIGTERM first: torchrun then stops its workers itself
         try:
             proc.wait(grace)
         except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+            _signal_group(proc.pid, kill)
             proc.wait()
-    # The ranks run in sessions of their own (torchrun starts them that way), so a killpg of
-    # torchrun's group does not reach them: find them by their --out folder and kill their groups.
+    # torchrun starts the ranks in sessions of their own, so a killpg of torchrun's group does not reach
+    # them: find them by the run folder in their environment and kill their groups.
     deadline = time.monotonic() + grace
-    while True:
-        left = find_processes(str(out_dir))
-        if not left:
-            return
-        kill = getattr(signal, "SIGKILL", signal.SIGTERM)
+    while left := find_processes(str(run_dir)):
         for pid in left:
             _signal_group(pid, kill)  # a rank that leads its own group: it and anything it started
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, kill)  # a rank that does not lead a group (older torchrun)
-            except (ProcessLookupError, PermissionError):
-                pass
         if time.monotonic() > deadline:
-            raise DDPRunError(tr(f"Không dừng được các tiến trình {left} của lượt chạy DDP.",
-                                 f"Could not stop the DDP processes {left}."), kind="leftover")
+            raise DDPRunError(f"Không dừng được các tiến trình {left} của lượt chạy DDP.", kind="leftover")
         time.sleep(0.05)
 
 
-# --------------------------------------------------------------------------- the command
-
-
-def torchrun_command(out_dir: str | os.PathLike, nproc_per_node: int = 2, master_port: int | None = None,
-                     steps: int = 3, backend: str = "auto", python: str | None = None,
-                     extra_args: list[str] | None = None) -> list[str]:
-    """Return the torchrun command line that runs the demo (the same a learner types in a terminal).
-
-    Args:
-        out_dir: Folder where the ranks write their files.
-        nproc_per_node: Processes to start on this machine (one per GPU with nccl).
-        master_port: Port of the rendezvous store on 127.0.0.1; None leaves it out (torchrun's default).
-        steps: Optimizer steps.
-        backend: "auto", "gloo" or "nccl".
-        python: Interpreter to use; None = the current one.
-        extra_args: More arguments for the demo script.
-
-    Returns:
-        The command as a list of strings.
-    """
-    _check_int("nproc_per_node", nproc_per_node, 1)
-    _check_int("steps", steps, 1)
-    if master_port is not None:
-        _check_int("master_port", master_port, 1)
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if not isinstance(out_dir, (str, os.PathLike)):
-        raise TypeError(f"out_dir must be a folder path (str or Path), got {type(out_dir).__name__}")
-    cmd = [python or sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={nproc_per_node}"]
-    if master_port is not None:
-        cmd += ["--master_addr=127.0.0.1", f"--master_port={master_port}"]
-    # torchrun's own error files go under out_dir: without --log_dir it leaves a torchelastic_* folder in /tmp per run
-    cmd += ["--max_restarts=0", "--monitor_interval=0.2", f"--log_dir={Path(out_dir) / 'torchrun-logs'}",
-            "-m", DEMO_MODULE, "--out", str(out_dir),
-            "--steps", str(steps), "--backend", backend]
-    return cmd + list(extra_args or [])
-
-
-def _check_int(name: str, value, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
-# --------------------------------------------------------------------------- run
-
-
-def run_ddp_demo(nproc_per_node: int = 2, steps: int = 3, backend: str = "auto", timeout: float = 120.0,
-                 fail_rank: int | None = None, fail_mode: str = "raise", fail_step: int = 0,
-                 out_dir: str | os.PathLike | None = None, unsafe_teardown: bool = False,
-                 python_exit: bool = False) -> DDPRun:
-    """Run the DDP demo with torchrun and return what every rank computed.
-
-    Args:
-        nproc_per_node: Number of ranks (processes) on this machine; with nccl, at most the GPU count.
-        steps: Optimizer steps (1-4).
-        backend: "auto" (nccl with one GPU per rank, else gloo), "gloo" or "nccl".
-        timeout: Wall-clock limit in seconds; after it every process is killed and DDPRunError raised.
-        fail_rank: Test hook: this rank fails on purpose (None: no failure).
-        fail_mode: How `fail_rank` fails: "raise" (exception), "exit" (hard exit), "hang" (never returns).
-        fail_step: When: at this step, between forward and backward; -1 = at start, before init_process_group.
-        out_dir: Existing folder to keep the ranks' files in; None uses a temporary folder, deleted after.
-        unsafe_teardown: Hazard hook for benchmarks: the ranks skip barrier and destroy_process_group.
-        python_exit: Hazard hook for benchmarks: finished ranks end through normal interpreter shutdown
-            instead of ``exit_rank()`` (the behaviour before issue 15's fix).
-
-    Returns:
-        A ``DDPRun``; ``run.comparison`` holds the checks, ``run.summary()`` says what they mean.
-
-    Raises:
-        DDPRunError: a rank died or hung (the message names it and shows the end of its log).
-    """
-    _check_int("nproc_per_node", nproc_per_node, 1)
-    _check_int("steps", steps, 1)
-    if steps > 4:
-        raise ValueError(f"steps must be between 1 and 4 (each rank has 4 batches), got {steps}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    if fail_rank is not None:
-        _check_int("fail_rank", fail_rank, 0)
-        if fail_rank >= nproc_per_node:
-            raise ValueError(f"fail_rank must be a rank between 0 and {nproc_per_node - 1}, got {fail_rank}")
-    if fail_mode not in FAIL_MODES:
-        raise ValueError(f"fail_mode must be one of {FAIL_MODES}, got {fail_mode!r}")
-    _check_int("fail_step", fail_step, -1)
-    for name, flag in (("unsafe_teardown", unsafe_teardown), ("python_exit", python_exit)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{name} must be True or False, got {type(flag).__name__}")
-    if fail_step >= steps:
-        raise ValueError(f"fail_step must be -1 (at start) or a step between 0 and {steps - 1}, got {fail_step}")
-    if out_dir is not None and not isinstance(out_dir, (str, os.PathLike)):
-        raise TypeError(f"out_dir must be a folder path (str or Path) or None, got {type(out_dir).__name__}")
-    if out_dir is not None and not Path(out_dir).is_dir():
-        raise ValueError(f"out_dir must be an existing folder, got {str(out_dir)!r}")
-
-    if out_dir is not None and any(Path(out_dir).iterdir()):
-        raise ValueError(f"out_dir must be an empty folder (the ranks write their files there), got {str(out_dir)!r}")
-
-    extra = []
-    if fail_rank is not None:
-        extra += ["--fail-rank", str(fail_rank), "--fail-mode", fail_mode, "--fail-step", str(fail_step)]
-    if unsafe_teardown:
-        extra += ["--unsafe-teardown"]
-    if python_exit:
-        extra += ["--exit", "python"]
-    if out_dir is not None:
-        return _launch(Path(out_dir).resolve(), nproc_per_node, steps, backend, timeout, extra)
-    workdir = Path(tempfile.mkdtemp(prefix="lessons_ddp_"))
-    try:
-        return _launch(workdir, nproc_per_node, steps, backend, timeout, extra)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _worker_env(run_dir: Path) -> dict[str, str]:
-    env = os.environ.copy()
-    env["OMP_NUM_THREADS"] = "1"  # N processes on a few cores: one thread each
-    env["PYTHONUNBUFFERED"] = "1"
-    env[RUN_MARKER_ENV] = str(run_dir)  # every rank inherits it: find_processes() finds them by it
-    package_parent = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-def _run_torchrun(cmd: list[str], run_dir: Path, env: dict[str, str], timeout: float,
-                  cwd: Path | None = None) -> tuple[bool, int | None, str]:
-    """Run torchrun in a new session with a time limit; return (timed out, exit code, its output)."""
+def _run_torchrun(cmd: list[str], run_dir: Path, env: dict[str, str], timeout: float) -> tuple[bool, int | None, str]:
+    """Run torchrun in `run_dir` in a new session with a time limit; return (timed out, exit code, its output)."""
     log_path = run_dir / "torchrun.log"
     timed_out, returncode = False, None
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=cwd or run_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
+        proc = subprocess.Popen(cmd, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             returncode = proc.wait(max(0.1, timeout))
@@ -303,32 +145,11 @@ def _run_torchrun(cmd: list[str], run_dir: Path, env: dict[str, str], timeout: f
     return timed_out, returncode, log_path.read_text(encoding="utf-8", errors="replace")
 
 
-def _launch(run_dir: Path, nproc: int, steps: int, backend: str, timeout: float, extra: list[str]) -> DDPRun:
-    env = _worker_env(run_dir)
-    start = time.perf_counter()
-    for attempt in range(_PORT_TRIES):
-        cmd = torchrun_command(run_dir, nproc, free_port(), steps, backend, extra_args=extra)
-        timed_out, returncode, output = _run_torchrun(cmd, run_dir, env, timeout - (time.perf_counter() - start))
-        port_taken = re.search(r"EADDRINUSE|address already in use", output, re.I)
-        if returncode and port_taken and not list(run_dir.glob("rank*.log")) and attempt + 1 < _PORT_TRIES:
-            continue  # another program took the port between free_port() and torchrun: try another
-        if timed_out or returncode != 0:
-            raise _diagnose(run_dir, nproc, output, timed_out, timeout, returncode)
-        try:
-            ranks, reference = load_ddp_results(run_dir)
-        except (ValueError, KeyError, json.JSONDecodeError) as exc:
-            raise DDPRunError(tr(f"torchrun xong nhưng kết quả không đọc được: {exc}",
-                                 f"torchrun finished but its results are unreadable: {exc}"),
-                              kind="bad_output", log_tail=_tail(output.splitlines())) from exc
-        return DDPRun(ranks=ranks, reference=reference, wall_s=time.perf_counter() - start, command=cmd, output=output)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-# --------------------------------------------------------------------------- launch a learner's command
+# --------------------------------------------------------------------------- the command
 
 
 @dataclass(frozen=True)
-class TorchrunCommand:
+class _Torchrun:
     """A ``torchrun ...`` command split the way torchrun itself parses it."""
 
     text: str
@@ -339,38 +160,27 @@ class TorchrunCommand:
     nproc_per_node: int
 
 
-def parse_torchrun(command: str) -> TorchrunCommand:
-    """Split ``torchrun [flags] script.py [args]`` with torchrun's own argument parser.
-
-    Args:
-        command: The command as typed in a terminal, starting with ``torchrun`` (or ``python -m torch.distributed.run``).
-
-    Returns:
-        A ``TorchrunCommand``.
-    """
-    import contextlib
-    import io
-
+def _parse_torchrun(command: str) -> _Torchrun:
+    """Split ``torchrun [flags] script.py [args]`` with torchrun's own argument parser."""
     if not isinstance(command, str):
-        raise TypeError(f"command must be a str such as 'torchrun --standalone --nproc_per_node=2 train.py', "
-                        f"got {type(command).__name__}")
+        raise TypeError(f"command phải là một chuỗi (str), ví dụ 'torchrun --standalone --nproc_per_node=2 "
+                        f"train.py', không phải {type(command).__name__}")
     tokens = shlex.split(command)
     if tokens[:1] == ["torchrun"]:
         rest = tokens[1:]
     elif len(tokens) >= 3 and tokens[1:3] == ["-m", "torch.distributed.run"]:
         rest = tokens[3:]
     else:
-        raise ValueError(f"command must start with 'torchrun' (e.g. 'torchrun --standalone --nproc_per_node=2 "
-                         f"train.py'), got {command!r}")
+        raise ValueError(f"command phải bắt đầu bằng 'torchrun' (ví dụ 'torchrun --standalone --nproc_per_node=2 "
+                         f"train.py'), nhận được {command!r}")
     from torch.distributed.run import get_args_parser
 
-    parser = get_args_parser()
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            args = parser.parse_args(rest)
+            args = get_args_parser().parse_args(rest)
     except SystemExit:
-        raise ValueError(f"torchrun cannot parse {command!r}: {err.getvalue().strip().splitlines()[-1:]}") from None
+        raise ValueError(f"torchrun không hiểu lệnh {command!r}: {err.getvalue().strip().splitlines()[-1:]}") from None
     n_script = len(args.training_script_args) + 1
     nproc = str(args.nproc_per_node)
     if nproc.isdigit():
@@ -382,83 +192,76 @@ def parse_torchrun(command: str) -> TorchrunCommand:
     else:
         nproc_per_node = os.cpu_count() or 1  # "auto"/"cpu": what torchrun picks without GPUs
     if nproc_per_node < 1:
-        raise ValueError(f"--nproc_per_node must give at least one process, got {nproc!r}")
-    return TorchrunCommand(text=command, launcher_args=tuple(rest[:-n_script]), script=rest[-n_script],
-                           script_args=tuple(rest[len(rest) - n_script + 1:]), module=bool(args.module),
-                           nproc_per_node=nproc_per_node)
+        raise ValueError(f"--nproc_per_node phải cho ít nhất một tiến trình, nhận được {nproc!r}")
+    return _Torchrun(text=command, launcher_args=tuple(rest[:-n_script]), script=rest[-n_script],
+                     script_args=tuple(rest[len(rest) - n_script + 1:]), module=bool(args.module),
+                     nproc_per_node=nproc_per_node)
 
 
-def _has_flag(args: tuple[str, ...], *names: str) -> bool:
-    return any(a == n or a.startswith(n + "=") for a in args for n in names)
-
-
-def _launch_argv(parsed: TorchrunCommand, run_dir: Path, cwd: Path, python: str) -> list[str]:
+def _launch_argv(parsed: _Torchrun, run_dir: Path, cwd: Path, python: str) -> list[str]:
     """Return the argv that runs `parsed` with the course's additions (own log folder, no restarts)."""
+
+    def has(*names: str) -> bool:
+        return any(a == n or a.startswith(n + "=") for a in parsed.launcher_args for n in names)
+
+    # --log-dir keeps torchrun's files in the run folder: without it each run leaves a folder in /tmp.
     extra = [f"--log-dir={run_dir / 'logs'}", "--redirects=3"]
-    if not _has_flag(parsed.launcher_args, "--max-restarts", "--max_restarts"):
+    if not has("--max-restarts", "--max_restarts"):
         extra.append("--max-restarts=0")
-    if not _has_flag(parsed.launcher_args, "--monitor-interval", "--monitor_interval"):
+    if not has("--monitor-interval", "--monitor_interval"):
         extra.append("--monitor-interval=0.2")
     script = parsed.script if parsed.module else str((cwd / parsed.script).resolve())
     return [python, "-m", "torch.distributed.run", *parsed.launcher_args, *extra, script, *parsed.script_args]
+
+
+# --------------------------------------------------------------------------- launch
 
 
 def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 120.0, backend: str = "auto",
            check: bool = False, echo: bool = True) -> DDPRun:
     """Run a torchrun command (as a learner types it) safely; return the ranks' ``rank*.json`` results.
 
-    The command runs as ``python -m torch.distributed.run`` of this Python, in a fresh temporary folder
-    (where the ranks write their results; the script path is taken relative to `cwd`), in a new session,
-    with a wall-clock limit, its own log folder and no restarts. Whatever happens, no process of it is
-    left when this returns. When NCCL was chosen (a GPU per rank, or ``backend="nccl"``) and that run fails
-    or hangs (Kaggle's T4 x2 have never run it here), it runs once more with gloo (``DDP_BACKEND=gloo``)
-    and says so.
+    It runs as ``python -m torch.distributed.run`` of this Python in a fresh temporary folder (where the
+    ranks write their results), in a new session, with a time limit and no restarts. When NCCL was chosen
+    (a GPU per rank, or ``backend="nccl"``) and the run fails or hangs, it runs once more with gloo.
 
     Args:
-        command: ``torchrun [flags] script.py [args]``, e.g. ``"torchrun --standalone --nproc_per_node=2 train_ddp.py"``.
+        command: ``torchrun [flags] script.py [args]``, e.g. ``"torchrun --standalone --nproc_per_node=2 train.py"``.
         cwd: Folder the script path is relative to (default: the current folder).
-        timeout: Wall-clock limit in seconds for one attempt (the gloo retry after NCCL gets its own).
+        timeout: Wall-clock limit in seconds for one attempt.
         backend: "auto" (the script decides), or "gloo"/"nccl" to force it through $DDP_BACKEND.
-        check: Raise ``DDPRunError`` on failure instead of printing it and returning a run with ``ok=False``.
-        echo: Print the command before running it, and what went wrong after (False: stay silent).
-
-    Returns:
-        A ``DDPRun`` with ``ranks`` (the parsed ``rank*.json`` files, sorted by rank), ``ok`` and ``error``.
+        check: Raise the ``DDPRunError`` instead of printing it and returning a run with ``ok=False``.
+        echo: Print the command before running it, and what went wrong after.
     """
-    parsed = parse_torchrun(command)
+    parsed = _parse_torchrun(command)
     if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
-        raise TypeError(f"cwd must be a folder path (str or Path) or None, got {type(cwd).__name__}")
+        raise TypeError(f"cwd phải là đường dẫn thư mục (str hoặc Path) hoặc None, không phải {type(cwd).__name__}")
     folder = Path(cwd) if cwd is not None else Path.cwd()
     if not folder.is_dir():
-        raise ValueError(f"cwd must be an existing folder, got {str(folder)!r}")
+        raise ValueError(f"cwd phải là một thư mục có sẵn, nhận được {str(folder)!r}")
     if not parsed.module and not (folder / parsed.script).is_file():
-        raise ValueError(f"no script {parsed.script!r} in {str(folder)!r}: write it first (e.g. with %%writefile)")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        raise ValueError(f"không có script {parsed.script!r} trong {str(folder)!r}: hãy ghi nó ra trước "
+                         f"(ví dụ bằng %%writefile)")
+    check_number("timeout", timeout, positive=True)
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend phải là một trong {_BACKENDS}, nhận được {backend!r}")
     if echo:
         print(f"$ {command}")
-        print(tr(f"  (chạy bằng {Path(sys.executable).name} -m torch.distributed.run, trong một thư mục tạm, "
-                 f"giới hạn {timeout:g} s)",
-                 f"  (run as {Path(sys.executable).name} -m torch.distributed.run, in a temporary folder, "
-                 f"limit {timeout:g} s)"))
+        print(f"  (chạy bằng {Path(sys.executable).name} -m torch.distributed.run, trong một thư mục tạm, "
+              f"giới hạn {timeout:g} s)")
     import torch
 
     nccl_first = backend == "nccl" or (backend == "auto" and torch.cuda.is_available()
                                        and torch.cuda.device_count() >= parsed.nproc_per_node)
     if echo and nccl_first:
-        print(tr(f"  (NCCL, mỗi rank một GPU; nếu NCCL lỗi hoặc treo quá {timeout:g} s, chạy lại bằng gloo)",
-                 f"  (NCCL, one GPU per rank; if NCCL fails or hangs past {timeout:g} s, it runs again with gloo)"))
+        print(f"  (NCCL, mỗi rank một GPU; nếu NCCL lỗi hoặc treo quá {timeout:g} s, chạy lại bằng gloo)")
     notes: list[str] = []
     start = time.perf_counter()
     run = _launch_once(parsed, folder, backend, timeout, start)
     if not run.ok and nccl_first:  # NCCL fails in many ways (init error, CUDA error, hang): gloo may still work
         first = str(run.error).splitlines()[0]
-        notes.append(tr(f"Lượt chạy với NCCL không thành công ({first}). Chạy lại bằng gloo (DDP_BACKEND=gloo): "
-                        "vẫn là DDP, chỉ khác là all-reduce đi qua CPU thay vì giữa các GPU.",
-                        f"The run with NCCL failed ({first}). Running it again with gloo (DDP_BACKEND=gloo): "
-                        "still DDP, only the all-reduce goes through the CPU instead of between the GPUs."))
+        notes.append(f"Lượt chạy với NCCL không thành công ({first}). Chạy lại bằng gloo (DDP_BACKEND=gloo): "
+                     "vẫn là DDP, chỉ khác là all-reduce đi qua CPU thay vì giữa các GPU.")
         if echo:
             print("⚠️ " + notes[-1])
         run = _launch_once(parsed, folder, "gloo", timeout, start)
@@ -471,28 +274,326 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
     return run
 
 
-def _launch_once(parsed: TorchrunCommand, folder: Path, backend: str, timeout: float, start: float) -> DDPRun:
+def _launch_once(parsed: _Torchrun, folder: Path, backend: str, timeout: float, start: float) -> DDPRun:
     run_dir = Path(tempfile.mkdtemp(prefix="lessons_ddp_"))
     try:
-        env = _worker_env(run_dir)
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")  # N processes on a few cores
+        env[_RUN_MARKER_ENV] = str(run_dir)  # every rank inherits it: find_processes() finds them by it
+        package_parent = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
         if backend != "auto":
-            env[BACKEND_ENV] = backend
+            env[_BACKEND_ENV] = backend
         cmd = _launch_argv(parsed, run_dir, folder, sys.executable)
         timed_out, returncode, output = _run_torchrun(cmd, run_dir, env, timeout)
         wall = time.perf_counter() - start
         if timed_out or returncode != 0:
             error = _diagnose(run_dir, parsed.nproc_per_node, output, timed_out, timeout, returncode)
-            logs = "\n".join(rank_log(run_dir, r) for r in range(parsed.nproc_per_node))
-            return DDPRun(ranks=[], reference=[], wall_s=wall, command=parsed.text, output=output + "\n" + logs,
-                          ok=False, error=error)
+            logs = "\n".join(_rank_log(run_dir, r) for r in range(parsed.nproc_per_node))
+            return DDPRun(parsed.text, wall_s=wall, output=output + "\n" + logs, ok=False, error=error)
         files = sorted(run_dir.glob("rank*.json"), key=lambda p: int(p.stem[4:]) if p.stem[4:].isdigit() else -1)
         try:
             ranks = [json.loads(p.read_text(encoding="utf-8")) for p in files]
         except (OSError, json.JSONDecodeError) as exc:
-            error = DDPRunError(tr(f"torchrun xong nhưng kết quả không đọc được: {exc}",
-                                   f"torchrun finished but its results are unreadable: {exc}"),
-                                kind="bad_output", log_tail=_tail(output.splitlines()))
-            return DDPRun(ranks=[], reference=[], wall_s=wall, command=parsed.text, output=output, ok=False, error=error)
-        return DDPRun(ranks=ranks, reference=[], wall_s=wall, command=parsed.text, output=output)
+            error = DDPRunError(f"torchrun xong nhưng kết quả không đọc được: {exc}", kind="bad_output",
+                                log_tail=_tail(output.splitlines()))
+            return DDPRun(parsed.text, wall_s=wall, output=output, ok=False, error=error)
+        return DDPRun(parsed.text, ranks=ranks, wall_s=wall, output=output)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- diagnosis
+
+
+def _rank_log(run_dir: Path, rank: int) -> str:
+    """Return what rank `rank` printed: torchrun's ``logs/<id>/attempt_<n>/<rank>/{stdout,stderr}.log``."""
+    parts = [path.read_text(encoding="utf-8", errors="replace")
+             for name in ("stdout.log", "stderr.log")
+             for path in sorted(run_dir.glob(f"logs/*/attempt_*/{rank}/{name}"))]
+    return "".join(p if p.endswith("\n") or not p else p + "\n" for p in parts)
+
+
+@dataclass
+class _RankState:
+    rank: int
+    lines: list[str]
+    error: str = ""  # the rank's own error line ("" when it printed none)
+
+    @property
+    def last(self) -> str:
+        return next((x.strip() for x in reversed(self.lines) if x.strip()), "")
+
+    @property
+    def peer_error(self) -> bool:
+        """Return True when this rank's error only says that another rank went away."""
+        return bool(self.error) and bool(_PEER_ERROR.search(self.error))
+
+
+def _rank_state(run_dir: Path, rank: int) -> _RankState:
+    state = _RankState(rank, _rank_log(run_dir, rank).splitlines())
+    plain = [_RANK_PREFIX.sub("", x) for x in state.lines]
+    for i, line in enumerate(plain):  # the exception line of its first Python traceback
+        if line.startswith("Traceback (most recent call last):"):
+            state.error = next((x.strip() for x in plain[i + 1:] if _EXCEPTION_LINE.match(x)), "")
+            break
+    if not state.error:  # a C++ abort leaves no traceback but a message
+        state.error = next((x.strip() for x in reversed(state.lines)
+                            if "terminate called" in x or "what():" in x or "Fatal Python error" in x), "")
+    return state
+
+
+def _exitcodes(output: str) -> dict[int, int]:
+    """Return {rank: exit code} from torchrun's failure summary."""
+    pattern = r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)"
+    return {int(m.group(1)): int(m.group(2)) for m in re.finditer(pattern, output)}
+
+
+def _tail(lines: list[str], n: int = _LOG_TAIL_LINES) -> str:
+    return "\n".join("    " + line for line in lines[-n:])
+
+
+def _excerpt(state: _RankState) -> str:
+    """Return the end of a rank's log (without torch's "[rankN]: " prefixes)."""
+    return _tail([_RANK_PREFIX.sub("", x) for x in state.lines if x.strip()]) or "    (log trống)"
+
+
+def _culprit(states: list[_RankState], output: str) -> _RankState:
+    """Return the rank that failed first: torchrun's root cause among the likely ones, else the highest exit code."""
+    codes = _exitcodes(output)
+    m = re.search(r"Root Cause.*?rank\s*:\s*(\d+)", output, re.S)
+    root = int(m.group(1)) if m else None
+    own_errors = [s for s in states if s.error and not s.peer_error]
+    silent = [s for s in states if not s.error]  # died without a word (os._exit, kill -9, OOM)
+    candidates = own_errors or [s for s in silent if codes.get(s.rank, 0) > 0] or silent or states
+    return next((s for s in candidates if s.rank == root),
+                min(candidates, key=lambda s: (-codes.get(s.rank, 0), s.rank)))
+
+
+def _diagnose(run_dir: Path, world_size: int, output: str, timed_out: bool, timeout: float,
+              returncode: int | None) -> DDPRunError:
+    """Return the error that says what went wrong: which rank died first and why, or that the run hung."""
+    states = [_rank_state(run_dir, rank) for rank in range(world_size)]
+    if timed_out:  # a hung rank prints nothing: which one hung cannot be told
+        ends = "\n".join(f"  rank {s.rank}:\n" + _excerpt(s) for s in states)
+        return DDPRunError(
+            f"Lượt chạy DDP không xong trong {timeout:g} s nên đã bị dừng (mọi tiến trình đã bị kill). Không rank nào "
+            "báo lỗi: các rank bị treo, thường vì một rank không tới một collective (barrier, all-reduce) mà các "
+            "rank khác đang đợi. Cuối log của từng rank:\n" + ends, rank=None, kind="timeout", log_tail=ends)
+    if not any(s.lines for s in states):
+        return DDPRunError(f"torchrun dừng (mã {returncode}) trước khi rank nào chạy. Cuối output của torchrun:\n"
+                           + _tail(output.splitlines()), rank=None, kind="died", log_tail=_tail(output.splitlines()))
+    culprit = _culprit(states, output)
+    code = _exitcodes(output).get(culprit.rank)
+    code_txt = f" (exit code {code})" if code is not None else ""
+    reason = culprit.error or f"thoát đột ngột, không có traceback, dòng log cuối: '{culprit.last}'"
+    echoes = [s.rank for s in states if s is not culprit and s.peer_error]
+    echo_txt = (f" Rank {', '.join(map(str, echoes))} cũng báo lỗi kết nối: đó chỉ là hậu quả." if echoes else "")
+    return DDPRunError(f"Rank {culprit.rank} chết{code_txt}: {reason}. torchrun đã dừng các rank còn lại.{echo_txt} "
+                       f"Cuối log của rank {culprit.rank}:\n" + _excerpt(culprit),
+                       rank=culprit.rank, kind="died", log_tail=_excerpt(culprit))
+
+
+# --------------------------------------------------------------------------- results and checks
+
+
+def _max_abs(a: list[float], b: list[float]) -> float:
+    return max((abs(x - y) for x, y in zip(a, b, strict=True)), default=0.0)
+
+
+def _close(a: list[float], b: list[float], atol: float, rtol: float) -> bool:
+    return all(abs(x - y) <= atol + rtol * abs(y) for x, y in zip(a, b, strict=True))
+
+
+def _fmt(x: float) -> str:
+    return "0" if x == 0 else f"{x:.1e}"
+
+
+@dataclass(frozen=True)
+class DDPComparison:
+    """Max absolute differences between the ranks, and against one process on their joint batches."""
+
+    world_size: int
+    steps: int
+    shard_sizes: tuple[int, ...]
+    shards_disjoint: bool
+    init_diff_before_ddp: float
+    init_diff_after_ddp: float
+    local_grad_diff_between_ranks: float
+    mean_local_vs_allreduced: float
+    grad_diff_between_ranks: float
+    grad_diff_vs_single: float
+    weight_diff_between_ranks: float
+    weight_diff_vs_single: float
+    grads_allclose: bool
+    weights_allclose: bool
+    atol: float
+    rtol: float
+
+    @property
+    def ok(self) -> bool:
+        """Return True when DDP did what it promises: same gradients/weights everywhere, equal to one process."""
+        return (self.shards_disjoint and self.grad_diff_between_ranks == 0.0 and self.weight_diff_between_ranks == 0.0
+                and self.init_diff_after_ddp == 0.0 and self.grads_allclose and self.weights_allclose)
+
+    def rows(self) -> list[tuple[str, float]]:
+        """Return (label, max abs difference) rows, for a table or a plot."""
+        return [
+            ("trọng số đầu, giữa các rank, trước DDP", self.init_diff_before_ddp),
+            ("trọng số đầu, giữa các rank, sau DDP", self.init_diff_after_ddp),
+            ("gradient cục bộ, giữa các rank", self.local_grad_diff_between_ranks),
+            ("gradient all-reduce, giữa các rank", self.grad_diff_between_ranks),
+            ("trung bình gradient cục bộ vs all-reduce", self.mean_local_vs_allreduced),
+            ("gradient all-reduce vs 1 tiến trình", self.grad_diff_vs_single),
+            ("trọng số sau các bước, giữa các rank", self.weight_diff_between_ranks),
+            ("trọng số sau các bước vs 1 tiến trình", self.weight_diff_vs_single),
+        ]
+
+
+def _compare_ranks(ranks: list[dict], reference: list[dict], atol: float = 1e-6, rtol: float = 1e-5) -> DDPComparison:
+    """Compare the ranks' shards, gradients and weights with each other and with the single-process steps."""
+    steps, world = len(reference), len(ranks)
+    idx = [(r, k) for r in ranks for k in range(steps)]
+    all_indices = [i for r in ranks for i in r["shard"]]
+
+    def across(get) -> float:
+        return max((_max_abs(get(ranks[0], k), get(r, k)) for r, k in idx if r is not ranks[0]), default=0.0)
+
+    def step(key):
+        return lambda r, k: r["steps"][k][key]
+
+    mean_local = [[sum(v) / world for v in zip(*(r["steps"][k]["local_grad"] for r in ranks), strict=True)]
+                  for k in range(steps)]
+    return DDPComparison(
+        world_size=world,
+        steps=steps,
+        shard_sizes=tuple(len(r["shard"]) for r in ranks),
+        shards_disjoint=len(set(all_indices)) == len(all_indices),
+        init_diff_before_ddp=across(lambda r, k: r["init_before_ddp"]),
+        init_diff_after_ddp=across(lambda r, k: r["init_after_ddp"]),
+        local_grad_diff_between_ranks=across(step("local_grad")),
+        mean_local_vs_allreduced=max(_max_abs(mean_local[k], r["steps"][k]["grad"]) for r, k in idx),
+        grad_diff_between_ranks=across(step("grad")),
+        grad_diff_vs_single=max(_max_abs(r["steps"][k]["grad"], reference[k]["grad"]) for r, k in idx),
+        weight_diff_between_ranks=across(step("weights")),
+        weight_diff_vs_single=max(_max_abs(r["steps"][k]["weights"], reference[k]["weights"]) for r, k in idx),
+        grads_allclose=all(_close(r["steps"][k]["grad"], reference[k]["grad"], atol, rtol) for r, k in idx),
+        weights_allclose=all(_close(r["steps"][k]["weights"], reference[k]["weights"], atol, rtol) for r, k in idx),
+        atol=atol,
+        rtol=rtol,
+    )
+
+
+def _single_process_steps(data, model, ranks: list[dict], lr: float) -> list[dict]:
+    """Redo the ranks' SGD steps in this process on the union of their batches: the full-batch reference."""
+    import torch
+    from torch import nn
+
+    params = list(model.parameters())
+    with torch.no_grad():
+        torch.nn.utils.vector_to_parameters(torch.tensor(ranks[0]["init_after_ddp"]).to(params[0].dtype), params)
+    opt = torch.optim.SGD(params, lr=lr)
+    steps = []
+    for k in range(min(len(r["steps"]) for r in ranks)):
+        batch = [i for r in ranks for i in r["steps"][k]["batch"]]
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(data.tensors[0][batch]), data.tensors[1][batch]).backward()
+        grad = torch.cat([p.grad.reshape(-1) for p in params]).tolist()
+        opt.step()
+        steps.append({"grad": grad, "weights": torch.cat([p.detach().reshape(-1) for p in params]).tolist()})
+    return steps
+
+
+@dataclass
+class DDPRun:
+    """What one ``launch()`` produced: the ranks' records, timing, and how it went.
+
+    A failed run has ``ok=False``, no ranks and the ``error``; its methods then say so instead of raising.
+    ``compare_with_single_process()`` adds the single-process reference and the ``comparison``.
+    """
+
+    command: str
+    ranks: list[dict] = field(default_factory=list)
+    wall_s: float = 0.0
+    output: str = ""
+    ok: bool = True
+    error: DDPRunError | None = None
+    notes: list[str] = field(default_factory=list)
+    reference: list[dict] = field(default_factory=list)
+    comparison: DDPComparison | None = None
+
+    @property
+    def world_size(self) -> int:
+        """Return the number of ranks that reported results."""
+        return len(self.ranks)
+
+    @property
+    def backend(self) -> str | None:
+        """Return the process-group backend the ranks used ("gloo" or "nccl"); None without results."""
+        return self.ranks[0]["backend"] if self.ranks else None
+
+    def _no_results(self) -> str:
+        why = str(self.error).splitlines()[0] if self.error else "chưa có kết quả"
+        return f"(Lượt chạy DDP không thành công nên không có kết quả để xem: {why})"
+
+    def compare_with_single_process(self, data, model, lr: float) -> DDPComparison | None:
+        """Redo the steps in one process on the ranks' joint batches and compare the ranks with it.
+
+        Args:
+            data: The ranks' data set (a ``TensorDataset`` of inputs and labels).
+            model: A fresh instance of the ranks' model (its weights are set to the ranks' after DDP).
+            lr: The ranks' SGD learning rate.
+
+        Returns:
+            The ``DDPComparison`` (also kept in ``self.comparison``), or None when the run has no results.
+        """
+        if not self.ranks:
+            print(self._no_results())
+            return None
+        from torch import nn
+
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model phải là một nn.Module mới, giống mô hình của các rank, "
+                            f"không phải {type(model).__name__}")
+        tensors = getattr(data, "tensors", None)
+        if not isinstance(tensors, tuple) or len(tensors) != 2:
+            raise TypeError(f"data phải là TensorDataset (inputs, labels) mà các rank dùng, "
+                            f"không phải {type(data).__name__}")
+        check_number("lr", lr, positive=True)
+        if not all(r["steps"] for r in self.ranks):
+            raise ValueError("các rank chưa ghi bước nào: gọi rec.step(x, local, ddp) sau mỗi opt.step()")
+        n_params, n_ranks = sum(p.numel() for p in model.parameters()), len(self.ranks[0]["init_after_ddp"])
+        if n_params != n_ranks:
+            raise ValueError(f"model có {n_params} tham số nhưng mô hình của các rank có {n_ranks}: "
+                             "hãy truyền một bản mới của đúng mô hình đó")
+        self.reference = _single_process_steps(data, model, self.ranks, lr)
+        self.comparison = _compare_ranks(self.ranks, self.reference)
+        return self.comparison
+
+    def rank_table(self) -> str:
+        """Return one line per rank: pid, device, shard size and the first samples of its shard."""
+        if not self.ranks:
+            return self._no_results()
+        return "\n".join(f"rank {r['rank']} (LOCAL_RANK {r['local_rank']}) · pid {r['pid']} · {r['device']} · "
+                         f"{len(r['shard'])} mẫu: [{', '.join(str(i) for i in r['shard'][:8])}, …]"
+                         for r in self.ranks)
+
+    def summary(self) -> str:
+        """Return a few sentences, built from the measured values, on what the run shows."""
+        c = self.comparison
+        if c is None:
+            if not self.ranks:
+                return self._no_results()
+            return "(Chưa so với một tiến trình: gọi run.compare_with_single_process(data, model, lr) trước.)"
+        ok = "✅ khớp" if c.grads_allclose else "❌ KHÔNG khớp"
+        wok = "✅ khớp" if c.weights_allclose else "❌ KHÔNG khớp"
+        shard_ok = "không trùng nhau" if c.shards_disjoint else "CÓ TRÙNG NHAU"
+        return "\n".join([
+            f"{c.world_size} tiến trình, backend {self.backend}, {c.steps} bước, chạy hết {self.wall_s:.1f} s.",
+            f"Phần dữ liệu của các rank: {list(c.shard_sizes)} mẫu, {shard_ok}.",
+            f"Trọng số đầu lệch {_fmt(c.init_diff_before_ddp)} trước DDP, {_fmt(c.init_diff_after_ddp)} sau DDP.",
+            f"Gradient cục bộ lệch nhau {_fmt(c.local_grad_diff_between_ranks)}; sau all-reduce lệch "
+            f"{_fmt(c.grad_diff_between_ranks)} giữa các rank và {_fmt(c.grad_diff_vs_single)} so với 1 tiến trình "
+            f"full-batch → {ok} (atol={c.atol:g}, rtol={c.rtol:g}).",
+            f"Trọng số sau {c.steps} bước lệch {_fmt(c.weight_diff_between_ranks)} giữa các rank và "
+            f"{_fmt(c.weight_diff_vs_single)} so với 1 tiến trình → {wok}.",
+        ])

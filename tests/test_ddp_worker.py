@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DistributedSampler, TensorDataset
 
 from lessons_lib import ddp_worker
-from lessons_lib.ddp_worker import RankRecorder, choose_backend, exit_rank, flat, save_json
+from lessons_lib.ddp_worker import RankRecorder, choose_backend, exit_rank
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,31 +27,13 @@ def test_choose_backend_follows_the_environment_then_the_gpus(monkeypatch):
     monkeypatch.setenv("DDP_BACKEND", " NCCL ")
     assert choose_backend(64) == "nccl"  # forced, whatever the machine has
     monkeypatch.setenv("DDP_BACKEND", "mpi")
-    with pytest.raises(ValueError, match="DDP_BACKEND must be one of"):
+    with pytest.raises(ValueError, match="DDP_BACKEND phải là một trong"):
         choose_backend()
     monkeypatch.delenv("DDP_BACKEND")
-    with pytest.raises(TypeError, match="local_world_size must be an int"):
+    with pytest.raises(TypeError, match="local_world_size phải là số nguyên"):
         choose_backend("2")
-    with pytest.raises(ValueError, match="local_world_size must be >= 1"):
+    with pytest.raises(ValueError, match="local_world_size phải ≥ 1"):
         choose_backend(0)
-
-
-def test_flat_joins_tensors_into_floats():
-    assert flat([torch.tensor([[1, 2]]), torch.tensor([3.5])]) == [1.0, 2.0, 3.5]
-    assert flat(p for p in torch.nn.Linear(2, 1).parameters()).__len__() == 3
-    assert flat([]) == []
-    with pytest.raises(TypeError, match="iterable of tensors"):
-        flat([torch.ones(1), [2.0]])
-
-
-def test_save_json_is_atomic_and_complete(tmp_path):
-    path = save_json(tmp_path / "rank0.json", {"a": [1.5, 2]})
-    assert json.loads(path.read_text()) == {"a": [1.5, 2]}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0.json"]  # no .tmp left behind
-    with pytest.raises(TypeError, match="data must be a dict"):
-        save_json(tmp_path / "x.json", [1])
-    with pytest.raises(TypeError, match="file path"):
-        save_json(3, {})
 
 
 def _recorder(monkeypatch, rank=1):
@@ -80,6 +62,7 @@ def test_rank_recorder_writes_what_the_notebook_compares(monkeypatch, tmp_path):
     assert [s["batch"] for s in data["steps"]] == [[1, 3], [5, 7]]  # the shard, in the order the loader used it
     assert len(data["steps"][0]["grad"]) == len(data["init_after_ddp"]) == 8
     assert data["env"]["RANK"] == "1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank1.json"]  # written atomically: no .tmp left behind
 
 
 def test_rank_recorder_rejects_bad_input(monkeypatch, tmp_path):
@@ -90,7 +73,7 @@ def test_rank_recorder_rejects_bad_input(monkeypatch, tmp_path):
         RankRecorder([0, 1], model, "gloo")
     with pytest.raises(TypeError, match="nn.Module"):
         RankRecorder(sampler, "model", "gloo")
-    with pytest.raises(ValueError, match="backend must be one of"):
+    with pytest.raises(ValueError, match="backend phải là một trong"):
         RankRecorder(sampler, model, "auto")
 
 
@@ -110,9 +93,9 @@ def test_exit_rank_flushes_and_skips_interpreter_shutdown(tmp_path):
 
 
 def test_exit_rank_rejects_a_non_int_code():
-    with pytest.raises(TypeError, match="exit status"):
+    with pytest.raises(TypeError, match="mã thoát"):
         exit_rank("0")
-    with pytest.raises(TypeError, match="exit status"):
+    with pytest.raises(TypeError, match="mã thoát"):
         exit_rank(True)
 
 
