@@ -116,3 +116,11 @@ def test_core_cells_run_alone_top_to_bottom(src, tmp_path):
     nbformat.write(nbformat.from_dict(nb), path)
     run = run_notebooks.execute_notebook(path, "pass", timeout=300)
     assert run.error is None, f"the core path of {src.stem} stops:\n{run.error}"
+
+
+def test_readme_table_gives_each_lesson_its_core_time():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for src in SOURCES:
+        row = next(line for line in readme.splitlines() if line.startswith("| ") and f"notebooks/{src.stem}.ipynb" in line)
+        core = build_course.stated_core_minutes(src.read_text(encoding="utf-8"))
+        assert (f"(⭐ ~{core})" if core else "(🔭 cả bài mở rộng)") in row, f"README's core time for {src.stem}"

@@ -106,7 +106,7 @@ class TestNotebookLint:
 
     def test_skeleton_sections(self, path):
         md = "\n".join(c.source for c in self.nb(path).cells if c.cell_type == "markdown")
-        assert re.search(r"^# Bài 14\.\d+ · ", md, re.M), "title '# Bài 14.N · ...' missing"
+        assert re.search(r"^# (?:🔭 )?Bài 14\.\d+ · ", md, re.M), "title '# Bài 14.N · ...' missing"
         for heading in ("## Mục tiêu", "## Cài đặt", "## Tóm tắt", "## Tiếp theo"):
             assert re.search(rf"^{heading}\b", md, re.M), f"section {heading!r} missing"
         assert "GPU:" in md, "the title block must say 'GPU: tuỳ chọn/cần'"
@@ -236,7 +236,7 @@ def test_teaching_guide_times_are_the_lessons_own(tmp_path):
     src.write_text("# Bài 14.1 · Demo\n\n⏱️ ~42–50 phút · GPU: **tuỳ chọn** (…)\n\n```python\ntask1.check(f)\n"
                    "task1_gpu.check(g)\n```\n", encoding="utf-8")
     table = build_course.lesson_times_table([src])
-    assert "| Bài 14.1 · Demo | ~42–50 phút | tuỳ chọn | `f` |" in table
+    assert "| Bài 14.1 · Demo | ~42–50 phút | — (mở rộng) | tuỳ chọn | `f` |" in table
     guide = "intro\n<!-- lesson-times:start x -->\nold\n<!-- lesson-times:end -->\nrest\n"
     filled = build_course.guide_with_times(guide)
     assert "old" not in filled and filled.startswith("intro\n") and filled.endswith("-->\nrest\n")

@@ -450,7 +450,8 @@ def solutions_json(sources: list[Path] | None = None) -> str:
 
 def lesson_times_table(sources: list[Path] | None = None) -> str:
     """Return the Markdown table of every lesson: title, stated time, GPU need and checked tasks."""
-    rows = ["| bài | thời gian (dòng ⏱️) | GPU | nhiệm vụ có chấm |", "| --- | --- | --- | --- |"]
+    rows = ["| bài | thời gian (dòng ⏱️) | ⭐ cốt lõi | GPU | nhiệm vụ có chấm (⭐: thuộc phần cốt lõi) |",
+            "| --- | --- | --- | --- | --- |"]
     for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
         text = src.read_text(encoding="utf-8")
         title = text.splitlines()[0].removeprefix("# ").strip()
@@ -458,11 +459,16 @@ def lesson_times_table(sources: list[Path] | None = None) -> str:
         minutes = f"~{low} phút" if low == high else f"~{low}–{high} phút"
         time_line = next((line for line in text.splitlines() if line.startswith("⏱️")), "")
         gpu = re.search(r"GPU: \**([^*(·]+?)\**\s*(?:\(|$)", time_line)
+        learner = select_variant(text, "learner") if has_variants(text) else text
+        core_tasks = {answer for _, answer in _TASK_CALL.findall(core_source(learner))}
         tasks = []
-        for name, answer in _TASK_CALL.findall(select_variant(text, "learner") if has_variants(text) else text):
-            if not name.endswith("_gpu") and f"`{answer}`" not in tasks:
-                tasks.append(f"`{answer}`")
-        rows.append(f"| {title} | {minutes} | {gpu.group(1).strip() if gpu else '?'} | {', '.join(tasks) or '—'} |")
+        for name, answer in _TASK_CALL.findall(learner):
+            label = f"⭐ `{answer}`" if answer in core_tasks else f"`{answer}`"
+            if not name.endswith("_gpu") and label not in tasks:
+                tasks.append(label)
+        core = stated_core_minutes(text)
+        rows.append(f"| {title} | {minutes} | {f'~{core} phút' if core else '— (mở rộng)'} | "
+                    f"{gpu.group(1).strip() if gpu else '?'} | {', '.join(tasks) or '—'} |")
     return "\n".join(rows) + "\n"
 
 

@@ -129,7 +129,7 @@ def load_lessons(notebooks: Path = NOTEBOOKS) -> dict[str, Lesson]:
                          frozenset(e["texts"] - shared)) for name, e in found.items()}
 
 
-_TITLE = re.compile(r"^#\s*Bài 14\.(\d+)\b", re.M)
+_TITLE = re.compile(r"^#\s*(?:🔭\s*)?Bài 14\.(\d+)\b", re.M)  # 🔭: a lesson that is all extension
 
 
 def identify(nb: Mapping, lessons: Mapping[str, Lesson]) -> str | None:
