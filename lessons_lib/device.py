@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .placement import DeviceReport, TensorPlace, describe, to_device  # noqa: F401  (lessons import them here)
+from .placement import describe, to_device  # noqa: F401  (lessons import them from here)
 from .platforms import detect_platform, how_to_get_gpu
 
 _DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu")
@@ -155,8 +155,6 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
     """Return `preferred` if this machine has it, else the best device here (CUDA > MPS > CPU).
 
     The environment variable ``LESSONS_DEVICE`` (e.g. ``cpu``) overrides the automatic choice.
-    Raises TypeError for a `preferred` that is not a str / torch.device / None, ValueError for a
-    misspelt name or a device this machine does not have.
     """
     preferred = preferred if preferred is not None else os.environ.get("LESSONS_DEVICE") or None
     if preferred is None:
@@ -276,17 +274,13 @@ def environment_report() -> EnvReport:
     mps = getattr(torch.backends, "mps", None)
     mps_available = _mps_available()
     if facts.available and not reasons:
-        device = "cuda"
-        verdict = f"dùng GPU CUDA ({facts.gpus[0].name}, {len(facts.gpus)} GPU); mọi ô %%gpu sẽ chạy."
+        device, verdict = "cuda", f"dùng GPU CUDA ({facts.gpus[0].name}, {len(facts.gpus)} GPU); mọi ô %%gpu sẽ chạy."
     elif facts.available:
-        device = "cpu"
-        verdict = "có GPU nhưng bản PyTorch không chạy được trên nó: tạm dùng CPU (xem lý do ở trên)."
+        device, verdict = "cpu", "có GPU nhưng bản PyTorch không chạy được trên nó: tạm dùng CPU (xem lý do ở trên)."
     elif mps_available:
-        device = "mps"
-        verdict = "dùng GPU Apple (MPS); các ô chỉ dành cho CUDA (%%gpu) sẽ được bỏ qua."
+        device, verdict = "mps", "dùng GPU Apple (MPS); các ô chỉ dành cho CUDA (%%gpu) sẽ được bỏ qua."
     else:
-        device = "cpu"
-        verdict = "chạy trên CPU; các ô %%gpu sẽ được bỏ qua, mọi phần khác vẫn chạy."
+        device, verdict = "cpu", "chạy trên CPU; các ô %%gpu sẽ được bỏ qua, mọi phần khác vẫn chạy."
     return EnvReport(platform=facts.platform, torch_version=torch.__version__, cuda=facts, reasons=reasons,
                      mps_built=bool(mps is not None and mps.is_built()), mps_available=mps_available,
                      device=device, verdict=verdict)

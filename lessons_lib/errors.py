@@ -73,16 +73,13 @@ _DEVICE_NAME = re.compile(r"\b(cuda:\d+|cuda|cpu|mps(?::\d+)?|meta|xpu(?::\d+)?|
 # Order matters: the first rule whose pattern is found wins. Patterns are matched against
 # "ExceptionType: message". Sources of each message are named in tests/test_errors.py.
 _RULES = (
-    _Rule(
-        "checkpoint_device",
+    _Rule("checkpoint_device",
         r"Attempting to deserialize object on (a )?CUDA device|"
         r"Attempting to deserialize object on CUDA device \d+ but torch\.cuda\.device_count\(\) is",
         "File checkpoint ghi tensor trên một GPU mà máy này không có (file lưu trên GPU, máy này chỉ có CPU "
         "hoặc ít GPU hơn). Cách sửa: `torch.load(path, map_location=\"cpu\", weights_only=True)` rồi "
-        "`model.to(device)`; khi lưu, lưu `model.state_dict()`.",
-    ),
-    _Rule(
-        "device_mismatch",
+        "`model.to(device)`; khi lưu, lưu `model.state_dict()`."),
+    _Rule("device_mismatch",
         r"Expected all tensors to be on the same (common )?device|different from other tensors on|"
         r"is not on the expected device|expected to be in the same device|to be on the same device|"
         r"should be the same device|cross-device copies are not allowed|"
@@ -94,96 +91,69 @@ _RULES = (
         "Các tensor trong cùng một phép tính nằm trên các thiết bị khác nhau. Cách sửa: đưa model và mọi "
         "input/target về cùng `device`: `x = x.to(device)` (nhớ gán lại), `model.to(device)`; tensor tạo "
         "trong forward dùng `device=x.device` hoặc `register_buffer`. Xem tensor nào lệch: `describe(model)`.",
-        name_devices=True,
-    ),
-    _Rule(
-        "numpy_from_gpu",
+        name_devices=True),
+    _Rule("numpy_from_gpu",
         r"can't convert (\w+)(:\d+)? device type tensor to numpy",
         "NumPy chỉ làm việc với dữ liệu trong RAM của CPU. Cách sửa: `x.detach().cpu().numpy()` "
-        "(hoặc `x.numpy(force=True)`).",
-    ),
-    _Rule(
-        "numpy_requires_grad",
+        "(hoặc `x.numpy(force=True)`)."),
+    _Rule("numpy_requires_grad",
         r"Can't call numpy\(\) on Tensor that requires grad",
-        "Tensor này còn nằm trong đồ thị autograd (requires_grad=True). Cách sửa: `x.detach().cpu().numpy()`.",
-    ),
-    _Rule(
-        "cuda_oom",
+        "Tensor này còn nằm trong đồ thị autograd (requires_grad=True). Cách sửa: `x.detach().cpu().numpy()`."),
+    _Rule("cuda_oom",
         r"CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
         r"^OutOfMemoryError: (?!.*(MPS|DefaultCPUAllocator))",
         "GPU hết bộ nhớ. Theo thứ tự rẻ → đắt: giảm batch, gradient accumulation, mixed precision (AMP), "
-        "gradient checkpointing, sharding (FSDP/ZeRO). Sau lỗi: `del` các tensor lớn, `torch.cuda.empty_cache()`.",
-    ),
-    _Rule(
-        "host_oom",
+        "gradient checkpointing, sharding (FSDP/ZeRO). Sau lỗi: `del` các tensor lớn, `torch.cuda.empty_cache()`."),
+    _Rule("host_oom",
         r"MPS backend out of memory|DefaultCPUAllocator: (can't allocate memory|not enough memory)",
         "Hết bộ nhớ (RAM của máy, hoặc bộ nhớ chung của GPU Apple). Giảm batch / kích thước tensor; "
-        "kiểm tra lại shape: một phép tính vô tình tạo tensor khổng lồ (vd broadcast sai) cũng gây lỗi này.",
-    ),
-    _Rule(
-        "no_cuda_build",
+        "kiểm tra lại shape: một phép tính vô tình tạo tensor khổng lồ (vd broadcast sai) cũng gây lỗi này."),
+    _Rule("no_cuda_build",
         r"Torch not compiled with CUDA enabled",
         "Bản PyTorch này chỉ có CPU, nên mọi thứ ghi cứng \"cuda\" đều lỗi. Dùng `device = pick_device()` "
         "thay vì viết cứng \"cuda\"; muốn dùng GPU thì chọn runtime GPU (Colab/Kaggle) hoặc cài bản có CUDA "
-        "(pytorch.org/get-started).",
-    ),
-    _Rule(
-        "driver_too_old",
+        "(pytorch.org/get-started)."),
+    _Rule("driver_too_old",
         r"NVIDIA driver on your system is too old",
         "Driver NVIDIA cũ hơn bản CUDA mà PyTorch được build. Cập nhật driver, hoặc cài bản PyTorch build cho "
-        "CUDA cũ hơn (chọn đúng lệnh ở pytorch.org/get-started).",
-    ),
-    _Rule(
-        "no_driver",
+        "CUDA cũ hơn (chọn đúng lệnh ở pytorch.org/get-started)."),
+    _Rule("no_driver",
         r"Found no NVIDIA driver|no CUDA-capable device is detected|No CUDA GPUs are available",
         "Bản PyTorch có CUDA nhưng không thấy GPU / driver NVIDIA nào. Colab: Runtime → Change runtime type → "
         "T4 GPU; Kaggle: Settings → Accelerator → GPU T4 ×2; máy riêng: cài driver NVIDIA; kiểm tra cả "
-        "biến CUDA_VISIBLE_DEVICES.",
-    ),
-    _Rule(
-        "no_kernel_image",
+        "biến CUDA_VISIBLE_DEVICES."),
+    _Rule("no_kernel_image",
         r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice",
         "GPU này quá cũ cho bản PyTorch đang cài (bản build không có mã máy cho kiến trúc của nó, vd P100 sm_60 "
-        "trên Kaggle). Chọn GPU T4, hoặc cài bản PyTorch cũ hơn còn hỗ trợ GPU này.",
-    ),
-    _Rule(
-        "invalid_device_ordinal",
+        "trên Kaggle). Chọn GPU T4, hoặc cài bản PyTorch cũ hơn còn hỗ trợ GPU này."),
+    _Rule("invalid_device_ordinal",
         r"invalid device ordinal",
         "Số thứ tự GPU không tồn tại (vd `cuda:1` trên máy chỉ có 1 GPU). Xem số GPU bằng "
-        "`torch.cuda.device_count()`; dùng `cuda:0` hoặc `pick_device()`.",
-    ),
-    _Rule(
-        "device_side_assert",
+        "`torch.cuda.device_count()`; dùng `cuda:0` hoặc `pick_device()`."),
+    _Rule("device_side_assert",
         r"device-side assert triggered",
         "Một kernel trên GPU tự kiểm tra và thất bại, thường do nhãn/chỉ số vượt phạm vi (vd nhãn = số lớp trong "
         "CrossEntropyLoss). GPU chạy bất đồng bộ nên traceback có thể chỉ SAI dòng: chạy lại đoạn đó trên CPU để "
         "thấy lỗi rõ ràng, hoặc đặt CUDA_LAUNCH_BLOCKING=1 trước khi import torch. Sau lỗi này CUDA của tiến trình "
-        "hỏng hẳn: phải khởi động lại kernel (runtime).",
-    ),
-    _Rule(
-        "target_out_of_range",
+        "hỏng hẳn: phải khởi động lại kernel (runtime)."),
+    _Rule("target_out_of_range",
         r"Target -?\d+ is out of bounds",
         "Có nhãn (target) nằm ngoài khoảng 0 … số lớp − 1. Kiểm tra `y.min()`, `y.max()` và số output của lớp "
-        "cuối (vd nhãn 1…10 thay vì 0…9). Trên GPU cùng lỗi này hiện ra thành `device-side assert triggered`.",
-    ),
-    _Rule(
-        "target_dtype",
+        "cuối (vd nhãn 1…10 thay vì 0…9). Trên GPU cùng lỗi này hiện ra thành `device-side assert triggered`."),
+    _Rule("target_dtype",
         # torch 2.13: "expected target dtype to be Long or Byte, but got Float"; torch 2.11 and older on CPU:
         # "expected scalar type Long but found Float" (nll_loss reading the targets as int64).
         r"expected target dtype to be Long|\"nll_loss\w*\" not implemented for '(Float|Double|Half)'|"
         r"expected scalar type Long but found (Float|Double|Half|BFloat16)",
         "Nhãn (target) của CrossEntropyLoss/NLLLoss phải là chỉ số lớp kiểu int64 (Long). Cách sửa: "
-        "`y = y.long()`.",
-    ),
-    _Rule(
-        "dtype_mismatch",
+        "`y = y.long()`."),
+    _Rule("dtype_mismatch",
         r"expected (m1 and m2|mat1 and mat2) to have the same dtype|(mat1 and mat2|m1 and m2) must have the same dtype|"
         r"expected scalar type \w+ but found \w+|"
         r"Input type \(.*\) and (weight|bias) type \(.*\) should be the same|"
         r"expected both vectors to have same dtype|Found dtype \w+ but expected \w+|same dtype",
         "Hai tensor khác dtype (vd Double và Float, Half và Float). Cách sửa: đổi input theo model: "
-        "`x = x.to(next(model.parameters()).dtype)` hoặc `x = x.float()`; dữ liệu từ NumPy mặc định là float64.",
-    ),
+        "`x = x.to(next(model.parameters()).dtype)` hoặc `x = x.float()`; dữ liệu từ NumPy mặc định là float64."),
 )
 
 

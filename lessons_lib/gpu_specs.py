@@ -11,41 +11,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-_T4_DATASHEET = (
-    "NVIDIA T4 Tensor Core GPU datasheet",
-    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
-)
+_T4_DATASHEET = ("NVIDIA T4 Tensor Core GPU datasheet",
+                 "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf")
 _L4_DATASHEET = ("NVIDIA L4 Tensor Core GPU datasheet", "https://www.nvidia.com/en-us/data-center/l4/")
-_P100_DATASHEET = (
-    "NVIDIA Tesla P100 datasheet",
-    "https://images.nvidia.com/content/tesla/pdf/nvidia-tesla-p100-PCIe-datasheet.pdf",
-)
-_V100_DATASHEET = (
-    "NVIDIA V100 Tensor Core GPU datasheet",
-    "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
-)
-_A100_DATASHEET = (
-    "NVIDIA A100 Tensor Core GPU datasheet",
-    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
-)
+_P100_DATASHEET = ("NVIDIA Tesla P100 datasheet",
+                   "https://images.nvidia.com/content/tesla/pdf/nvidia-tesla-p100-PCIe-datasheet.pdf")
+_V100_DATASHEET = ("NVIDIA V100 Tensor Core GPU datasheet",
+                   "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf")
+_A100_DATASHEET = ("NVIDIA A100 Tensor Core GPU datasheet",
+                   "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf")
 _H100_DATASHEET = ("NVIDIA H100 Tensor Core GPU datasheet", "https://www.nvidia.com/en-us/data-center/h100/")
 _H200_DATASHEET = ("NVIDIA H200 Tensor Core GPU datasheet", "https://www.nvidia.com/en-us/data-center/h200/")
-_GA102_WHITEPAPER = (
-    "NVIDIA Ampere GA102 GPU Architecture whitepaper (V2.0), Appendix A",
-    "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf",
-)
-_ADA_WHITEPAPER = (
-    "NVIDIA Ada GPU Architecture whitepaper",
-    "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
-)
-_RTX3060_PAGE = (
-    "NVIDIA GeForce RTX 3060 family specifications page",
-    "https://www.nvidia.com/en-us/geforce/graphics-cards/30-series/rtx-3060-3060ti/",
-)
-_RTX4060_PAGE = (
-    "NVIDIA GeForce RTX 4060 family specifications page",
-    "https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4060-4060ti/",
-)
+_GA102_WHITEPAPER = ("NVIDIA Ampere GA102 GPU Architecture whitepaper (V2.0), Appendix A",
+                     "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf")
+_ADA_WHITEPAPER = ("NVIDIA Ada GPU Architecture whitepaper",
+                   "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf")
+_RTX3060_PAGE = ("NVIDIA GeForce RTX 3060 family specifications page",
+                 "https://www.nvidia.com/en-us/geforce/graphics-cards/30-series/rtx-3060-3060ti/")
+_RTX4060_PAGE = ("NVIDIA GeForce RTX 4060 family specifications page",
+                 "https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4060-4060ti/")
 
 _SPARSE_HALVED = "tensor-core figure = datasheet's sparsity figure / 2 (dense)"
 
@@ -91,43 +75,37 @@ def _spec(model, variant, fp32, fp16, bf16, tensor, mem, bw, doc, notes=""):
     return GpuSpec(model, variant, fp32, fp16, bf16, tensor, mem, bw, doc[0], doc[1], notes)
 
 
+_NO_TENSOR = "no tensor cores: FP16 is the half-precision rate"
+_VOLTA = "FP16 = 'Tensor Performance'; no BF16"
+_A100_DENSE = "tensor figures are the datasheet's dense ones (624 with sparsity)"
+
 # Figures: fp32, dense fp16, dense bf16, tensor cores, memory GB, bandwidth GB/s.
 T4 = _spec("T4", "PCIe 16 GB", 8.1, 65.0, None, True, 16, 320, _T4_DATASHEET,
            "FP16 = 'Mixed Precision (FP16/FP32)' (Turing has no sparsity); no BF16 tensor cores")
 L4 = _spec("L4", "PCIe 24 GB", 30.3, 121.0, 121.0, True, 24, 300, _L4_DATASHEET,
            _SPARSE_HALVED + " (datasheet: 242 with sparsity)")
-P100_PCIE_16 = _spec("P100", "PCIe 16 GB", 9.3, 18.7, None, False, 16, 732, _P100_DATASHEET,
-                     "no tensor cores: FP16 is the half-precision rate")
-P100_PCIE_12 = _spec("P100", "PCIe 12 GB", 9.3, 18.7, None, False, 12, 549, _P100_DATASHEET,
-                     "no tensor cores: FP16 is the half-precision rate")
-P100_SXM2 = _spec("P100", "SXM2 (NVLink) 16 GB", 10.6, 21.2, None, False, 16, 732, _P100_DATASHEET,
-                  "no tensor cores: FP16 is the half-precision rate")
-V100_SXM2 = _spec("V100", "SXM2 (NVLink) 16 GB", 15.7, 125.0, None, True, 16, 900, _V100_DATASHEET,
-                  "FP16 = 'Tensor Performance'; no BF16")
+P100_PCIE_16 = _spec("P100", "PCIe 16 GB", 9.3, 18.7, None, False, 16, 732, _P100_DATASHEET, _NO_TENSOR)
+P100_PCIE_12 = replace(P100_PCIE_16, variant="PCIe 12 GB", memory_gb=12, bandwidth_gb_s=549)
+P100_SXM2 = _spec("P100", "SXM2 (NVLink) 16 GB", 10.6, 21.2, None, False, 16, 732, _P100_DATASHEET, _NO_TENSOR)
+V100_SXM2 = _spec("V100", "SXM2 (NVLink) 16 GB", 15.7, 125.0, None, True, 16, 900, _V100_DATASHEET, _VOLTA)
 V100_SXM2_32 = replace(V100_SXM2, variant="SXM2 (NVLink) 32 GB", memory_gb=32)
-V100_PCIE = _spec("V100", "PCIe 16 GB", 14.0, 112.0, None, True, 16, 900, _V100_DATASHEET,
-                  "FP16 = 'Tensor Performance'; no BF16")
+V100_PCIE = _spec("V100", "PCIe 16 GB", 14.0, 112.0, None, True, 16, 900, _V100_DATASHEET, _VOLTA)
 V100_PCIE_32 = replace(V100_PCIE, variant="PCIe 32 GB", memory_gb=32)
-V100S_PCIE = _spec("V100S", "PCIe 32 GB", 16.4, 130.0, None, True, 32, 1134, _V100_DATASHEET,
-                   "FP16 = 'Tensor Performance'; no BF16")
-A100_SXM_40 = _spec("A100", "SXM4 40 GB", 19.5, 312.0, 312.0, True, 40, 1555, _A100_DATASHEET,
-                    "tensor figures are the datasheet's dense ones (624 with sparsity)")
-A100_SXM_80 = _spec("A100", "SXM4 80 GB", 19.5, 312.0, 312.0, True, 80, 2039, _A100_DATASHEET,
-                    "tensor figures are the datasheet's dense ones (624 with sparsity)")
-A100_PCIE_40 = _spec("A100", "PCIe 40 GB", 19.5, 312.0, 312.0, True, 40, 1555, _A100_DATASHEET,
-                     "tensor figures are the datasheet's dense ones (624 with sparsity)")
-A100_PCIE_80 = _spec("A100", "PCIe 80 GB", 19.5, 312.0, 312.0, True, 80, 1935, _A100_DATASHEET,
-                     "tensor figures are the datasheet's dense ones (624 with sparsity)")
+V100S_PCIE = _spec("V100S", "PCIe 32 GB", 16.4, 130.0, None, True, 32, 1134, _V100_DATASHEET, _VOLTA)
+A100_SXM_40 = _spec("A100", "SXM4 40 GB", 19.5, 312.0, 312.0, True, 40, 1555, _A100_DATASHEET, _A100_DENSE)
+A100_SXM_80 = replace(A100_SXM_40, variant="SXM4 80 GB", memory_gb=80, bandwidth_gb_s=2039)
+A100_PCIE_40 = replace(A100_SXM_40, variant="PCIe 40 GB")
+A100_PCIE_80 = replace(A100_SXM_40, variant="PCIe 80 GB", memory_gb=80, bandwidth_gb_s=1935)
 H100_SXM = _spec("H100", "SXM5 80 GB", 67.0, 989.5, 989.5, True, 80, 3350, _H100_DATASHEET,
                  _SPARSE_HALVED + " (datasheet: 1,979 with sparsity)")
 H100_PCIE = _spec("H100", "PCIe 80 GB", 51.0, 756.5, 756.5, True, 80, 2000, _H100_DATASHEET,
                   _SPARSE_HALVED + " (datasheet: 1,513 with sparsity)")
 H100_NVL = _spec("H100", "NVL 94 GB", 60.0, 835.5, 835.5, True, 94, 3900, _H100_DATASHEET,
                  _SPARSE_HALVED + " (datasheet: 1,671 with sparsity)")
-H200_SXM = _spec("H200", "SXM 141 GB", 67.0, 989.5, 989.5, True, 141, 4800, _H200_DATASHEET,
-                 _SPARSE_HALVED + " (datasheet: 1,979 with sparsity)")
-H200_NVL = _spec("H200", "NVL 141 GB", 60.0, 835.5, 835.5, True, 141, 4800, _H200_DATASHEET,
-                 _SPARSE_HALVED + " (datasheet: 1,671 with sparsity)")
+H200_SXM = replace(H100_SXM, model="H200", variant="SXM 141 GB", memory_gb=141, bandwidth_gb_s=4800,
+                   source=_H200_DATASHEET[0], url=_H200_DATASHEET[1])
+H200_NVL = replace(H100_NVL, model="H200", variant="NVL 141 GB", memory_gb=141, bandwidth_gb_s=4800,
+                   source=_H200_DATASHEET[0], url=_H200_DATASHEET[1])
 RTX_3090 = _spec("GeForce RTX 3090", "24 GB GDDR6X", 35.6, 71.0, 71.0, True, 24, 936, _GA102_WHITEPAPER,
                  "FP16/BF16 = dense tensor TFLOPS with FP32 accumulate (142 with FP16 accumulate)")
 RTX_3080 = _spec("GeForce RTX 3080", "10 GB GDDR6X", 29.8, 59.5, 59.5, True, 10, 760, _GA102_WHITEPAPER,

@@ -26,12 +26,7 @@ _FRAME = re.compile(r'^\s*File "snippet\.py", line (\d+)', re.M)
 
 @dataclass(frozen=True)
 class SnippetResult:
-    """What one run of a snippet did.
-
-    ``code`` is the snippet as written to ``snippet.py``; ``returncode`` the exit code (0: no error), None when
-    it was stopped at the time limit; ``output`` stdout and stderr together, in order, with the temporary folder
-    removed from paths; ``env`` the variables set for this run on top of the notebook's.
-    """
+    """One run of a snippet: its code, exit code (None: stopped at the time limit), output and extra variables."""
 
     code: str
     returncode: int | None
@@ -63,17 +58,11 @@ class SnippetResult:
 
 def run_snippet(code: str, *, launch_blocking: bool = False, env: Mapping[str, str] | None = None,
                 timeout_s: float = 120.0) -> SnippetResult:
-    """Run `code` as ``snippet.py`` in a fresh Python process (this kernel's interpreter); return its result.
+    """Run `code` (dedented; line 1 = its first non-empty line) as ``snippet.py`` in a fresh Python process.
 
-    Args:
-        code: Python source; common indentation is removed, and line 1 is the first non-empty line.
-        launch_blocking: Set ``CUDA_LAUNCH_BLOCKING=1`` for the run (an error is then reported at the line that
-            caused it); when False the variable is removed, even if the notebook's environment has it.
-        env: Extra environment variables (str to str) for the run.
-        timeout_s: Stop the process after this many seconds (``returncode`` is then None).
-
-    Returns:
-        A ``SnippetResult``; an error in the snippet is part of its output, never raised here.
+    `launch_blocking` sets ``CUDA_LAUNCH_BLOCKING=1`` (else the variable is removed, even if the notebook has it);
+    `env` adds variables; after `timeout_s` the process is stopped. An error in the snippet is part of the
+    result's output, never raised here.
     """
     if not isinstance(code, str):
         raise TypeError(f"code phải là mã Python dạng str, không phải {type(code).__name__}")

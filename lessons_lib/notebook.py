@@ -27,19 +27,12 @@ _CPP_EXTENSION_NOISE = re.compile(r"^No CUDA runtime is found, using CUDA_HOME="
 _PROFILER_FALSE_ALARM = r"Warning: Profiler clears events at the end of each cycle\.Only events"
 
 
-class _DropMessage(logging.Filter):
-    """Drop the log records whose message matches one pattern; let every other record through."""
-
-    def __init__(self, pattern: re.Pattern[str]):
-        super().__init__()
-        self.pattern = pattern
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record is not ours to judge
-            return True
-        return not self.pattern.search(message)
+def _drop_cpp_extension_noise(record: logging.LogRecord) -> bool:
+    """Return False (drop) for the cpp_extension line above; let every other record through."""
+    try:
+        return not _CPP_EXTENSION_NOISE.search(record.getMessage())
+    except Exception:  # a malformed record is not ours to judge
+        return True
 
 
 def _quiet_known_noise() -> None:
@@ -49,8 +42,8 @@ def _quiet_known_noise() -> None:
     a level, so it is not hidden; lesson 09 explains it where it appears.
     """
     logger = logging.getLogger(_CPP_EXTENSION_LOGGER)
-    if not any(isinstance(f, _DropMessage) and f.pattern is _CPP_EXTENSION_NOISE for f in logger.filters):
-        logger.addFilter(_DropMessage(_CPP_EXTENSION_NOISE))
+    if _drop_cpp_extension_noise not in logger.filters:
+        logger.addFilter(_drop_cpp_extension_noise)
     warnings.filterwarnings("ignore", message=_PROFILER_FALSE_ALARM, category=UserWarning)
 
 

@@ -13,7 +13,8 @@ import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence
 from torch.overrides import TorchFunctionMode
 
-from lessons_lib.device import DeviceReport, describe, to_device
+from lessons_lib.device import describe, to_device
+from lessons_lib.placement import DeviceReport
 
 Pair = collections.namedtuple("Pair", "image label")
 

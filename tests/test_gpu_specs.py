@@ -93,6 +93,27 @@ def test_the_memory_sizes_lesson_01_quotes_are_the_tables():
     assert f'vd T4 "{gs.T4.memory_gb:g} GB"' in text
 
 
+def test_the_figures_lesson_04_quotes_in_prose_are_the_tables():
+    """§7 works out the N = 500 example from the T4's FP32 peak and PCIe 3.0 x16's theoretical bandwidth."""
+    text = (COURSE / "04_speed_benchmark.md").read_text(encoding="utf-8")
+    line = next(ln for ln in text.splitlines() if "Vì sao N nhỏ có thể chậm hơn trên GPU?" in ln)
+    number = r"(\d+(?:,\d+)?)"
+    peak, compute_us, copy_gb_s, copy_us = (float(x.replace(",", ".")) for x in re.search(
+        rf"đỉnh FP32 {number} TFLOP/s.*?khoảng {number} µs.*?lý thuyết {number} GB/s.*?ít nhất {number} µs",
+        line).groups())
+    flops, n_bytes = 2 * 500**3, 3 * 500**2 * 4
+    assert peak == gs.T4.fp32_tflops
+    assert compute_us == round(flops / (gs.T4.fp32_tflops * 1e12) * 1e6)
+    assert copy_gb_s == round(1 / gs.pcie_copy_seconds(1e9, "3.0"), 2)
+    assert copy_us == round(gs.pcie_copy_seconds(n_bytes, "3.0") * 1e6, -1)
+
+
+def test_the_80_gb_line_of_lesson_08_is_the_tables():
+    text = (COURSE / "08_multi_gpu_preview.md").read_text(encoding="utf-8")
+    assert "một GPU 80 GB (A100 80GB / H100 SXM, theo datasheet của NVIDIA)" in text and "ax.axhline(80e9" in text
+    assert gs.A100_SXM_80.memory_gb == gs.H100_SXM.memory_gb == 80
+
+
 # --------------------------------------------------------------------------- lookup and peaks
 
 
