@@ -2,8 +2,8 @@
 
 `nvidia-smi` says what hardware the machine has; torch says what the course can use. When the two disagree
 (a GPU is listed but torch has no usable CUDA), every `%%gpu` cell would be skipped and a GPU check would pass
-hollow: the pytest plugin stops such a session at once and `tools/gpu_validate.sh` fails. Messages are given in
-Vietnamese and English together (instructors may read either). Nothing here initialises CUDA.
+hollow: the pytest plugin stops such a session at once and `tools/gpu_validate.sh` fails. Nothing here
+initialises CUDA.
 """
 
 from __future__ import annotations
@@ -54,15 +54,7 @@ class TorchReport:
 
 
 def read_nvidia_smi(run: Callable = subprocess.run, timeout: float = 30) -> SmiReport:
-    """Ask `nvidia-smi` for the GPUs' names and the driver version (it needs no CUDA and no torch).
-
-    Args:
-        run: The function that runs the command (``subprocess.run``; tests pass a fake).
-        timeout: Seconds to wait: a broken driver can make nvidia-smi hang.
-
-    Returns:
-        A ``SmiReport``; ``missing`` is True when there is no nvidia-smi at all.
-    """
+    """Ask `nvidia-smi` for the GPUs' names and driver version, waiting at most `timeout` s (a broken driver hangs)."""
     try:
         proc = run(_SMI_QUERY, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
@@ -110,39 +102,17 @@ def header_lines(smi: SmiReport, report: TorchReport, lessons_version: str) -> l
     return [torch_line, smi_line]
 
 
-def _bilingual(vi: str, en: str) -> str:
-    return f"{vi}\n{en}"
-
-
-def _fixes() -> tuple[str, str]:
-    """Return (vi, en): the two ways to give the course a CUDA torch on this machine."""
-    return (
-        "Cách sửa: (1) dùng torch CUDA sẵn có của máy (vd. image GPU): "
-        "`COURSE_SYSTEM_TORCH=1 bash tools/course.sh test`; hoặc (2) cài bản CUDA của torch vào môi trường này: "
-        "trên Linux, torch==2.13.0 từ https://pypi.org/simple là bản CUDA 13.0, cần driver NVIDIA ≥ 580 "
-        f"(xoá .venv rồi chạy lại `bash tools/course.sh test`); trên Windows, dùng lệnh ở {_PYTORCH_URL}.",
-        "How to fix: (1) reuse the machine's own CUDA torch (e.g. a GPU image): "
-        "`COURSE_SYSTEM_TORCH=1 bash tools/course.sh test`; or (2) install a CUDA build of torch into this "
-        "environment: on Linux, torch==2.13.0 from https://pypi.org/simple is the CUDA 13.0 build, which needs "
-        "NVIDIA driver >= 580 (delete .venv and run `bash tools/course.sh test` again); on Windows, use the "
-        f"command from {_PYTORCH_URL}.",
-    )
-
-
-def _driver_fix() -> tuple[str, str]:
-    return (
-        f"Cách sửa: cập nhật driver NVIDIA (CUDA 13.x cần driver ≥ 580, CUDA 12.x cần ≥ 525: {_COMPAT_URL}), hoặc "
-        "dùng torch có sẵn của máy, hợp với driver của nó: `COURSE_SYSTEM_TORCH=1 bash tools/course.sh test`.",
-        f"How to fix: update the NVIDIA driver (CUDA 13.x needs driver >= 580, CUDA 12.x >= 525: {_COMPAT_URL}), or "
-        "reuse the machine's own torch, built for its driver: `COURSE_SYSTEM_TORCH=1 bash tools/course.sh test`.",
-    )
-
-
+_FIX = ("Cách sửa: (1) dùng torch CUDA sẵn có của máy (vd. image GPU): `COURSE_SYSTEM_TORCH=1 bash tools/course.sh "
+        "test`; hoặc (2) cài bản CUDA của torch vào môi trường này: trên Linux, torch==2.13.0 từ "
+        "https://pypi.org/simple là bản CUDA 13.0, cần driver NVIDIA ≥ 580 (xoá .venv rồi chạy lại `bash "
+        f"tools/course.sh test`); trên Windows, dùng lệnh ở {_PYTORCH_URL}.")
+_DRIVER_FIX = (f"Cách sửa: cập nhật driver NVIDIA (CUDA 13.x cần driver ≥ 580, CUDA 12.x cần ≥ 525: {_COMPAT_URL}), "
+               "hoặc dùng torch có sẵn của máy, hợp với driver của nó: `COURSE_SYSTEM_TORCH=1 bash tools/course.sh test`.")
 # Minimum NVIDIA driver per CUDA major version (NVIDIA, "CUDA Compatibility", minor version compatibility table).
 _MIN_DRIVER = {11: 450, 12: 525, 13: 580}
 
 
-def driver_too_old(smi: SmiReport, report: TorchReport) -> bool:
+def _driver_too_old(smi: SmiReport, report: TorchReport) -> bool:
     """Return True when nvidia-smi's driver is older than the minimum for torch's CUDA major version."""
     try:
         cuda_major = int((report.cuda or "").split(".")[0])
@@ -154,80 +124,41 @@ def driver_too_old(smi: SmiReport, report: TorchReport) -> bool:
 
 def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport, environ: Mapping[str, str] = os.environ,
                           python: str = sys.executable) -> str | None:
-    """Return why torch cannot use the GPUs nvidia-smi lists, with the fix (vi + en); None if it can or none listed.
-
-    Args:
-        smi: What nvidia-smi listed (``read_nvidia_smi()``).
-        report: What torch says (``read_torch()``).
-        environ: The environment (for CUDA_VISIBLE_DEVICES).
-        python: The interpreter whose torch this is, named in the message.
-    """
-    if not isinstance(smi, SmiReport) or not isinstance(report, TorchReport):
-        raise TypeError("pass read_nvidia_smi() and read_torch(): "
-                        f"got {type(smi).__name__} and {type(report).__name__}")
+    """Return why torch (of interpreter `python`) cannot use the GPUs nvidia-smi lists, with the fix; None if it can."""
     if not smi.gpus or report.count > 0:
         return None
-    names = ", ".join(smi.gpus)
-    n = len(smi.gpus)
+    n, names = len(smi.gpus), ", ".join(smi.gpus)
     if report.error is not None:
-        return _bilingual(f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng {python} không import được torch: {report.error}",
-                          f"❌ This machine has {n} NVIDIA GPU(s) ({names}) but {python} cannot import torch: "
-                          f"{report.error}")
+        return f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng {python} không import được torch: {report.error}"
     if report.cuda is None:
-        fix_vi, fix_en = _fixes()
-        return _bilingual(
-            f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} trong {python} là bản {report.build}: "
-            f"mọi ô %%gpu sẽ bị bỏ qua và phép kiểm tra GPU sẽ 'xanh' mà không chạy gì. {fix_vi}",
-            f"❌ This machine has {n} NVIDIA GPU(s) ({names}) but torch {report.version} in {python} is a "
-            f"{report.build} build: every %%gpu cell would be skipped and a GPU check would pass hollow. {fix_en}")
+        return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} trong {python} là bản {report.build}: "
+                f"mọi ô %%gpu sẽ bị bỏ qua và phép kiểm tra GPU sẽ 'xanh' mà không chạy gì. {_FIX}")
     hidden = environ.get("CUDA_VISIBLE_DEVICES")
     if hidden is not None and hidden.strip() in ("", "-1", "none", "NoDevFiles"):
-        return _bilingual(
-            f"❌ CUDA_VISIBLE_DEVICES={hidden!r} giấu cả {n} GPU ({names}) khỏi torch. Bỏ biến này rồi chạy lại.",
-            f"❌ CUDA_VISIBLE_DEVICES={hidden!r} hides all {n} GPU(s) ({names}) from torch. Unset it and run again.")
+        return f"❌ CUDA_VISIBLE_DEVICES={hidden!r} giấu cả {n} GPU ({names}) khỏi torch. Bỏ biến này rồi chạy lại."
     said = f" torch báo: {report.warning}" if report.warning else ""
-    said_en = f" torch warned: {report.warning}" if report.warning else ""
     driver = f", driver {smi.driver}" if smi.driver else ""
-    old_driver = driver_too_old(smi, report) or "driver" in report.warning.lower()
-    fix_vi, fix_en = _driver_fix() if old_driver else _fixes()
-    return _bilingual(
-        f"❌ torch {report.version} ({report.build}) không dùng được {n} GPU NVIDIA ({names}{driver}): "
-        f"torch.cuda.is_available() là False.{said} {fix_vi}",
-        f"❌ torch {report.version} ({report.build}) cannot use the {n} NVIDIA GPU(s) ({names}{driver}): "
-        f"torch.cuda.is_available() is False.{said_en} {fix_en}")
+    fix = _DRIVER_FIX if _driver_too_old(smi, report) or "driver" in report.warning.lower() else _FIX
+    return (f"❌ torch {report.version} ({report.build}) không dùng được {n} GPU NVIDIA ({names}{driver}): "
+            f"torch.cuda.is_available() là False.{said} {fix}")
 
 
 def no_usable_cuda(smi: SmiReport, report: TorchReport, init_error: str | None = None,
                    environ: Mapping[str, str] = os.environ, python: str = sys.executable) -> str | None:
-    """Return why no CUDA GPU is usable here (vi + en, with the fix), or None when torch can compute on one.
+    """Return why no CUDA GPU is usable here (with the fix), or None when torch can compute on one.
 
-    Args:
-        smi: What nvidia-smi listed (``read_nvidia_smi()``).
-        report: What torch says (``read_torch()``).
-        init_error: The error of a first computation on the GPU, if it failed (the caller runs it).
-        environ: The environment (for CUDA_VISIBLE_DEVICES).
-        python: The interpreter whose torch this is, named in the message.
+    `init_error` is the error of a first computation on the GPU, if it failed (the caller runs it).
     """
     if smi.missing:
-        return _bilingual(
-            "❌ Không có nvidia-smi: máy này không có GPU NVIDIA dùng được (hoặc chưa cài driver NVIDIA). "
-            "tools/gpu_validate.sh chỉ dành cho máy có GPU NVIDIA; trên máy không GPU, `bash tools/course.sh test` "
-            "kiểm tra mọi thứ khác (các ô %%gpu được báo skipped).",
-            "❌ No nvidia-smi: this machine has no usable NVIDIA GPU (or no NVIDIA driver). tools/gpu_validate.sh is "
-            "for machines with an NVIDIA GPU; without one, `bash tools/course.sh test` checks everything else "
-            "(%%gpu cells are reported skipped).")
+        return ("❌ Không có nvidia-smi: máy này không có GPU NVIDIA dùng được (hoặc chưa cài driver NVIDIA). "
+                "tools/gpu_validate.sh chỉ dành cho máy có GPU NVIDIA; trên máy không GPU, `bash tools/course.sh test` "
+                "kiểm tra mọi thứ khác (các ô %%gpu được báo skipped).")
     if smi.error is not None:
-        return _bilingual(f"❌ nvidia-smi không chạy được ({smi.error}): driver NVIDIA chưa nạp hoặc hỏng; "
-                          "cài lại driver hoặc khởi động lại máy.",
-                          f"❌ nvidia-smi failed ({smi.error}): the NVIDIA driver is not loaded or broken; "
-                          "reinstall it or reboot.")
+        return (f"❌ nvidia-smi không chạy được ({smi.error}): driver NVIDIA chưa nạp hoặc hỏng; "
+                "cài lại driver hoặc khởi động lại máy.")
     if not smi.gpus:
-        return _bilingual("❌ nvidia-smi không liệt kê GPU nào (container không được cấp GPU?).",
-                          "❌ nvidia-smi lists no GPU (a container without GPU access?).")
+        return "❌ nvidia-smi không liệt kê GPU nào (container không được cấp GPU?)."
     problem = torch_cannot_use_gpus(smi, report, environ=environ, python=python)
-    if problem is not None:
-        return problem
-    if init_error is not None:
-        return _bilingual(f"❌ torch thấy {report.count} GPU nhưng phép tính đầu tiên trên GPU lỗi: {init_error}",
-                          f"❌ torch sees {report.count} GPU(s) but the first computation on one failed: {init_error}")
-    return None
+    if problem is None and init_error is not None:
+        return f"❌ torch thấy {report.count} GPU nhưng phép tính đầu tiên trên GPU lỗi: {init_error}"
+    return problem

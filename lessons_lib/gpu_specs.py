@@ -1,11 +1,9 @@
 """Documented peak speeds, memory and bandwidth of common NVIDIA GPUs, each with the document it comes from.
 
-Every figure here is copied from (or, where marked ``derived``, computed by the stated formula from) the
-vendor document named in ``source``. Tensor-core figures are **dense** (without the 2:4 structured sparsity
-that datasheets often quote first). For GeForce cards the FP16 tensor figure is the one *with FP32
-accumulate*, which is what PyTorch's fp16 matmul uses (it is half the "FP16 accumulate" figure on those cards).
-
-A GPU that is not in the table gives ``None``: the notebooks then draw no peak line and say so.
+Every figure is copied from (or, where ``notes`` say ``derived``, computed by the stated formula from) the vendor
+document named in ``source``. Tensor-core figures are **dense** (without the 2:4 structured sparsity that
+datasheets often quote first). For GeForce cards the FP16 tensor figure is the one *with FP32 accumulate*, which
+is what PyTorch's fp16 matmul uses (half the "FP16 accumulate" figure on those cards).
 """
 
 from __future__ import annotations
@@ -13,43 +11,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from .i18n import tr
-
-_T4_DATASHEET = (
-    "NVIDIA T4 Tensor Core GPU datasheet",
-    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
-)
+_T4_DATASHEET = ("NVIDIA T4 Tensor Core GPU datasheet",
+                 "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf")
 _L4_DATASHEET = ("NVIDIA L4 Tensor Core GPU datasheet", "https://www.nvidia.com/en-us/data-center/l4/")
-_P100_DATASHEET = (
-    "NVIDIA Tesla P100 datasheet",
-    "https://images.nvidia.com/content/tesla/pdf/nvidia-tesla-p100-PCIe-datasheet.pdf",
-)
-_V100_DATASHEET = (
-    "NVIDIA V100 Tensor Core GPU datasheet",
-    "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
-)
-_A100_DATASHEET = (
-    "NVIDIA A100 Tensor Core GPU datasheet",
-    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
-)
+_P100_DATASHEET = ("NVIDIA Tesla P100 datasheet",
+                   "https://images.nvidia.com/content/tesla/pdf/nvidia-tesla-p100-PCIe-datasheet.pdf")
+_V100_DATASHEET = ("NVIDIA V100 Tensor Core GPU datasheet",
+                   "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf")
+_A100_DATASHEET = ("NVIDIA A100 Tensor Core GPU datasheet",
+                   "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf")
 _H100_DATASHEET = ("NVIDIA H100 Tensor Core GPU datasheet", "https://www.nvidia.com/en-us/data-center/h100/")
 _H200_DATASHEET = ("NVIDIA H200 Tensor Core GPU datasheet", "https://www.nvidia.com/en-us/data-center/h200/")
-_GA102_WHITEPAPER = (
-    "NVIDIA Ampere GA102 GPU Architecture whitepaper (V2.0), Appendix A",
-    "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf",
-)
-_ADA_WHITEPAPER = (
-    "NVIDIA Ada GPU Architecture whitepaper",
-    "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
-)
-_RTX3060_PAGE = (
-    "NVIDIA GeForce RTX 3060 family specifications page",
-    "https://www.nvidia.com/en-us/geforce/graphics-cards/30-series/rtx-3060-3060ti/",
-)
-_RTX4060_PAGE = (
-    "NVIDIA GeForce RTX 4060 family specifications page",
-    "https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4060-4060ti/",
-)
+_GA102_WHITEPAPER = ("NVIDIA Ampere GA102 GPU Architecture whitepaper (V2.0), Appendix A",
+                     "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf")
+_ADA_WHITEPAPER = ("NVIDIA Ada GPU Architecture whitepaper",
+                   "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf")
+_RTX3060_PAGE = ("NVIDIA GeForce RTX 3060 family specifications page",
+                 "https://www.nvidia.com/en-us/geforce/graphics-cards/30-series/rtx-3060-3060ti/")
+_RTX4060_PAGE = ("NVIDIA GeForce RTX 4060 family specifications page",
+                 "https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4060-4060ti/")
 
 _SPARSE_HALVED = "tensor-core figure = datasheet's sparsity figure / 2 (dense)"
 
@@ -58,21 +38,12 @@ _SPARSE_HALVED = "tensor-core figure = datasheet's sparsity figure / 2 (dense)"
 class GpuSpec:
     """Documented peak figures of one GPU model (one board variant).
 
-    Attributes:
-        model: Short model name, e.g. "T4", "H100".
-        variant: The board variant these figures are for, e.g. "SXM5 80 GB" or "PCIe 16 GB".
-        fp32_tflops: Peak FP32 (non-tensor) TFLOP/s: the ceiling of a float32 matmul with TF32 off.
-        fp16_tflops: Peak dense FP16 matmul TFLOP/s (tensor cores with FP32 accumulate where the GPU has
-            them; the plain FP16 rate on a GPU without tensor cores), or None if not documented.
-        bf16_tflops: Peak dense BF16 tensor-core TFLOP/s, or None (no BF16 tensor cores / not documented).
-        tensor_cores: Whether the GPU has tensor cores for FP16.
-        memory_gb: Memory size in GB as the vendor states it (for a GDDR board such as the T4, the chips' capacity,
-            16 GB = 16 GiB; ECC, when on, keeps 1/16 of it and the driver a little more, so
-            ``total_memory`` reads lower: lesson 01 §1 derives it).
-        bandwidth_gb_s: Peak memory bandwidth in GB/s.
-        source: Name of the vendor document the figures come from.
-        url: Where that document is published.
-        notes: How a figure was obtained when it is not printed as is (halved sparsity figure, formula).
+    ``fp32_tflops`` is the non-tensor FP32 peak (a float32 matmul with TF32 off); ``fp16_tflops`` the dense FP16
+    matmul peak (tensor cores with FP32 accumulate where the GPU has them, else the plain FP16 rate) and
+    ``bf16_tflops`` the dense BF16 tensor-core peak, None where not documented. ``memory_gb`` is the vendor's
+    size in GB (a GDDR board's chips: the T4's 16 GB = 16 GiB, of which ECC keeps 1/16, so ``total_memory``
+    reads lower; lesson 01 §1 derives it); ``bandwidth_gb_s`` the peak memory bandwidth in GB/s; ``notes``
+    how a figure was obtained when it is not printed as is.
     """
 
     model: str
@@ -88,64 +59,53 @@ class GpuSpec:
     notes: str = ""
 
     def peak_tflops(self, dtype) -> float | None:
-        """Return the documented peak TFLOP/s for a matmul in `dtype` (torch dtype or "float32"/"fp16"/...)."""
-        key = _dtype_key(dtype)
-        return {"float32": self.fp32_tflops, "float16": self.fp16_tflops, "bfloat16": self.bf16_tflops}[key]
+        """Return the documented peak TFLOP/s for a matmul in `dtype` (torch dtype or "fp32"/"fp16"/"bf16"/...)."""
+        return {"float32": self.fp32_tflops, "float16": self.fp16_tflops, "bfloat16": self.bf16_tflops}[
+            _dtype_key(dtype)]
 
     def __str__(self) -> str:
         fp16 = f"{self.fp16_tflops:g}" if self.fp16_tflops is not None else "?"
-        kind = tr("tensor core, dày đặc", "tensor cores, dense") if self.tensor_cores else tr(
-            "không có tensor core", "no tensor cores")
-        text = (
-            f"{self.model} ({self.variant}): FP32 {self.fp32_tflops:g} TFLOP/s · FP16 {fp16} TFLOP/s ({kind}) · "
-            f"{self.memory_gb:g} GB · {self.bandwidth_gb_s:g} GB/s — "
-            + tr("nguồn: ", "source: ")
-            + f"{self.source} ({self.url})"
-        )
-        return text + (f" [{self.notes}]" if self.notes else "")
+        kind = "tensor core, dày đặc" if self.tensor_cores else "không có tensor core"
+        return (f"{self.model} ({self.variant}): FP32 {self.fp32_tflops:g} TFLOP/s · FP16 {fp16} TFLOP/s ({kind}) · "
+                f"{self.memory_gb:g} GB · {self.bandwidth_gb_s:g} GB/s — nguồn: {self.source} ({self.url})"
+                + (f" [{self.notes}]" if self.notes else ""))
 
 
 def _spec(model, variant, fp32, fp16, bf16, tensor, mem, bw, doc, notes=""):
     return GpuSpec(model, variant, fp32, fp16, bf16, tensor, mem, bw, doc[0], doc[1], notes)
 
 
+_NO_TENSOR = "no tensor cores: FP16 is the half-precision rate"
+_VOLTA = "FP16 = 'Tensor Performance'; no BF16"
+_A100_DENSE = "tensor figures are the datasheet's dense ones (624 with sparsity)"
+
 # Figures: fp32, dense fp16, dense bf16, tensor cores, memory GB, bandwidth GB/s.
 T4 = _spec("T4", "PCIe 16 GB", 8.1, 65.0, None, True, 16, 320, _T4_DATASHEET,
            "FP16 = 'Mixed Precision (FP16/FP32)' (Turing has no sparsity); no BF16 tensor cores")
 L4 = _spec("L4", "PCIe 24 GB", 30.3, 121.0, 121.0, True, 24, 300, _L4_DATASHEET,
            _SPARSE_HALVED + " (datasheet: 242 with sparsity)")
-P100_PCIE_16 = _spec("P100", "PCIe 16 GB", 9.3, 18.7, None, False, 16, 732, _P100_DATASHEET,
-                     "no tensor cores: FP16 is the half-precision rate")
-P100_PCIE_12 = _spec("P100", "PCIe 12 GB", 9.3, 18.7, None, False, 12, 549, _P100_DATASHEET,
-                     "no tensor cores: FP16 is the half-precision rate")
-P100_SXM2 = _spec("P100", "SXM2 (NVLink) 16 GB", 10.6, 21.2, None, False, 16, 732, _P100_DATASHEET,
-                  "no tensor cores: FP16 is the half-precision rate")
-V100_SXM2 = _spec("V100", "SXM2 (NVLink) 16 GB", 15.7, 125.0, None, True, 16, 900, _V100_DATASHEET,
-                  "FP16 = 'Tensor Performance'; no BF16")
+P100_PCIE_16 = _spec("P100", "PCIe 16 GB", 9.3, 18.7, None, False, 16, 732, _P100_DATASHEET, _NO_TENSOR)
+P100_PCIE_12 = replace(P100_PCIE_16, variant="PCIe 12 GB", memory_gb=12, bandwidth_gb_s=549)
+P100_SXM2 = _spec("P100", "SXM2 (NVLink) 16 GB", 10.6, 21.2, None, False, 16, 732, _P100_DATASHEET, _NO_TENSOR)
+V100_SXM2 = _spec("V100", "SXM2 (NVLink) 16 GB", 15.7, 125.0, None, True, 16, 900, _V100_DATASHEET, _VOLTA)
 V100_SXM2_32 = replace(V100_SXM2, variant="SXM2 (NVLink) 32 GB", memory_gb=32)
-V100_PCIE = _spec("V100", "PCIe 16 GB", 14.0, 112.0, None, True, 16, 900, _V100_DATASHEET,
-                  "FP16 = 'Tensor Performance'; no BF16")
+V100_PCIE = _spec("V100", "PCIe 16 GB", 14.0, 112.0, None, True, 16, 900, _V100_DATASHEET, _VOLTA)
 V100_PCIE_32 = replace(V100_PCIE, variant="PCIe 32 GB", memory_gb=32)
-V100S_PCIE = _spec("V100S", "PCIe 32 GB", 16.4, 130.0, None, True, 32, 1134, _V100_DATASHEET,
-                   "FP16 = 'Tensor Performance'; no BF16")
-A100_SXM_40 = _spec("A100", "SXM4 40 GB", 19.5, 312.0, 312.0, True, 40, 1555, _A100_DATASHEET,
-                    "tensor figures are the datasheet's dense ones (624 with sparsity)")
-A100_SXM_80 = _spec("A100", "SXM4 80 GB", 19.5, 312.0, 312.0, True, 80, 2039, _A100_DATASHEET,
-                    "tensor figures are the datasheet's dense ones (624 with sparsity)")
-A100_PCIE_40 = _spec("A100", "PCIe 40 GB", 19.5, 312.0, 312.0, True, 40, 1555, _A100_DATASHEET,
-                     "tensor figures are the datasheet's dense ones (624 with sparsity)")
-A100_PCIE_80 = _spec("A100", "PCIe 80 GB", 19.5, 312.0, 312.0, True, 80, 1935, _A100_DATASHEET,
-                     "tensor figures are the datasheet's dense ones (624 with sparsity)")
+V100S_PCIE = _spec("V100S", "PCIe 32 GB", 16.4, 130.0, None, True, 32, 1134, _V100_DATASHEET, _VOLTA)
+A100_SXM_40 = _spec("A100", "SXM4 40 GB", 19.5, 312.0, 312.0, True, 40, 1555, _A100_DATASHEET, _A100_DENSE)
+A100_SXM_80 = replace(A100_SXM_40, variant="SXM4 80 GB", memory_gb=80, bandwidth_gb_s=2039)
+A100_PCIE_40 = replace(A100_SXM_40, variant="PCIe 40 GB")
+A100_PCIE_80 = replace(A100_SXM_40, variant="PCIe 80 GB", memory_gb=80, bandwidth_gb_s=1935)
 H100_SXM = _spec("H100", "SXM5 80 GB", 67.0, 989.5, 989.5, True, 80, 3350, _H100_DATASHEET,
                  _SPARSE_HALVED + " (datasheet: 1,979 with sparsity)")
 H100_PCIE = _spec("H100", "PCIe 80 GB", 51.0, 756.5, 756.5, True, 80, 2000, _H100_DATASHEET,
                   _SPARSE_HALVED + " (datasheet: 1,513 with sparsity)")
 H100_NVL = _spec("H100", "NVL 94 GB", 60.0, 835.5, 835.5, True, 94, 3900, _H100_DATASHEET,
                  _SPARSE_HALVED + " (datasheet: 1,671 with sparsity)")
-H200_SXM = _spec("H200", "SXM 141 GB", 67.0, 989.5, 989.5, True, 141, 4800, _H200_DATASHEET,
-                 _SPARSE_HALVED + " (datasheet: 1,979 with sparsity)")
-H200_NVL = _spec("H200", "NVL 141 GB", 60.0, 835.5, 835.5, True, 141, 4800, _H200_DATASHEET,
-                 _SPARSE_HALVED + " (datasheet: 1,671 with sparsity)")
+H200_SXM = replace(H100_SXM, model="H200", variant="SXM 141 GB", memory_gb=141, bandwidth_gb_s=4800,
+                   source=_H200_DATASHEET[0], url=_H200_DATASHEET[1])
+H200_NVL = replace(H100_NVL, model="H200", variant="NVL 141 GB", memory_gb=141, bandwidth_gb_s=4800,
+                   source=_H200_DATASHEET[0], url=_H200_DATASHEET[1])
 RTX_3090 = _spec("GeForce RTX 3090", "24 GB GDDR6X", 35.6, 71.0, 71.0, True, 24, 936, _GA102_WHITEPAPER,
                  "FP16/BF16 = dense tensor TFLOPS with FP32 accumulate (142 with FP16 accumulate)")
 RTX_3080 = _spec("GeForce RTX 3080", "10 GB GDDR6X", 29.8, 59.5, 59.5, True, 10, 760, _GA102_WHITEPAPER,
@@ -159,169 +119,115 @@ RTX_4060 = _spec("GeForce RTX 4060", "8 GB GDDR6", 15.1, None, None, True, 8, 27
                  "derived: FP32 = 2 × 3072 CUDA cores × 2.46 GHz boost; bandwidth = 128-bit × 17 Gbps / 8; "
                  "NVIDIA publishes no FP16 tensor figure for this card")
 
-KNOWN_GPUS: tuple[GpuSpec, ...] = (
+KNOWN_GPUS: tuple[GpuSpec, ...] = (  # every documented GPU; a GPU not listed here gets no peak figure
     T4, L4, P100_PCIE_16, P100_PCIE_12, P100_SXM2, V100_SXM2, V100_SXM2_32, V100_PCIE, V100_PCIE_32, V100S_PCIE,
     A100_SXM_40, A100_SXM_80, A100_PCIE_40, A100_PCIE_80, H100_SXM, H100_PCIE, H100_NVL,
     H200_SXM, H200_NVL, RTX_3060, RTX_3080, RTX_3090, RTX_4060, RTX_4090,
 )
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"\s+", " ", name.upper().replace("_", " ")).strip()
+def _lookup(name: str) -> GpuSpec | None:
+    """Return the spec of a GPU named as ``torch.cuda.get_device_name()`` gives it, or None if not in the table.
 
-
-def lookup(name: str) -> GpuSpec | None:
-    """Return the documented spec of a GPU from its name as ``torch.cuda.get_device_name()`` gives it.
-
-    Which variant is assumed when the name does not say: H100/H200 without "PCIe"/"NVL" → SXM;
-    A100 without "PCIe" → SXM4 (40 GB unless "80GB" is in the name); V100 without "PCIE" → SXM2;
-    V100 16 GB unless "32GB"; P100 without "SXM2" → PCIe (16 GB unless "12GB"). GeForce names must end
-    at the number: Ti / SUPER / Laptop / D / 12GB cards are other products and give None, as does any
-    GPU not listed in ``KNOWN_GPUS``.
-
-    Raises:
-        TypeError: `name` is not a str.
+    A name that does not say the variant: H100/H200 → SXM; A100 → SXM4 (40 GB unless "80GB"); V100 → SXM2
+    (16 GB unless "32GB"); P100 → PCIe (16 GB unless "12GB"). GeForce names must end at the number: Ti / SUPER /
+    Laptop / D / 12GB cards are other products.
     """
-    if not isinstance(name, str):
-        raise TypeError(
-            tr(
-                f"name phải là tên GPU dạng str (vd torch.cuda.get_device_name(0)), không phải {type(name).__name__}",
-                f"name must be the GPU's name as a str (e.g. torch.cuda.get_device_name(0)), not {type(name).__name__}",
-            )
-        )
-    n = _norm(name)
+    n = re.sub(r"\s+", " ", name.upper().replace("_", " ")).strip()
+    big = n.replace(" ", "")
     if re.search(r"\bH200\b", n):
         return H200_NVL if "NVL" in n else H200_SXM
     if re.search(r"\bH100\b", n):
-        if "NVL" in n:
-            return H100_NVL
-        return H100_PCIE if "PCIE" in n else H100_SXM
+        return H100_NVL if "NVL" in n else H100_PCIE if "PCIE" in n else H100_SXM
     if re.search(r"\bA100\b", n):
-        big = "80GB" in n.replace(" ", "")
         if "PCIE" in n:
-            return A100_PCIE_80 if big else A100_PCIE_40
-        return A100_SXM_80 if big else A100_SXM_40
+            return A100_PCIE_80 if "80GB" in big else A100_PCIE_40
+        return A100_SXM_80 if "80GB" in big else A100_SXM_40
     if re.search(r"\bV100S\b", n):
         return V100S_PCIE
     if re.search(r"\bV100\b", n):
-        big = "32GB" in n.replace(" ", "")
         if "PCIE" in n:
-            return V100_PCIE_32 if big else V100_PCIE
-        return V100_SXM2_32 if big else V100_SXM2
+            return V100_PCIE_32 if "32GB" in big else V100_PCIE
+        return V100_SXM2_32 if "32GB" in big else V100_SXM2
     if re.search(r"\bP100\b", n):
-        if "SXM" in n:
-            return P100_SXM2
-        return P100_PCIE_12 if "12GB" in n.replace(" ", "") else P100_PCIE_16
+        return P100_SXM2 if "SXM" in n else P100_PCIE_12 if "12GB" in big else P100_PCIE_16
     if re.search(r"\bT4\b", n):
         return T4
     if re.search(r"\bL4\b", n):
         return L4
     match = re.search(r"\bRTX (\d{4})\b(.*)$", n)
-    if match:
-        if match.group(2).strip():  # "Ti", "SUPER", "Laptop GPU", "D", "12GB": other products
-            return None
+    if match and not match.group(2).strip():  # "Ti", "SUPER", "Laptop GPU", "D", "12GB": other products
         return {"3060": RTX_3060, "3080": RTX_3080, "3090": RTX_3090, "4060": RTX_4060, "4090": RTX_4090}.get(
             match.group(1))
     return None
 
 
 def spec_for_device(device=None) -> GpuSpec | None:
-    """Return the documented spec of a CUDA device (default: the current one), or None.
+    """Return the documented spec of a CUDA device (default: the current one).
 
     None means: not a CUDA device, no CUDA here, or a GPU that is not in ``KNOWN_GPUS``.
-
-    Raises:
-        TypeError: `device` is not None, an int, a str or a torch.device.
-        ValueError: `device` is not a valid device string.
     """
     import torch
 
     if device is not None and (isinstance(device, bool) or not isinstance(device, (int, str, torch.device))):
-        raise TypeError(
-            tr(
-                f"device phải là None, số thứ tự GPU, 'cuda:0' hoặc torch.device, không phải {type(device).__name__}",
-                f"device must be None, a GPU index, 'cuda:0' or a torch.device, not {type(device).__name__}",
-            )
-        )
+        raise TypeError("device phải là None, số thứ tự GPU, 'cuda:0' hoặc torch.device, "
+                        f"không phải {type(device).__name__}")
     if isinstance(device, int):
         device = torch.device("cuda", device)
     elif device is not None:
         try:
             device = torch.device(device)
         except (RuntimeError, ValueError) as exc:
-            raise ValueError(
-                tr(f"Không hiểu thiết bị {device!r}; dùng vd 'cuda' hoặc 'cuda:0'.",
-                   f"Unknown device {device!r}; use e.g. 'cuda' or 'cuda:0'.")
-            ) from exc
-        if device.type != "cuda":
-            return None
-    if not torch.cuda.is_available():
+            raise ValueError(f"Không hiểu thiết bị {device!r}; dùng vd 'cuda' hoặc 'cuda:0'.") from exc
+    if (device is not None and device.type != "cuda") or not torch.cuda.is_available():
         return None
     index = torch.cuda.current_device() if device is None or device.index is None else device.index
-    return lookup(torch.cuda.get_device_name(index))
+    return _lookup(torch.cuda.get_device_name(index))
 
 
 def describe(spec: GpuSpec | None, name: str = "") -> str:
     """Return one line for a notebook: the spec with its source, or why there is no peak to compare with."""
     if spec is not None and not isinstance(spec, GpuSpec):
-        raise TypeError(f"spec must be a GpuSpec or None, got {type(spec).__name__}")
-    if spec is None:
-        who = f" ({name})" if name else ""
-        return tr(
-            f"GPU này{who} không có trong bảng số liệu công bố của lessons_lib: không có đường đỉnh, "
-            "không tính % đỉnh (không đoán số).",
-            f"This GPU{who} is not in lessons_lib's table of documented figures: no peak line, "
-            "no % of peak (no guessing).",
-        )
-    return str(spec)
+        raise TypeError(f"spec phải là GpuSpec hoặc None, không phải {type(spec).__name__}")
+    if spec is not None:
+        return str(spec)
+    who = f" ({name})" if name else ""
+    return (f"GPU này{who} không có trong bảng số liệu công bố của lessons_lib: không có đường đỉnh, "
+            "không tính % đỉnh (không đoán số).")
 
 
-# --------------------------------------------------------------------------- PCIe
-
-PCIE_SOURCE = "PCI-SIG PCI Express Base Specification (3.0: 8 GT/s, 4.0: 16 GT/s, 5.0: 32 GT/s; 128b/130b encoding)"
+# PCI-SIG PCI Express Base Specification: signalling rate in GT/s per lane, 128b/130b encoding (3.0 and newer).
 _PCIE_GT_S = {"3.0": 8.0, "4.0": 16.0, "5.0": 32.0}
 
 
-def pcie_bandwidth_gb_s(generation: str = "3.0", lanes: int = 16) -> float:
-    """Return the theoretical one-direction PCIe bandwidth in GB/s (e.g. 15.75 for PCIe 3.0 x16).
-
-    Computed from the PCI-SIG signalling rate: GT/s × lanes × 128/130 / 8. Real copies reach less
-    (pinned memory roughly 70-90 % of it, pageable memory less).
-    """
-    if not isinstance(generation, str):
-        raise TypeError(f"generation must be a str such as '3.0', '4.0' or '5.0', got {type(generation).__name__}")
-    if generation not in _PCIE_GT_S:
-        raise ValueError(f"generation must be one of {sorted(_PCIE_GT_S)}, got {generation!r}")
-    if not isinstance(lanes, int) or isinstance(lanes, bool):
-        raise TypeError(f"lanes must be an int (1, 2, 4, 8 or 16), got {type(lanes).__name__}")
-    if lanes not in (1, 2, 4, 8, 16):
-        raise ValueError(f"lanes must be 1, 2, 4, 8 or 16, got {lanes}")
+def _pcie_bandwidth_gb_s(generation: str, lanes: int) -> float:
+    """Return the theoretical one-direction PCIe bandwidth in GB/s: GT/s × lanes × 128/130 / 8."""
     return _PCIE_GT_S[generation] * lanes * (128 / 130) / 8
 
 
 def pcie_copy_seconds(n_bytes: int | float, generation: str = "3.0", lanes: int = 16) -> float:
-    """Return the least time (s) that copying `n_bytes` over PCIe can take at the theoretical bandwidth."""
+    """Return the least time (s) copying `n_bytes` over PCIe `generation` x`lanes` can take (real copies are slower)."""
     if isinstance(n_bytes, bool) or not isinstance(n_bytes, (int, float)):
-        raise TypeError(f"n_bytes must be a number of bytes, got {type(n_bytes).__name__}")
+        raise TypeError(f"n_bytes phải là một số byte, không phải {type(n_bytes).__name__}")
     if n_bytes < 0:
-        raise ValueError(f"n_bytes must be >= 0, got {n_bytes}")
-    return n_bytes / (pcie_bandwidth_gb_s(generation, lanes) * 1e9)
+        raise ValueError(f"n_bytes phải ≥ 0, nhận được {n_bytes}")
+    if generation not in _PCIE_GT_S:
+        raise ValueError(f"generation phải là một trong {sorted(_PCIE_GT_S)}, không phải {generation!r}")
+    if lanes not in (1, 2, 4, 8, 16) or isinstance(lanes, bool):
+        raise ValueError(f"lanes phải là 1, 2, 4, 8 hoặc 16, không phải {lanes!r}")
+    return n_bytes / (_pcie_bandwidth_gb_s(generation, lanes) * 1e9)
 
 
 def _dtype_key(dtype) -> str:
     import torch
 
-    aliases = {
-        torch.float32: "float32", "float32": "float32", "fp32": "float32", "float": "float32",
-        torch.float16: "float16", "float16": "float16", "fp16": "float16", "half": "float16",
-        torch.bfloat16: "bfloat16", "bfloat16": "bfloat16", "bf16": "bfloat16",
-    }
+    aliases = {torch.float32: "float32", "float32": "float32", "fp32": "float32", "float": "float32",
+               torch.float16: "float16", "float16": "float16", "fp16": "float16", "half": "float16",
+               torch.bfloat16: "bfloat16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
     if not isinstance(dtype, (str, torch.dtype)):
-        raise TypeError(
-            f"dtype must be torch.float32 / torch.float16 / torch.bfloat16 or one of 'fp32', 'fp16', 'bf16', "
-            f"got {type(dtype).__name__}"
-        )
+        raise TypeError(f"dtype phải là torch.float32 / torch.float16 / torch.bfloat16 hoặc 'fp32' / 'fp16' / 'bf16', "
+                        f"không phải {type(dtype).__name__}")
     key = aliases.get(dtype.lower() if isinstance(dtype, str) else dtype)
     if key is None:
-        raise ValueError(f"dtype must be float32, float16 or bfloat16 (or 'fp32'/'fp16'/'bf16'), got {dtype!r}")
+        raise ValueError(f"dtype phải là float32, float16 hoặc bfloat16 (hoặc 'fp32'/'fp16'/'bf16'), không phải {dtype!r}")
     return key

@@ -1,7 +1,7 @@
 """The IPython extension of the course: `%%gpu` cells, error explanations, plot style, device banner.
 
 Load it with ``%load_ext lessons_lib.notebook``; importing this module changes nothing. Loading it also keeps
-two known false alarms of PyTorch off the learner's screen (see `quiet_known_noise`), each matched by its
+two known false alarms of PyTorch off the learner's screen (see `_quiet_known_noise`), each matched by its
 exact text so that every other warning and log line still shows.
 """
 
@@ -12,74 +12,50 @@ import re
 import warnings
 
 from . import gpu_cells
-from .device import banner
+from .device import environment_report
 from .errors import explain
 
 _state = {"explain": True, "loaded": False}
 
-#: ``torch.utils.cpp_extension`` logs this at import on a CUDA build without a usable driver (Colab's and
-#: Kaggle's CPU runtimes): ``import torch.utils.benchmark`` and the first ``torch.compile`` import that module.
-#: It only matters when building CUDA extensions, which the course never does.
-CPP_EXTENSION_LOGGER = "torch.utils.cpp_extension"
-CPP_EXTENSION_NOISE = re.compile(r"^No CUDA runtime is found, using CUDA_HOME=")
-#: pytorch#168066 (Nov 2025; torch 2.11 has it) warns on every ``torch.profiler.profile``, though events are
-#: cleared only between the cycles of a ``schedule``; pytorch#180387 (Apr 2026; torch 2.13 has it) warns only
-#: then and added the missing spaces. So this pattern ("cycle." directly followed by "Only") matches only the
-#: false alarm, and the fixed versions' real warning (with the spaces) still shows.
-PROFILER_FALSE_ALARM = r"Warning: Profiler clears events at the end of each cycle\.Only events"
+# torch.utils.cpp_extension logs this at import on a CUDA build without a usable driver (Colab's and Kaggle's
+# CPU runtimes); it only matters when building CUDA extensions, which the course never does.
+_CPP_EXTENSION_LOGGER = "torch.utils.cpp_extension"
+_CPP_EXTENSION_NOISE = re.compile(r"^No CUDA runtime is found, using CUDA_HOME=")
+# pytorch#168066 (torch 2.11 has it) warns on every torch.profiler.profile, though events are cleared only between
+# the cycles of a schedule; pytorch#180387 (torch 2.13) warns only then and added the missing spaces. This pattern
+# ("cycle." directly followed by "Only") matches only the false alarm; the fixed real warning still shows.
+_PROFILER_FALSE_ALARM = r"Warning: Profiler clears events at the end of each cycle\.Only events"
 
 
-class _DropMessage(logging.Filter):
-    """Drop the log records whose message matches one pattern; let every other record through."""
-
-    def __init__(self, pattern: re.Pattern[str]):
-        super().__init__()
-        self.pattern = pattern
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record is not ours to judge
-            return True
-        return not self.pattern.search(message)
+def _drop_cpp_extension_noise(record: logging.LogRecord) -> bool:
+    """Return False (drop) for the cpp_extension line above; let every other record through."""
+    try:
+        return not _CPP_EXTENSION_NOISE.search(record.getMessage())
+    except Exception:  # a malformed record is not ours to judge
+        return True
 
 
-def quiet_known_noise() -> None:
-    """Hide two known false alarms of PyTorch, by their exact text (safe to call again: nothing is added twice).
+def _quiet_known_noise() -> None:
+    """Hide the two false alarms above by their exact text (safe to call again: nothing is added twice).
 
-    - the ``No CUDA runtime is found, using CUDA_HOME=…`` warning of ``torch.utils.cpp_extension`` (a filter
-      on that one logger: its other records, and every other logger, are untouched);
-    - torch 2.10-2.11's ``Profiler clears events at the end of each cycle.Only events…`` UserWarning, shown
-      on every profiler run although only a ``schedule`` with several cycles clears events.
-
-    Kineto's C++ line ``gpuGetDeviceCount failed with code 35`` (a CUDA build without a driver) cannot be
-    told apart from Kineto's real errors by a level (``KINETO_LOG_LEVEL`` would hide them all); lesson 09
-    explains it where it appears.
+    Kineto's C++ line ``gpuGetDeviceCount failed with code 35`` cannot be told apart from Kineto's real errors by
+    a level, so it is not hidden; lesson 09 explains it where it appears.
     """
-    logger = logging.getLogger(CPP_EXTENSION_LOGGER)
-    if not any(isinstance(f, _DropMessage) and f.pattern is CPP_EXTENSION_NOISE for f in logger.filters):
-        logger.addFilter(_DropMessage(CPP_EXTENSION_NOISE))
-    warnings.filterwarnings("ignore", message=PROFILER_FALSE_ALARM, category=UserWarning)
+    logger = logging.getLogger(_CPP_EXTENSION_LOGGER)
+    if _drop_cpp_extension_noise not in logger.filters:
+        logger.addFilter(_drop_cpp_extension_noise)
+    warnings.filterwarnings("ignore", message=_PROFILER_FALSE_ALARM, category=UserWarning)
 
 
-def gpu_cell_transform(lines: list[str]) -> list[str]:
+def _gpu_cell_transform(lines: list[str]) -> list[str]:
     """Rewrite a `%%gpu` cell: drop the marker when the GPUs are there, else print the skip notice only."""
-    if not lines:
-        return lines
-    needed = gpu_cells.required_gpus(lines[0])
+    needed = gpu_cells.required_gpus(lines[0]) if lines else None
     if needed is None:
         return lines
     notice = gpu_cells.missing_hardware(needed, gpu_cells.cuda_gpu_count())
     if notice is None:
         return ["\n", *lines[1:]]  # keep line numbers in tracebacks
     return [f"print({notice!r})\n"]
-
-
-def set_explain(enabled: bool) -> None:
-    """Turn the friendly explanation under tracebacks on or off."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be True or False, got {type(enabled).__name__}")
-    _state["explain"] = enabled
 
 
 def _explain_handler(shell, etype, value, tb, tb_offset=None):
@@ -96,8 +72,8 @@ def _gpu_magic(line: str, cell: str):
     """Run the cell body only when enough CUDA GPUs exist (`%%gpu` or `%%gpu N`)."""
     from IPython import get_ipython
 
-    source = f"%%gpu {line}".strip() + "\n"
-    notice = gpu_cells.missing_hardware(gpu_cells.required_gpus(source), gpu_cells.cuda_gpu_count())
+    needed = gpu_cells.required_gpus(f"%%gpu {line}".strip() + "\n")
+    notice = gpu_cells.missing_hardware(needed, gpu_cells.cuda_gpu_count())
     if notice is not None:
         print(notice)
         return None
@@ -110,31 +86,36 @@ def _explain_magic(line: str) -> None:
     if arg not in ("on", "off"):
         print("Dùng: %lessons_explain on | off")
         return
-    set_explain(arg == "on")
+    _state["explain"] = arg == "on"
 
 
-def _apply_plot_style() -> None:
-    import matplotlib
-
-    matplotlib.rcParams.update({"figure.figsize": (7.0, 4.0), "axes.grid": True, "grid.alpha": 0.3})
+def _banner() -> str:
+    """Return a one-line summary: torch version, platform, chosen device and why."""
+    report = environment_report()
+    where = report.device
+    if report.device == "cuda":
+        where = f"cuda ({report.cuda.gpus[0].name}, {len(report.cuda.gpus)} GPU)"
+    return f"torch {report.torch_version} · {report.platform} · thiết bị: {where} — {report.verdict}"
 
 
 def load_ipython_extension(ipython) -> None:
     """Register the `%%gpu` marker, the error explainer and the plot style, then print the banner."""
     if not _state["loaded"]:
-        ipython.input_transformers_cleanup.append(gpu_cell_transform)
+        import matplotlib
+
+        ipython.input_transformers_cleanup.append(_gpu_cell_transform)
         ipython.register_magic_function(_gpu_magic, magic_kind="cell", magic_name="gpu")
         ipython.register_magic_function(_explain_magic, magic_kind="line", magic_name="lessons_explain")
         ipython.set_custom_exc((Exception,), _explain_handler)
-        _apply_plot_style()
+        matplotlib.rcParams.update({"figure.figsize": (7.0, 4.0), "axes.grid": True, "grid.alpha": 0.3})
         _state["loaded"] = True
-    quiet_known_noise()  # again on every load: a learner's warnings.resetwarnings() would have removed it
-    print(banner())
+    _quiet_known_noise()  # again on every load: a learner's warnings.resetwarnings() would have removed it
+    print(_banner())
 
 
 def unload_ipython_extension(ipython) -> None:
     """Remove the `%%gpu` transformer and the error explainer."""
-    if gpu_cell_transform in ipython.input_transformers_cleanup:
-        ipython.input_transformers_cleanup.remove(gpu_cell_transform)
+    if _gpu_cell_transform in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(_gpu_cell_transform)
     ipython.set_custom_exc((), None)
     _state["loaded"] = False

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .i18n import tr
+_KAGGLE = "Kaggle: Settings → Accelerator → GPU T4 ×2"
+_COLAB = "Colab: Runtime → Change runtime type → T4 GPU"
 
 
 def detect_platform() -> str:
@@ -17,37 +18,13 @@ def detect_platform() -> str:
     return "local"
 
 
-PLATFORMS = ("colab", "kaggle", "local")
-
-
 def how_to_get_gpu(min_gpus: int = 1, platform: str | None = None) -> str:
-    """Return a one-line hint on how to get a CUDA GPU (or several) where the course runs.
-
-    Args:
-        min_gpus: How many GPUs are needed (Colab gives 1; Kaggle's T4 ×2 gives 2).
-        platform: "colab", "kaggle" or "local" (default: detect_platform()). On Colab or Kaggle the hint names
-            that platform's menu only; elsewhere both free options.
-
-    Returns:
-        The hint, in the current language.
-    """
-    if not isinstance(min_gpus, int) or isinstance(min_gpus, bool):
-        raise TypeError(f"min_gpus must be an int, got {type(min_gpus).__name__}")
-    if min_gpus < 1:
-        raise ValueError(f"min_gpus must be at least 1, got {min_gpus}")
-    if platform is None:
-        platform = detect_platform()
-    if platform not in PLATFORMS:
-        raise ValueError(f"platform must be one of {PLATFORMS} or None (detect it), got {platform!r}")
-    kaggle = tr("Kaggle: Settings → Accelerator → GPU T4 ×2", "Kaggle: Settings → Accelerator → GPU T4 ×2")
+    """Return a one-line hint on getting `min_gpus` CUDA GPUs on `platform` (default: this one)."""
+    platform = platform or detect_platform()
     if platform == "colab" and min_gpus == 1:
-        return tr("Colab: Runtime → Change runtime type → T4 GPU, rồi chạy lại notebook từ đầu (runtime mới).",
-                  "Colab: Runtime → Change runtime type → T4 GPU, then run the notebook again from the top "
-                  "(a new runtime).")
+        return f"{_COLAB}, rồi chạy lại notebook từ đầu (runtime mới)."
     if platform == "kaggle":
-        return tr(f"{kaggle}, rồi chạy lại notebook từ đầu (phiên mới).",
-                  f"{kaggle}, then run the notebook again from the top (a new session).")
+        return f"{_KAGGLE}, rồi chạy lại notebook từ đầu (phiên mới)."
     if min_gpus >= 2:
-        return tr(f"{kaggle} (miễn phí); Colab chỉ cho 1 GPU.", f"{kaggle} (free); Colab gives only 1 GPU.")
-    return tr(f"Colab: Runtime → Change runtime type → T4 GPU; {kaggle}.",
-              f"Colab: Runtime → Change runtime type → T4 GPU; {kaggle}.")
+        return f"{_KAGGLE} (miễn phí); Colab chỉ cho 1 GPU."
+    return f"{_COLAB}; {_KAGGLE}."

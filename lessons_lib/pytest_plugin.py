@@ -1,9 +1,8 @@
 """pytest plugin: nbval reports `%%gpu` cells as skipped when this machine lacks the GPUs they need.
 
-Installed with lessons_lib (entry point ``pytest11``), so it works from any checkout. It also prints, in the
-session header, the torch build and the GPUs torch and nvidia-smi see; and a session that collects `%%gpu`
-cells stops at once when nvidia-smi lists an NVIDIA GPU that torch cannot use (those cells would all be
-skipped and the run would look green), unless LESSONS_ALLOW_NO_CUDA=1.
+Installed with lessons_lib (entry point ``pytest11``). It also prints, in the session header, the torch build
+and the GPUs torch and nvidia-smi see; and a session that collects `%%gpu` cells stops at once when nvidia-smi
+lists an NVIDIA GPU that torch cannot use (the run would look green), unless LESSONS_ALLOW_NO_CUDA=1.
 """
 
 from __future__ import annotations
@@ -14,28 +13,24 @@ import pytest
 
 from . import __version__, gpu_cells, gpu_check
 
-
-def _cell_source(item) -> str | None:
-    cell = getattr(item, "cell", None)
-    source = getattr(cell, "source", None) if cell is not None else None
-    if source is None and isinstance(cell, dict):
-        source = cell.get("source")
-    return source if isinstance(source, str) else None
-
-
 _TORCH_REPORT = "_lessons_lib_torch_report"  # a config attribute: works with every pytest version
 
 
+def _cell_source(item) -> str | None:
+    cell = getattr(item, "cell", None)
+    source = cell.get("source") if isinstance(cell, dict) else getattr(cell, "source", None)
+    return source if isinstance(source, str) else None
+
+
 def _torch_report(config) -> gpu_check.TorchReport:
-    """Return what torch says about CUDA, asked once per session: torch warns (e.g. "driver too old") only the
-    first time a process asks, so the first answer, warning included, is kept."""
+    """Return what torch says about CUDA, asked once per session (torch warns only the first time it is asked)."""
     if getattr(config, _TORCH_REPORT, None) is None:
         setattr(config, _TORCH_REPORT, gpu_check.read_torch())
     return getattr(config, _TORCH_REPORT)
 
 
 def pytest_report_header(config) -> list[str]:
-    """Name the torch build and the GPUs torch and nvidia-smi see (imports torch only when the header shows)."""
+    """Name the torch build and the GPUs torch and nvidia-smi see."""
     return gpu_check.header_lines(gpu_check.read_nvidia_smi(), _torch_report(config), __version__)
 
 
@@ -44,13 +39,9 @@ def _stop_if_gpus_are_unusable(config) -> None:
     if os.environ.get(gpu_check.ALLOW_NO_CUDA_ENV) == "1":
         return
     smi = gpu_check.read_nvidia_smi()
-    if not smi.gpus:
-        return
-    problem = gpu_check.torch_cannot_use_gpus(smi, _torch_report(config))
+    problem = gpu_check.torch_cannot_use_gpus(smi, _torch_report(config)) if smi.gpus else None
     if problem is not None:
-        raise pytest.UsageError(
-            f"{problem}\n(Chạy tiếp dù vậy, các ô %%gpu bị bỏ qua / go on anyway, %%gpu cells skipped: "
-            f"{gpu_check.ALLOW_NO_CUDA_ENV}=1)")
+        raise pytest.UsageError(f"{problem}\n(Chạy tiếp dù vậy, các ô %%gpu bị bỏ qua: {gpu_check.ALLOW_NO_CUDA_ENV}=1)")
 
 
 def pytest_collection_modifyitems(config, items) -> None:

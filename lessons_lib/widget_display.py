@@ -2,8 +2,8 @@
 
 A widget may also carry static HTML for pages without a kernel (the course website). It goes in the output's
 metadata under ``STATIC_HTML_KEY``, never in the data bundle, so Jupyter, Colab and VS Code render exactly what
-they rendered before (their choice between text/html and a widget view differs and is not all documented); the
-site build moves it into ``text/html``.
+they rendered before (their choice between text/html and a widget view differs); the site build moves it into
+``text/html``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 STATIC_HTML_KEY = "lessons_lib"  # output metadata: {"lessons_lib": {"static_html": "<div>...</div>"}}
 
 
-def widget_frontend_possible() -> bool:
+def _widget_frontend_possible() -> bool:
     """Return True when code runs in an IPython kernel that can talk to a widget frontend."""
     try:
         from IPython import get_ipython
@@ -22,20 +22,11 @@ def widget_frontend_possible() -> bool:
 
 
 def show_widget(make_box, text: str, static_html: str | None = None) -> None:
-    """Display the box `make_box()` builds, with `text` as the plain-text form; print `text` outside a kernel.
+    """Display the box `make_box()` builds, with `text` as its plain-text form; print `text` outside a kernel.
 
-    Args:
-        make_box: A function returning the ipywidgets box (called only when a kernel is there).
-        text: What frontends without widget support (and plain Python) show instead.
-        static_html: Optional HTML for a static page of the executed notebook (stored in the output's metadata).
+    `static_html` is stored in the output's metadata for a static page of the executed notebook.
     """
-    if not callable(make_box):
-        raise TypeError(f"make_box must be a function that returns a widget, got {type(make_box).__name__}")
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str (the plain-text fallback), got {type(text).__name__}")
-    if static_html is not None and not isinstance(static_html, str):
-        raise TypeError(f"static_html must be a str of HTML or None, got {type(static_html).__name__}")
-    if not widget_frontend_possible():
+    if not _widget_frontend_possible():
         print(text)
         return
     from IPython.display import display
@@ -45,5 +36,4 @@ def show_widget(make_box, text: str, static_html: str | None = None) -> None:
         "text/plain": text,
         "application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0, "model_id": box.model_id},
     }
-    metadata = {STATIC_HTML_KEY: {"static_html": static_html}} if static_html else None
-    display(bundle, raw=True, metadata=metadata)
+    display(bundle, raw=True, metadata={STATIC_HTML_KEY: {"static_html": static_html}} if static_html else None)

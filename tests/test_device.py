@@ -2,7 +2,9 @@ import pytest
 import torch
 
 from lessons_lib import device as dev
-from lessons_lib.device import CudaFacts, GpuInfo
+from lessons_lib import notebook, platforms
+from lessons_lib.device import _CudaFacts as CudaFacts
+from lessons_lib.device import _GpuInfo as GpuInfo
 
 T4 = GpuInfo(0, "Tesla T4", (7, 5), 15 * 2**30, 40)
 P100 = GpuInfo(0, "Tesla P100-PCIE-16GB", (6, 0), 16 * 2**30, 56)
@@ -69,48 +71,48 @@ def test_available_devices_always_has_cpu_first():
     ],
 )
 def test_arch_supported(capability, archs, expected):
-    assert dev.arch_supported(capability, archs) is expected
+    assert dev._arch_supported(capability, archs) is expected
 
 
 def test_explain_cuda_build_without_cuda():
-    (reason,) = dev.explain_cuda(CudaFacts(cuda_build=None))
+    (reason,) = dev._explain_cuda(CudaFacts(cuda_build=None))
     # None means "no CUDA in this build": CPU-only, macOS (MPS) or XPU, not necessarily "CPU only"
     assert "không có CUDA" in reason and "torch.version.cuda" in reason
     assert "chỉ có CPU" in reason and "macOS" in reason and "XPU" in reason
 
 
 def test_explain_cuda_rocm_build_without_gpu():
-    (reason,) = dev.explain_cuda(CudaFacts(cuda_build=None, hip_build="6.2"))
+    (reason,) = dev._explain_cuda(CudaFacts(cuda_build=None, hip_build="6.2"))
     assert "ROCm" in reason
 
 
 def test_explain_cuda_hidden_by_cuda_visible_devices():
-    reasons = dev.explain_cuda(CudaFacts(cuda_build="12.8", visible_devices="", driver_found=True))
+    reasons = dev._explain_cuda(CudaFacts(cuda_build="12.8", visible_devices="", driver_found=True))
     assert len(reasons) == 1 and "CUDA_VISIBLE_DEVICES" in reasons[0]
 
 
 def test_explain_cuda_no_driver_says_how_to_get_a_gpu():
-    (reason,) = dev.explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False))
+    (reason,) = dev._explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False))
     assert "driver" in reason and "Colab" in reason and "T4" in reason
 
 
 def test_explain_cuda_on_a_colab_cpu_runtime_says_the_runtime_has_no_gpu():
     """Colab's CPU runtime: torch's CUDA build, no driver, no nvidia-smi (what the version matrix runs)."""
-    (reason,) = dev.explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False, platform="colab"))
+    (reason,) = dev._explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False, platform="colab"))
     assert reason.startswith("Runtime Colab này chỉ có CPU: bản PyTorch có CUDA 12.8")
     assert "driver chưa cài" not in reason and "Change runtime type → T4 GPU" in reason and "Kaggle" not in reason
-    (kaggle,) = dev.explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False, platform="kaggle"))
+    (kaggle,) = dev._explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False, platform="kaggle"))
     assert kaggle.startswith("Runtime Kaggle này chỉ có CPU") and "Accelerator → GPU T4 ×2" in kaggle
 
 
 def test_gather_cuda_facts_records_the_platform(monkeypatch):
     monkeypatch.setattr(dev, "detect_platform", lambda: "kaggle")
-    assert dev.gather_cuda_facts().platform == "kaggle"
+    assert dev._gather_cuda_facts().platform == "kaggle"
 
 
 def test_explain_cuda_driver_present_but_init_failed():
     facts = CudaFacts(cuda_build="12.8", driver_found=True, init_warning="CUDA initialization: error 804")
-    (reason,) = dev.explain_cuda(facts)
+    (reason,) = dev._explain_cuda(facts)
     assert "error 804" in reason
 
 
@@ -119,36 +121,26 @@ def test_explain_cuda_driver_too_old_is_not_no_driver():
     warning = ("CUDA initialization: The NVIDIA driver on your system is too old (found version 12080). Please "
                "update your GPU driver by downloading and installing a new version from the URL: "
                "http://www.nvidia.com/Download/index.aspx")
-    (reason,) = dev.explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True, init_warning=warning))
+    (reason,) = dev._explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True, init_warning=warning))
     assert "quá cũ" in reason and "CUDA 12.8" in reason and "CUDA 13.0" in reason
     assert "không thấy driver" not in reason and "T4" not in reason
-    (no_version,) = dev.explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True,
+    (no_version,) = dev._explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True,
                                                init_warning="The NVIDIA driver on your system is too old"))
     assert "quá cũ" in no_version and "một bản CUDA cũ hơn" in no_version
-    (missing,) = dev.explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True,
+    (missing,) = dev._explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True,
                                             init_warning="CUDA initialization: Found no NVIDIA driver on your system"))
     assert "không thấy driver" in missing
 
 
 def test_explain_cuda_gpu_too_old_for_build():
     facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(P100,), arch_list=ARCHS_128)
-    (reason,) = dev.explain_cuda(facts)
+    (reason,) = dev._explain_cuda(facts)
     assert "sm_60" in reason and "no kernel image" in reason and "T4" in reason
 
 
 def test_explain_cuda_usable_gpu_has_no_reasons():
     facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(T4,), arch_list=ARCHS_128)
-    assert dev.explain_cuda(facts) == []
-
-
-def test_explain_cuda_rejects_wrong_type():
-    with pytest.raises(TypeError, match="CudaFacts"):
-        dev.explain_cuda({"cuda_build": None})
-
-
-def test_gpu_info_native_bf16_and_sm():
-    assert not T4.native_bf16 and T4.sm == "sm_75"
-    assert A100.native_bf16
+    assert dev._explain_cuda(facts) == []
 
 
 def test_environment_report_on_this_machine_has_verdict():
@@ -160,25 +152,21 @@ def test_environment_report_on_this_machine_has_verdict():
         assert report.reasons, "without CUDA the report must say why"
 
 
-def test_environment_report_english(monkeypatch):
-    from lessons_lib import i18n
-
-    i18n.set_language("en")
-    assert "Verdict" in str(dev.environment_report())
-
-
 def test_environment_report_shows_fake_gpu_rows(monkeypatch):
     facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(T4,), arch_list=ARCHS_128)
-    monkeypatch.setattr(dev, "gather_cuda_facts", lambda: facts)
+    monkeypatch.setattr(dev, "_gather_cuda_facts", lambda: facts)
     report = dev.environment_report()
     text = str(report)
     assert report.device == "cuda"
     assert "Tesla T4" in text and "sm_75" in text and "40 SM" in text and "chỉ giả lập" in text
     assert "15.0 GiB (16.1 GB)" in text  # both units: the tables quote vendors' GB
+    a100 = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(A100,), arch_list=ARCHS_128)
+    monkeypatch.setattr(dev, "_gather_cuda_facts", lambda: a100)
+    assert "bf16 gốc: có" in str(dev.environment_report())
 
 
 def test_banner_is_one_line():
-    line = dev.banner()
+    line = notebook._banner()
     assert "\n" not in line and torch.__version__ in line
 
 
@@ -232,31 +220,23 @@ def test_has_native_bf16_on_this_cpu_is_a_checked_answer():
 def test_detect_platform(monkeypatch):
     monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
-    assert dev.detect_platform() == "kaggle"
+    assert platforms.detect_platform() == "kaggle"
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab")
-    assert dev.detect_platform() == "colab"
-
-
-@pytest.mark.parametrize("bad, error", [("2", TypeError), (0, ValueError), (True, TypeError)])
-def test_how_to_get_gpu_rejects_bad_counts(bad, error):
-    with pytest.raises(error, match="min_gpus"):
-        dev.how_to_get_gpu(bad)
+    assert platforms.detect_platform() == "colab"
 
 
 def test_how_to_get_gpu_mentions_kaggle_for_two():
-    assert "T4 ×2" in dev.how_to_get_gpu(2)
+    assert "T4 ×2" in platforms.how_to_get_gpu(2)
 
 
 def test_how_to_get_gpu_names_the_platforms_own_menu():
-    colab, kaggle, local = (dev.how_to_get_gpu(platform=p) for p in ("colab", "kaggle", "local"))
+    colab, kaggle, local = (platforms.how_to_get_gpu(platform=p) for p in ("colab", "kaggle", "local"))
     assert "Change runtime type → T4 GPU" in colab and "Kaggle" not in colab and "từ đầu" in colab
     assert "Accelerator → GPU T4 ×2" in kaggle and "Colab" not in kaggle and "từ đầu" in kaggle
     assert "Colab" in local and "Kaggle" in local
-    assert "Colab chỉ cho 1 GPU" in dev.how_to_get_gpu(2, platform="colab")
-    with pytest.raises(ValueError, match="platform must be one of"):
-        dev.how_to_get_gpu(platform="aws")
+    assert "Colab chỉ cho 1 GPU" in platforms.how_to_get_gpu(2, platform="colab")
 
 
 def test_how_to_get_gpu_detects_the_platform(monkeypatch):
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab")
-    assert "Kaggle" not in dev.how_to_get_gpu()
+    assert "Kaggle" not in platforms.how_to_get_gpu()

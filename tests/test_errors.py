@@ -17,8 +17,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lessons_lib import i18n
-from lessons_lib.errors import ExpectedErrorMissing, expect_error, explain, explain_key, short_message
+from lessons_lib import errors
+from lessons_lib.errors import ExpectedErrorMissing, expect_error, explain, short_message
+
+
+def explain_key(exc: BaseException) -> str | None:
+    """Return the name of the rule explain() uses for `exc` (None: unknown error)."""
+    rule = errors._match(exc)
+    return rule.key if rule else None
 
 
 def raised(fn) -> BaseException:
@@ -84,20 +90,18 @@ def test_expect_error_lets_a_different_error_through():
 
 @pytest.mark.parametrize("error", [None, "RuntimeError", RuntimeError("x"), int, ()])
 def test_expect_error_rejects_what_is_not_an_exception_class(error):
-    with pytest.raises(TypeError, match="error must be an exception class"):
+    with pytest.raises(TypeError, match="error phải là một lớp ngoại lệ"):
         expect_error(error)
 
 
 def test_expect_error_rejects_a_non_string_match():
-    with pytest.raises(TypeError, match="match must be a regular expression string"):
+    with pytest.raises(TypeError, match="match phải là một biểu thức chính quy"):
         expect_error(RuntimeError, match=3)
 
 
 def test_short_message_cuts_long_messages():
     text = short_message(RuntimeError("\n".join(f"line {i}" for i in range(10))), max_lines=2)
     assert text == "RuntimeError: line 0\nline 1\n…"
-    with pytest.raises(TypeError, match="exception instance"):
-        short_message("not an exception")
 
 
 # --------------------------------------------------------------------------- explain: real messages
@@ -394,12 +398,6 @@ def test_explain_returns_none_for_unknown_errors(exc):
     assert explain(exc) is None and explain_key(exc) is None
 
 
-def test_explain_speaks_english_on_request():
-    i18n.set_language("en")
-    hint = explain(raised(lambda: meta(2) + torch.ones(2)))
-    assert "live on different devices (here: cpu and meta)" in hint
-
-
 def test_explain_wraps_long_hints():
     hint = explain(RuntimeError(COPIED[0][2]))
     assert all(len(line) <= 103 for line in hint.splitlines())
@@ -410,15 +408,10 @@ def test_explain_wraps_long_hints():
 def test_explain_rejects_what_is_not_an_exception_instance(bad):
     with pytest.raises(TypeError, match="exception instance"):
         explain(bad)
-    with pytest.raises(TypeError, match="exception instance"):
-        explain_key(bad)
-
 
 
 def test_not_compiled_with_cuda_on_a_mac_is_the_normal_build(monkeypatch):
-    """Issue 25 point 10: on macOS the build never has CUDA; the hint must not call it broken, and point to mps."""
-    import lessons_lib.errors as errors
-
+    """On macOS the build never has CUDA: the hint must not call it broken, and must point to mps."""
     exc = AssertionError("Torch not compiled with CUDA enabled")   # torch/cuda/__init__.py, _lazy_init
     monkeypatch.setattr(errors, "_mps_build", lambda: True)
     hint = explain(exc)
@@ -430,6 +423,4 @@ def test_not_compiled_with_cuda_on_a_mac_is_the_normal_build(monkeypatch):
 
 
 def test_mps_build_matches_torch():
-    import lessons_lib.errors as errors
-
     assert errors._mps_build() is torch.backends.mps.is_built()

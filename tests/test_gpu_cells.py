@@ -39,7 +39,8 @@ def test_missing_hardware_messages_are_one_vietnamese_line(monkeypatch):
     assert "ô cần ít nhất 2 GPU CUDA, máy này chỉ có 1. Kaggle" in gpu_cells.missing_hardware(2, 1)
     assert "ô cần ít nhất 2 GPU CUDA, máy này không có GPU nào." in gpu_cells.missing_hardware(2, 0)
     assert all("\n" not in gpu_cells.missing_hardware(n, a) for n, a in ((1, 0), (2, 0), (2, 1)))
-    assert all(gpu_cells.missing_hardware(n, a).startswith(gpu_cells.SKIP_MARK + " ") for n, a in ((1, 0), (2, 0), (2, 1)))
+    assert all(gpu_cells.missing_hardware(n, a).startswith(gpu_cells.SKIP_MARK + " ")
+               for n, a in ((1, 0), (2, 0), (2, 1)))
 
 
 def test_missing_hardware_on_a_colab_cpu_runtime_names_colabs_menu_only(monkeypatch):
@@ -49,25 +50,9 @@ def test_missing_hardware_on_a_colab_cpu_runtime_names_colabs_menu_only(monkeypa
     assert "Colab chỉ cho 1 GPU" in gpu_cells.missing_hardware(2, 1), "2 GPUs: Kaggle, said plainly"
 
 
-def test_missing_hardware_in_english(monkeypatch):
-    from lessons_lib import i18n
-
-    monkeypatch.setattr("lessons_lib.platforms.detect_platform", lambda: "kaggle")
-    i18n.set_language("en")
-    assert gpu_cells.missing_hardware(1, 0).startswith(
-        "⏭️ Skipped this cell: it needs a CUDA GPU and this machine has none. Kaggle: Settings")
-    assert "only 1." in gpu_cells.missing_hardware(2, 1)
-
-
 def test_missing_hardware_none_when_enough():
     assert gpu_cells.missing_hardware(1, 1) is None
     assert gpu_cells.missing_hardware(2, 4) is None
-
-
-@pytest.mark.parametrize("needed, available, error", [("1", 0, TypeError), (1, -1, ValueError), (True, 0, TypeError)])
-def test_missing_hardware_rejects_bad_counts(needed, available, error):
-    with pytest.raises(error):
-        gpu_cells.missing_hardware(needed, available)
 
 
 def test_skip_reason_uses_fake_counts():

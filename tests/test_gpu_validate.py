@@ -138,7 +138,7 @@ def test_one_gpu_present_but_its_cell_skipped_fails(tmp_path, course_env_vars):
     text = proc.stdout + proc.stderr
     assert proc.returncode == 1, text
     problems = (out / "problems.txt").read_text(encoding="utf-8")
-    assert "Fake GPU" in problems and "This machine has 1 NVIDIA GPU(s)" in problems, "the CUDA problem is named"
+    assert "Fake GPU" in problems and "Máy có 1 GPU NVIDIA" in problems, "the CUDA problem is named"
     assert "These %%gpu cells were skipped although the machine has 1 GPU(s)" in problems
     assert f"[pytest] {notebook}::Cell 1 (needs 1 GPU)" in problems
     assert "[kernel] executed/demo.ipynb::Cell 1 (needs 1 GPU)" in problems

@@ -40,8 +40,7 @@ def run():
             client.execute_cell(cell, len(nb.cells) - 1)
             return cell
 
-        execute("from lessons_lib import i18n, gpu_cells\ni18n.set_language('vi')\n"
-                "gpu_cells.cuda_gpu_count = lambda: 0")
+        execute("from lessons_lib import gpu_cells\ngpu_cells.cuda_gpu_count = lambda: 0")
         loaded = execute("%load_ext lessons_lib.notebook")
         assert "torch" in _texts(loaded) and not _errors(loaded)
         yield execute
@@ -119,7 +118,7 @@ def test_rerunning_the_setup_cells_reload_prints_the_banner_and_registers_once(r
     for _ in range(2):
         cell = run("%reload_ext lessons_lib.notebook")
         assert "torch" in _texts(cell) and "already loaded" not in _texts(cell) and not _errors(cell)
-    count = run("print(sum(getattr(f, '__name__', '') == 'gpu_cell_transform' "
+    count = run("print(sum(getattr(f, '__name__', '') == '_gpu_cell_transform' "
                 "for f in get_ipython().input_transformers_cleanup))")
     assert _texts(count).strip() == "1", count.outputs
     skipped = run("%%gpu\nprint('GPU BODY RAN')")
@@ -131,23 +130,18 @@ def test_rerunning_the_setup_cells_reload_prints_the_banner_and_registers_once(r
 
 def test_gpu_cell_transform_rewrites_only_marked_cells(monkeypatch):
     monkeypatch.setattr(gpu_cells, "cuda_gpu_count", lambda: 0)
-    skipped = ext.gpu_cell_transform(["%%gpu\n", "x = 1\n"])
+    skipped = ext._gpu_cell_transform(["%%gpu\n", "x = 1\n"])
     assert len(skipped) == 1 and skipped[0].startswith("print(") and "Bỏ qua" in skipped[0]
-    assert ext.gpu_cell_transform(["x = 1\n"]) == ["x = 1\n"]
-    assert ext.gpu_cell_transform([]) == []
+    assert ext._gpu_cell_transform(["x = 1\n"]) == ["x = 1\n"]
+    assert ext._gpu_cell_transform([]) == []
     monkeypatch.setattr(gpu_cells, "cuda_gpu_count", lambda: 2)
-    assert ext.gpu_cell_transform(["%%gpu 2\n", "x = 1\n"]) == ["\n", "x = 1\n"]
+    assert ext._gpu_cell_transform(["%%gpu 2\n", "x = 1\n"]) == ["\n", "x = 1\n"]
 
 
 def test_gpu_cell_transform_rejects_a_malformed_marker(monkeypatch):
     monkeypatch.setattr(gpu_cells, "cuda_gpu_count", lambda: 0)
     with pytest.raises(ValueError, match="GPU marker"):
-        ext.gpu_cell_transform(["%%gpu two\n", "x = 1\n"])
-
-
-def test_set_explain_needs_a_bool():
-    with pytest.raises(TypeError, match="enabled must be True or False"):
-        ext.set_explain("off")
+        ext._gpu_cell_transform(["%%gpu two\n", "x = 1\n"])
 
 
 def test_the_handler_shows_the_traceback_even_if_explaining_fails(monkeypatch, capsys):
@@ -194,11 +188,11 @@ def test_quiet_known_noise_filters_only_its_message_and_is_idempotent():
     import logging
     import warnings
 
-    logger = logging.getLogger(ext.CPP_EXTENSION_LOGGER)
+    logger = logging.getLogger(ext._CPP_EXTENSION_LOGGER)
     before, filters_before = list(logger.filters), list(warnings.filters)
     try:
-        ext.quiet_known_noise()
-        ext.quiet_known_noise()
+        ext._quiet_known_noise()
+        ext._quiet_known_noise()
         added = [f for f in logger.filters if f not in before]
         assert len(added) == 1
         make = lambda msg, *args, level=logging.WARNING: logging.LogRecord(  # noqa: E731
@@ -211,7 +205,7 @@ def test_quiet_known_noise_filters_only_its_message_and_is_idempotent():
         assert other.filter(make("No CUDA runtime is found, using CUDA_HOME='/usr/local'"))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            ext.quiet_known_noise()  # inside catch_warnings: its filter goes first, as after a load
+            ext._quiet_known_noise()  # inside catch_warnings: its filter goes first, as after a load
             warnings.warn("Warning: Profiler clears events at the end of each cycle.Only events from the "
                           "current cycle will be reported.", UserWarning, stacklevel=1)
             warnings.warn("Warning: Profiler clears events at the end of each cycle. Only events from the "

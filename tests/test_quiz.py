@@ -1,6 +1,8 @@
+from html.parser import HTMLParser
+
 import pytest
 
-from lessons_lib import quiz
+from lessons_lib import quiz, widget_display
 
 
 def make_choice():
@@ -8,53 +10,57 @@ def make_choice():
                        why_wrong={0: "red is wrong"})
 
 
+def shown_forms(monkeypatch, question) -> tuple[str, str]:
+    """Return the (plain text, static HTML) a notebook gets when it displays `question` in a kernel."""
+    shown = []
+    monkeypatch.setattr(quiz, "show_widget", lambda make_box, text, static_html=None: shown.append((text, static_html)))
+    question._ipython_display_()
+    ((text, page),) = shown
+    return text, page
+
+
 def test_choice_feedback_right_and_wrong(capsys):
     q = make_choice()
     assert q.answer("B") is True
-    assert "✅" in capsys.readouterr().out
+    assert capsys.readouterr().out.strip() == "✅ Đúng! because"
     assert q.answer("a") is False
-    assert "red is wrong" in capsys.readouterr().out
+    assert capsys.readouterr().out.strip() == "❌ Chưa đúng. red is wrong"
     assert q.answer("blue") is False
     assert "Thử lại" in capsys.readouterr().out
     assert q.answer(1) is True
-    assert q.attempts == [1, 0, 2, 1]
 
 
-def test_yes_no_accepts_bool_and_text():
+def test_yes_no_accepts_bool_and_text(capsys):
     q = quiz.yes_no("Cần GPU?", answer=False, explanation="không", why_wrong="sai")
     assert q.options == ["Có", "Không"]
-    assert q.feedback(False).startswith("✅")
-    assert q.feedback("Có").startswith("❌") and "sai" in q.feedback("Có")
-    assert q.feedback("B").startswith("✅")
+    assert q.answer(False) and q.answer("B") and not q.answer("Có")
+    assert capsys.readouterr().out.splitlines()[-1] == "❌ Chưa đúng. sai"
 
 
-def test_as_text_lists_lettered_options():
-    text = make_choice().as_text()
-    assert "A. red" in text and "C. blue" in text and "answer" in text
+def test_plain_text_lists_lettered_options_and_how_to_answer(monkeypatch):
+    text, _ = shown_forms(monkeypatch, make_choice())
+    assert "A. red" in text and "C. blue" in text and "q1.answer('A')" in text
+    assert repr(make_choice()) == text
 
 
 def test_widget_click_updates_feedback():
-    q = make_choice()
-    box = q.widget()
-    assert quiz.QUIZ_CLASS in box._dom_classes
+    box = make_choice()._widget()
+    assert "lessons-quiz" in box._dom_classes
     title, row, feedback = box.children
     assert quiz.FEEDBACK_CLASS in feedback._dom_classes
     buttons = row.children
     buttons[0].click()
     assert "red is wrong" in feedback.value and buttons[0].button_style == "danger"
     buttons[1].click()
-    assert "✅" in feedback.value and buttons[1].button_style == "success"
-    assert q.attempts == [0, 1]
+    assert "✅" in feedback.value and buttons[1].button_style == "success" and buttons[0].button_style == ""
 
 
-def test_as_html_hides_the_answer_behind_a_click():
-    from html.parser import HTMLParser
-
+def test_static_html_hides_the_answer_behind_a_click(monkeypatch):
     q = quiz.choice("Which <tag> & why?", ["red", "green <b>", "blue"], answer=1, explanation="because <i>",
                     why_wrong={0: "red is wrong", 2: ""})
-    page = q.as_html()
+    _, page = shown_forms(monkeypatch, q)
     before, _, hidden = page.partition("<details")
-    assert quiz.STATIC_CLASS in before and "Which &lt;tag&gt; &amp; why?" in before
+    assert "lessons-quiz-static" in before and "Which &lt;tag&gt; &amp; why?" in before
     assert "<b>A.</b> red" in before and "<b>B.</b> green &lt;b&gt;" in before and "<b>C.</b> blue" in before
     assert "because" not in before and "red is wrong" not in before  # nothing of the answer shows before the click
     summary, _, answer = hidden.partition("</summary>")
@@ -76,30 +82,14 @@ def test_as_html_hides_the_answer_behind_a_click():
     checker = Balance()
     checker.feed(page)
     assert checker.open == []
-
-
-def test_as_html_in_english_and_without_reasons():
-    from lessons_lib import i18n
-
-    i18n.set_language("en")
-    page = quiz.yes_no("GPU?", answer=True, explanation="yes").as_html()
-    assert "<summary>Show the answer</summary>" in page and "Why not" not in page and "✅ <b>A. Có</b> — yes" in page
-
-
-def test_display_in_a_kernel_carries_the_static_html_in_metadata(monkeypatch):
-    from lessons_lib import widget_display
-
-    shown = []
-    monkeypatch.setattr(quiz, "show_widget", lambda make_box, text, static_html=None: shown.append((text, static_html)))
-    q = make_choice()
-    q._ipython_display_()
-    assert shown == [(q.as_text(), q.as_html())]
-    assert widget_display.STATIC_HTML_KEY == "lessons_lib"
+    _, plain = shown_forms(monkeypatch, quiz.yes_no("GPU?", answer=True, explanation="yes"))
+    assert "Vì sao không phải" not in plain and "✅ <b>A. Có</b> — yes" in plain
 
 
 def test_display_outside_kernel_prints_text(capsys):
     make_choice()._ipython_display_()
     assert "A. red" in capsys.readouterr().out
+    assert widget_display.STATIC_HTML_KEY == "lessons_lib"
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,3 @@
-import pytest
-
 from lessons_lib import widget_display
 
 
@@ -7,7 +5,7 @@ def test_outside_a_kernel_prints_text_and_builds_nothing(capsys):
     built = []
     widget_display.show_widget(lambda: built.append(1), "plain text form")
     assert capsys.readouterr().out.strip() == "plain text form"
-    assert built == [] and widget_display.widget_frontend_possible() is False
+    assert built == [] and widget_display._widget_frontend_possible() is False
 
 
 def test_in_a_kernel_displays_a_widget_bundle(monkeypatch):
@@ -15,7 +13,7 @@ def test_in_a_kernel_displays_a_widget_bundle(monkeypatch):
     import ipywidgets
 
     shown = []
-    monkeypatch.setattr(widget_display, "widget_frontend_possible", lambda: True)
+    monkeypatch.setattr(widget_display, "_widget_frontend_possible", lambda: True)
     monkeypatch.setattr(IPython.display, "display",
                         lambda obj, raw=False, metadata=None: shown.append((obj, raw, metadata)))
     box = ipywidgets.VBox([])
@@ -31,7 +29,7 @@ def test_static_html_goes_to_metadata_not_to_the_bundle(monkeypatch):
     import ipywidgets
 
     shown = []
-    monkeypatch.setattr(widget_display, "widget_frontend_possible", lambda: True)
+    monkeypatch.setattr(widget_display, "_widget_frontend_possible", lambda: True)
     monkeypatch.setattr(IPython.display, "display",
                         lambda obj, raw=False, metadata=None: shown.append((obj, metadata)))
     widget_display.show_widget(lambda: ipywidgets.VBox([]), "fallback", static_html="<p>static</p>")
@@ -49,14 +47,7 @@ def test_static_html_in_a_real_kernel_shell_output(monkeypatch):
     published = []
     monkeypatch.setattr(shell.display_pub, "publish",
                         lambda data, metadata=None, **kwargs: published.append((data, metadata)))
-    monkeypatch.setattr(widget_display, "widget_frontend_possible", lambda: True)
+    monkeypatch.setattr(widget_display, "_widget_frontend_possible", lambda: True)
     widget_display.show_widget(lambda: ipywidgets.VBox([]), "fallback", static_html="<p>s</p>")
     (data, metadata), = published
     assert data["text/plain"] == "fallback" and metadata["lessons_lib"]["static_html"] == "<p>s</p>"
-
-
-@pytest.mark.parametrize("make_box, text, static_html, match", [
-    (None, "t", None, "make_box"), (lambda: None, 3, None, "text"), (lambda: None, "t", b"<p>", "static_html")])
-def test_rejects_bad_arguments(make_box, text, static_html, match):
-    with pytest.raises(TypeError, match=match):
-        widget_display.show_widget(make_box, text, static_html)

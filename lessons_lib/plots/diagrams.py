@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._axes import get_ax
 
-CUDA_STACK = (
+_CUDA_STACK = (
     ("Python: c = a @ b", "code của bạn"),
     ("PyTorch ATen dispatcher", "chọn kernel theo device + dtype"),
     ("cuBLAS / cuDNN / NCCL", "thư viện của NVIDIA"),
@@ -12,24 +12,19 @@ CUDA_STACK = (
     ("NVIDIA driver", "nói chuyện với phần cứng"),
     ("GPU: các SM chạy kernel", "hàng nghìn luồng song song"),
 )
+_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
 
 
-def cuda_stack(ax=None, layers: tuple[tuple[str, str], ...] = CUDA_STACK):
+def cuda_stack(ax=None):
     """Draw the software stack from `a @ b` in Python down to the GPU's SMs; return the axes."""
-    if not isinstance(layers, (tuple, list)) or not layers or not all(
-        isinstance(layer, (tuple, list)) and len(layer) == 2 and all(isinstance(t, str) for t in layer)
-        for layer in layers
-    ):
-        raise TypeError("layers must be a non-empty sequence of (name, note) string pairs")
     from matplotlib.patches import FancyBboxPatch
 
-    ax = get_ax(ax, figsize=(7.0, 0.75 * len(layers) + 0.5))
-    n = len(layers)
-    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
-    for i, (name, note) in enumerate(layers):
+    n = len(_CUDA_STACK)
+    ax = get_ax(ax, figsize=(7.0, 0.75 * n + 0.5))
+    for i, ((name, note), color) in enumerate(zip(_CUDA_STACK, _COLORS, strict=True)):
         y = n - 1 - i
         ax.add_patch(FancyBboxPatch((0.05, y + 0.12), 0.9, 0.76, boxstyle="round,pad=0.02",
-                                    facecolor=colors[i % len(colors)], alpha=0.85, edgecolor="none"))
+                                    facecolor=color, alpha=0.85, edgecolor="none"))
         ax.text(0.08, y + 0.5, name, va="center", ha="left", color="white", fontsize=11, fontweight="bold")
         ax.text(0.92, y + 0.5, note, va="center", ha="right", color="white", fontsize=9)
         if i < n - 1:
