@@ -124,3 +124,15 @@ def test_readme_table_gives_each_lesson_its_core_time():
         row = next(line for line in readme.splitlines() if line.startswith("| ") and f"notebooks/{src.stem}.ipynb" in line)
         core = build_course.stated_core_minutes(src.read_text(encoding="utf-8"))
         assert (f"(⭐ ~{core})" if core else "(🔭 cả bài mở rộng)") in row, f"README's core time for {src.stem}"
+
+
+def test_the_core_path_page_lists_every_lesson_and_core_task_in_order():
+    page = (ROOT / "docs" / "core_path.md").read_text(encoding="utf-8")
+    assert page == build_course.core_path_markdown(), "run python tools/build_course.py"
+    positions = [page.index(f"(../notebooks/{src.stem}.ipynb)") for src in SOURCES]
+    assert positions == sorted(positions)
+    for src in SOURCES:
+        text = src.read_text(encoding="utf-8")
+        core = build_course.core_source(build_course.select_variant(text, "learner"))
+        for _, answer in build_course._TASK_CALL.findall(core):
+            assert f"`{answer}`" in page, f"{src.stem}'s core task {answer} is missing from the core path page"

@@ -236,7 +236,7 @@ def test_teaching_guide_times_are_the_lessons_own(tmp_path):
     src.write_text("# Bài 14.1 · Demo\n\n⏱️ ~42–50 phút · GPU: **tuỳ chọn** (…)\n\n```python\ntask1.check(f)\n"
                    "task1_gpu.check(g)\n```\n", encoding="utf-8")
     table = build_course.lesson_times_table([src])
-    assert "| Bài 14.1 · Demo | ~42–50 phút | — (mở rộng) | tuỳ chọn | `f` |" in table
+    assert "| Bài 14.1 · Demo | ~42–50 phút | — (mở rộng) | tuỳ chọn | ⭐ `f` |" in table
     guide = "intro\n<!-- lesson-times:start x -->\nold\n<!-- lesson-times:end -->\nrest\n"
     filled = build_course.guide_with_times(guide)
     assert "old" not in filled and filled.startswith("intro\n") and filled.endswith("-->\nrest\n")

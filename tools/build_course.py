@@ -33,6 +33,7 @@ SRC = ROOT / "course_src"
 NOTEBOOKS = ROOT / "notebooks"
 BADGES_MD = ROOT / "colab_badges.md"
 SOLUTIONS = ROOT / "lessons_lib" / "exercises" / "solutions.json"  # generated: what each task's solution() prints
+CORE_PATH = ROOT / "docs" / "core_path.md"  # generated: the core path, lesson by lesson
 GUIDE = ROOT / "docs" / "teaching_guide.md"  # its lesson-times region is generated
 
 try:  # Python 3.11+
@@ -405,6 +406,7 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
             files[target] = _dump(build_notebook(parse_source(body), target.stem, repo_path, config))
     files[SOLUTIONS] = solutions_json()
     files[BADGES_MD] = badges_markdown(config, sorted(p for p in files if p.suffix == ".ipynb"))
+    files[CORE_PATH] = core_path_markdown()
     if GUIDE.is_file():
         files[GUIDE] = guide_with_times(GUIDE.read_text(encoding="utf-8"))
     return files
@@ -470,6 +472,39 @@ def lesson_times_table(sources: list[Path] | None = None) -> str:
         rows.append(f"| {title} | {minutes} | {f'~{core} phút' if core else '— (mở rộng)'} | "
                     f"{gpu.group(1).strip() if gpu else '?'} | {', '.join(tasks) or '—'} |")
     return "\n".join(rows) + "\n"
+
+
+def core_path_markdown(sources: list[Path] | None = None) -> str:
+    """Return docs/core_path.md: every lesson's core sections and tasks, in order, with core and full minutes."""
+    sources = sources or sorted(SRC.glob("[0-9][0-9]_*.md"))
+    texts = {src: src.read_text(encoding="utf-8") for src in sources}
+    core_total = sum(stated_core_minutes(t) or 0 for t in texts.values())
+    full_total = sum((stated_minutes(t) or (0, 0))[0] for t in texts.values())
+    lines = ["# Lộ trình cốt lõi", "",
+             "Sinh bởi `python tools/build_course.py` từ các mục ⭐ của course_src/; đừng sửa tay.", "",
+             f"Cả khoá mất khoảng {full_total / 60:.0f} giờ; **lộ trình cốt lõi** khoảng {core_total / 60:.1f} giờ "
+             f"(~{core_total} phút, một cuối tuần): trong mỗi bài, học các mục ⭐ theo thứ tự và làm các nhiệm vụ ⭐; "
+             "bỏ qua các mục 🔭 *mở rộng* (không ô cốt lõi nào cần đến chúng) và quay lại đọc khi cần.", ""]
+    for src, text in texts.items():
+        title = text.splitlines()[0].removeprefix("# ").strip()
+        core, full = stated_core_minutes(text), stated_minutes(text) or (0, 0)
+        full_text = f"~{full[0]} phút" if full[0] == full[1] else f"~{full[0]}–{full[1]} phút"
+        link = f"[{title}](../notebooks/{src.stem}.ipynb)"
+        if not core:
+            lines += [f"## {link}", "", f"🔭 Cả bài là phần mở rộng ({full_text}).", ""]
+            continue
+        lines += [f"## {link}", "", f"⭐ ~{core} phút (cả bài {full_text})", ""]
+        learner = select_variant(text, "learner") if has_variants(text) else text
+        for heading, ext, body in sections(learner):
+            if ext or not heading.lstrip("#").strip().startswith(CORE) and not heading.startswith("### "):
+                continue
+            indent = "  " if heading.startswith("### ") else ""
+            tasks = sorted({answer for _, answer in _TASK_CALL.findall(body)})
+            name = re.sub(r"^(\d+)\. ", r"\1\\. ", heading.lstrip("#").strip().removeprefix(CORE).strip())
+            lines.append(f"{indent}- {name}"
+                         + (f" · nhiệm vụ: {', '.join(f'`{t}`' for t in tasks)}" if tasks else ""))
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def guide_with_times(text: str) -> str:

@@ -35,7 +35,7 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_course import GUIDE, colab_url, kaggle_url, load_config  # noqa: E402
+from build_course import CORE_PATH, GUIDE, colab_url, kaggle_url, load_config  # noqa: E402
 from execute_course import RUN_KEY, course_notebooks, execute_cached  # noqa: E402
 
 from lessons_lib.gpu_cells import SKIP_MARK, required_gpus  # noqa: E402
@@ -296,7 +296,8 @@ def index_markdown(lessons: list[str], solutions: list[str], runs: list[dict], g
     else:
         lines.append(f"Các ô `%%gpu` cần GPU CUDA: {measured} ô hiện kết quả đo trên {gpu_run.gpu} ({gpu_run.date}), "
                      f"có nhãn \"Đo trên …\"; {skipped} ô còn lại ghi rõ vì sao không có kết quả.")
-    lines += ["", "```{toctree}", ":caption: Bài học", ":maxdepth: 1", "", *lessons, "```", ""]
+    lines += ["", "```{toctree}", ":caption: Lộ trình", ":maxdepth: 1", "", CORE_PATH.stem, "```", ""]
+    lines += ["```{toctree}", ":caption: Bài học", ":maxdepth: 1", "", *lessons, "```", ""]
     if solutions:
         lines += ["```{toctree}", ":caption: Lời giải", ":maxdepth: 1", "", *solutions, "```", ""]
     lines += ["```{toctree}", ":caption: Cho giảng viên", ":maxdepth: 1", "", GUIDE.stem, "```", ""]
@@ -364,12 +365,14 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
     index = index_markdown(lessons, solutions, runs, gpu_run, measured, skipped)
     _write_if_changed(stage_dir / "index.md", index.encode(), written)
     _write_if_changed(stage_dir / GUIDE.name, GUIDE.read_bytes(), written)
+    core_path = CORE_PATH.read_text(encoding="utf-8").replace("](../notebooks/", "](notebooks/")  # staged one level up
+    _write_if_changed(stage_dir / CORE_PATH.name, core_path.encode(), written)
     for name, site_name in LICENCE_FILES.items():
         if (ROOT / name).is_file():
             _write_if_changed(stage_dir / EXTRA / site_name, (ROOT / name).read_bytes(), written)
     for stale in [p for p in stage_dir.rglob("*") if p.is_file() and p not in written]:
         stale.unlink()
-    return SiteBuild(out=OUT, pages=["index", *lessons, *solutions, GUIDE.stem], executed=executed, cached=cached,
+    return SiteBuild(out=OUT, pages=["index", CORE_PATH.stem, *lessons, *solutions, GUIDE.stem], executed=executed, cached=cached,
                      gpu_run=gpu_run, gpu_measured=measured, gpu_skipped=skipped,
                      seconds={"notebooks": executed_s, "stage": time.perf_counter() - start - executed_s})
 
