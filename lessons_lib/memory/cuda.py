@@ -1,4 +1,4 @@
-"""Read and cap CUDA memory through one seam (`_cuda`, which tests replace): allocator stats, a guarded OOM demo."""
+"""Read and cap CUDA memory: allocator stats, a temporary cap, a guarded OOM demo."""
 
 from __future__ import annotations
 
@@ -13,52 +13,16 @@ from .._validate import check_int
 from .oom import TorchOutOfMemoryError
 from .sizes import format_bytes
 
-
-class _Cuda:
-    """The CUDA calls the memory helpers make, in one place."""
-
-    def is_available(self) -> bool:
-        return torch.cuda.is_available()
-
-    def current_device(self) -> int:
-        return torch.cuda.current_device()
-
-    def device_count(self) -> int:
-        return torch.cuda.device_count()
-
-    def name(self, index: int) -> str:
-        return torch.cuda.get_device_name(index)
-
-    def allocated(self, index: int) -> int:
-        return torch.cuda.memory_allocated(index)
-
-    def reserved(self, index: int) -> int:
-        return torch.cuda.memory_reserved(index)
-
-    def peak_allocated(self, index: int) -> int:
-        return torch.cuda.max_memory_allocated(index)
-
-    def peak_reserved(self, index: int) -> int:
-        return torch.cuda.max_memory_reserved(index)
-
-    def mem_get_info(self, index: int) -> tuple[int, int]:
-        return torch.cuda.mem_get_info(index)
-
-    def empty_cache(self) -> None:
-        torch.cuda.empty_cache()
-
-    def get_fraction(self, index: int) -> float | None:
-        getter = getattr(torch.cuda, "get_per_process_memory_fraction", None)  # torch >= 2.6 or so
-        return float(getter(index)) if getter is not None else None
-
-    def set_fraction(self, fraction: float, index: int) -> None:
-        torch.cuda.set_per_process_memory_fraction(float(fraction), index)
-
-    def allocate(self, shape: tuple[int, ...], dtype: torch.dtype, index: int) -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype, device=torch.device("cuda", index))
+_cuda = torch.cuda  # every CUDA call goes through this name; tests replace it with a fake
 
 
-_cuda = _Cuda()
+def _allocate(shape: tuple[int, ...], index: int) -> torch.Tensor:
+    return torch.empty(shape, dtype=torch.float32, device=torch.device("cuda", index))
+
+
+def _get_fraction(index: int) -> float | None:
+    getter = getattr(_cuda, "get_per_process_memory_fraction", None)  # newer PyTorch only
+    return float(getter(index)) if getter is not None else None
 
 
 def _cuda_index(device) -> int | None:
@@ -105,7 +69,6 @@ class GpuMemoryStats:
     allocated: int | None = None
     reserved: int | None = None
     peak_allocated: int | None = None
-    peak_reserved: int | None = None
     driver_free: int | None = None
     driver_total: int | None = None
     reason: str = ""
@@ -150,9 +113,10 @@ def gpu_memory_stats(device: str | int | torch.device | None = None) -> GpuMemor
     if index is None:
         return GpuMemoryStats(False, str(device or "cuda"), reason=_not_cuda_reason(device))
     free, total = _cuda.mem_get_info(index)
-    return GpuMemoryStats(True, f"cuda:{index} ({_cuda.name(index)})", allocated=_cuda.allocated(index),
-                          reserved=_cuda.reserved(index), peak_allocated=_cuda.peak_allocated(index),
-                          peak_reserved=_cuda.peak_reserved(index), driver_free=int(free), driver_total=int(total))
+    return GpuMemoryStats(True, f"cuda:{index} ({_cuda.get_device_name(index)})",
+                          allocated=_cuda.memory_allocated(index), reserved=_cuda.memory_reserved(index),
+                          peak_allocated=_cuda.max_memory_allocated(index), driver_free=int(free),
+                          driver_total=int(total))
 
 
 def _release_cached_memory() -> None:
@@ -167,15 +131,15 @@ def _release_cached_memory() -> None:
 
 @contextlib.contextmanager
 def _capped(room_bytes: int, index: int):
-    previous = _cuda.get_fraction(index)
+    previous = _get_fraction(index)
     _cuda.empty_cache()
     _, total = _cuda.mem_get_info(index)
-    fraction = min(1.0, (_cuda.reserved(index) + room_bytes) / total)
-    _cuda.set_fraction(fraction, index)
+    fraction = min(1.0, (_cuda.memory_reserved(index) + room_bytes) / total)
+    _cuda.set_per_process_memory_fraction(fraction, index)
     try:
         yield fraction
     finally:
-        _cuda.set_fraction(1.0 if previous is None else previous, index)
+        _cuda.set_per_process_memory_fraction(1.0 if previous is None else previous, index)
 
 
 def cuda_memory_cap(room_bytes: int, device: str | int | torch.device | None = None):
@@ -220,26 +184,19 @@ class OomDemoResult:
         ])
 
 
-def oom_demo(device: str | int | torch.device | None = None, *, room_bytes: int = 2 * 2**30,
-             shape: tuple[int, ...] = (10_000, 10_000), dtype: torch.dtype = torch.float32,
-             max_allocations: int | None = None) -> OomDemoResult:
+_DEMO_SHAPE = (10_000, 10_000)  # float32: 381 MiB each
+
+
+def oom_demo(device: str | int | torch.device | None = None, *, room_bytes: int = 2 * 2**30) -> OomDemoResult:
     """Trigger a real CUDA out-of-memory error safely, clean up, and report memory before and after.
 
-    Appends `shape` tensors until ``torch.OutOfMemoryError`` under `cuda_memory_cap` (`room_bytes`), at most
-    `max_allocations` of them (default: enough to pass the cap, plus 2); reads ``memory_allocated`` before
-    each, drops the tensors after leaving the ``except`` block, and restores the cap whatever happens.
+    Appends 10000×10000 float32 tensors until ``torch.OutOfMemoryError`` under `cuda_memory_cap` (`room_bytes`),
+    at most enough to pass the cap plus 2; reads ``memory_allocated`` before each, drops the tensors after leaving
+    the ``except`` block, and restores the cap whatever happens.
     """
     check_int("room_bytes", room_bytes, 1)
-    if not isinstance(shape, tuple) or not shape or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                            and s > 0 for s in shape):
-        raise TypeError(f"shape phải là tuple số nguyên dương, vd (10000, 10000), không phải {shape!r}")
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype phải là torch.dtype (vd torch.float32), không phải {type(dtype).__name__}")
-    tensor_bytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-    if max_allocations is None:
-        max_allocations = room_bytes // tensor_bytes + 2
-    check_int("max_allocations", max_allocations, 1)
     index = _need_cuda(device, "oom_demo")
+    tensor_bytes = math.prod(_DEMO_SHAPE) * 4
 
     tensors: list[torch.Tensor] = []
     before = (0, 0)
@@ -247,15 +204,15 @@ def oom_demo(device: str | int | torch.device | None = None, *, room_bytes: int 
     with _capped(room_bytes, index) as fraction:
         cap_bytes = int(fraction * _cuda.mem_get_info(index)[1])
         try:
-            for _ in range(max_allocations):
-                before = (_cuda.allocated(index), _cuda.reserved(index))
-                tensors.append(_cuda.allocate(shape, dtype, index))
+            for _ in range(room_bytes // tensor_bytes + 2):
+                before = (_cuda.memory_allocated(index), _cuda.memory_reserved(index))
+                tensors.append(_allocate(_DEMO_SHAPE, index))
         except TorchOutOfMemoryError as exc:
             message = str(exc)
         made = len(tensors)
         del tensors  # outside the except block, so nothing else holds them now
         _release_cached_memory()
-        after = (_cuda.allocated(index), _cuda.reserved(index))
-    restored = _cuda.get_fraction(index)
+        after = (_cuda.memory_allocated(index), _cuda.memory_reserved(index))
+    restored = _get_fraction(index)
     return OomDemoResult(f"cuda:{index}", cap_bytes, tensor_bytes, made, message is not None, before[0], before[1],
                          message, after[0], after[1], 1.0 if restored is None else restored)

@@ -27,20 +27,16 @@ class BatchSizeSearch:
         return "\n".join([*lines, found])
 
 
-def find_max_batch_size(try_batch: Callable[[int], object], start: int, *, min_batch_size: int = 1,
-                        refine: bool = False) -> BatchSizeSearch:
+def find_max_batch_size(try_batch: Callable[[int], object], start: int, *, refine: bool = False) -> BatchSizeSearch:
     """Find the largest batch size for which ``try_batch(size)`` does not run out of memory.
 
-    Halves from `start` after each out-of-memory error (other errors propagate) down to `min_batch_size`; with
-    ``refine=True`` it then bisects between the last size that fitted and the first that did not. Memory is
-    released after each failure, outside the ``except`` block.
+    Halves from `start` after each out-of-memory error (other errors propagate) down to 1; with ``refine=True``
+    it then bisects between the last size that fitted and the first that did not. Memory is released after
+    each failure, outside the ``except`` block.
     """
     if not callable(try_batch):
         raise TypeError(f"try_batch phải là hàm nhận batch size, không phải {type(try_batch).__name__}")
     check_int("start", start, 1)
-    check_int("min_batch_size", min_batch_size, 1)
-    if min_batch_size > start:
-        raise ValueError(f"min_batch_size ({min_batch_size}) phải ≤ start ({start})")
     if not isinstance(refine, bool):
         raise TypeError("refine phải là True hoặc False")
     search = BatchSizeSearch(None)
@@ -61,7 +57,7 @@ def find_max_batch_size(try_batch: Callable[[int], object], start: int, *, min_b
     size, failed_above = start, None
     while not fits(size):
         failed_above = size
-        if size // 2 < min_batch_size:
+        if size == 1:
             return search
         size //= 2
     low = size
@@ -171,19 +167,16 @@ class RetryLog:
 
 
 def train_with_oom_retry(model: torch.nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor,
-                         optimizer: torch.optim.Optimizer, *, batch_size: int, min_micro_batch_size: int = 1,
+                         optimizer: torch.optim.Optimizer, *, batch_size: int,
                          budget_bytes: int | None = None) -> RetryLog:
     """Train one pass over (x, y); when a step runs out of memory, halve the micro-batch and redo that batch.
 
     The effective batch stays `batch_size` (gradient accumulation) and later steps keep the smaller micro-batch;
-    gives up (re-raises) below `min_micro_batch_size`. ``budget_bytes``: see `oom_safe_train_step`.
+    gives up (re-raises) when even a micro-batch of 1 does not fit. ``budget_bytes``: see `oom_safe_train_step`.
     """
     _check_step_args(model, loss_fn, x, y, optimizer)
     _check_optimizer(optimizer, allow_none=False)
     check_int("batch_size", batch_size, 1)
-    check_int("min_micro_batch_size", min_micro_batch_size, 1)
-    if min_micro_batch_size > batch_size:
-        raise ValueError(f"min_micro_batch_size ({min_micro_batch_size}) phải ≤ batch_size ({batch_size})")
     if budget_bytes is not None:
         check_int("budget_bytes", budget_bytes, 1)
     log = RetryLog(batch_size)
@@ -195,14 +188,14 @@ def train_with_oom_retry(model: torch.nn.Module, loss_fn: Callable, x: torch.Ten
             try:
                 loss = _safe_step(model, loss_fn, xb, yb, optimizer, micro, budget_bytes)
             except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are handled
-                if not is_oom_error(exc) or micro <= min_micro_batch_size:
+                if not is_oom_error(exc) or micro == 1:
                     raise
                 message = str(exc)
             if message is None:
                 break
             _release_cached_memory()  # outside the except block: the failed step's tensors are gone now
             log.oom_events.append((step, micro, message))
-            micro = max(min_micro_batch_size, micro // 2)
+            micro //= 2
         log.losses.append(loss)
         log.micro_batch_sizes.append(micro)
     return log

@@ -14,19 +14,18 @@ from .._validate import check_int, check_number
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
-def format_bytes(num_bytes: int | float, precision: int = 2) -> str:
+def format_bytes(num_bytes: int | float) -> str:
     """Return a byte count in binary units, e.g. 1536 -> "1.50 KiB", 512 -> "512 B", -2**20 -> "-1.00 MiB"."""
     check_number("num_bytes", num_bytes)
-    check_int("precision", precision, 0)
     sign = "-" if num_bytes < 0 else ""
     value = float(abs(num_bytes))
     if value < 1024:
-        return f"{sign}{value:.0f} B" if value == int(value) else f"{sign}{value:.{precision}f} B"
+        return f"{sign}{value:.0f} B" if value == int(value) else f"{sign}{value:.2f} B"
     unit = 0
     while value >= 1024 and unit < len(_UNITS) - 1:
         value /= 1024
         unit += 1
-    return f"{sign}{value:.{precision}f} {_UNITS[unit]}"
+    return f"{sign}{value:.2f} {_UNITS[unit]}"
 
 
 _SIZE = re.compile(r"([\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB|PiB)")
