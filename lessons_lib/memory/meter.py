@@ -42,27 +42,13 @@ class _Packed:
 
 
 class SavedTensorMeter:
-    """Count the bytes autograd saves for backward (the activations) while the block runs.
+    """Count the bytes autograd saves for backward (the activations) while the ``with`` block runs.
 
-    Example::
-
-        with SavedTensorMeter(exclude=model) as meter:
-            loss = loss_fn(model(x), y)
-        print(format_bytes(meter.live_bytes))   # held by the graph of `loss` right now
-        loss.backward()                         # frees the graph: meter.live_bytes drops to 0
-
-    Memory shared by several saved tensors (views, one output saved twice) counts once. Built on
-    ``torch.autograd.graph.saved_tensors_hooks``, so it works on every device, ``meta`` included; ops inside a
-    ``torch.utils.checkpoint`` region are not seen (that is the memory checkpointing saves).
-
-    Args:
-        exclude: A module (its parameters and buffers) or tensors not to count; pass the model so weights
-            saved by matmuls are not counted as activations.
-
-    Attributes:
-        live_bytes: Bytes still held by graphs recorded in the block. peak_bytes: the largest of them.
-        total_bytes: Bytes that became held, summed. saved_count, excluded_count: tensors saved, and excluded.
-        timeline: ``live_bytes`` after every change, from 0 (at most `TIMELINE_LIMIT` points).
+    ``live_bytes`` is what graphs recorded in the block still hold (0 after ``backward()``), ``peak_bytes`` its
+    largest value, ``timeline`` its value after every change. Memory shared by several saved tensors counts
+    once. Built on ``saved_tensors_hooks``, so it works on every device, ``meta`` included; ops inside a
+    ``torch.utils.checkpoint`` region are not seen. `exclude`: a module (its parameters and buffers) or tensors
+    not to count; pass the model so weights saved by matmuls are not counted as activations.
     """
 
     TIMELINE_LIMIT = 100_000

@@ -47,17 +47,8 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
 class AmpTrainer:
     """Run training steps the standard AMP way: autocast forward, scaled backward, unscale, clip, step, update.
 
-    Example::
-
-        trainer = AmpTrainer(model, torch.optim.Adam(model.parameters()), plan_amp(device, "fp16"))
-        result = trainer.step(x, y)   # StepResult(loss=..., skipped=False, scale=65536.0)
-
-    Args:
-        model: The model, on the plan's device (float32 weights when a GradScaler is used).
-        optimizer: A torch optimizer over the model's parameters.
-        plan: An ``AmpPlan`` from ``plan_amp``.
-        loss_fn: ``loss_fn(outputs, targets)``; default ``F.cross_entropy``.
-        clip_grad_norm: Clip the gradient norm to this value (after ``scaler.unscale_``); None: no clipping.
+    ``AmpTrainer(model, optimizer, plan_amp(device, "fp16")).step(x, y)``; `loss_fn` defaults to cross-entropy,
+    `clip_grad_norm` (None: off) clips the unscaled gradients.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, plan: AmpPlan,
