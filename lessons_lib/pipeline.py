@@ -88,12 +88,8 @@ class SyntheticImages(Dataset):
 def worker_context() -> multiprocessing.context.BaseContext:
     """Return a safe way to start DataLoader workers from a notebook: pass it as ``multiprocessing_context``.
 
-    On Linux the default, "fork", copies the whole kernel process, and a Jupyter kernel runs several threads
-    (its output and heartbeat threads; ``torch.compile`` adds its own): a lock another thread held at that
-    instant stays locked forever in the copy, and the worker can hang. "forkserver" forks every worker from a
-    small server process instead, which has only imported torch and this module (loaded once, the first time
-    it starts), so workers still start fast. Elsewhere the platform's own default ("spawn" on macOS and
-    Windows) is already safe and is returned.
+    On Linux, "fork" copies the kernel process with its threads' locks (a worker can hang), so this returns
+    "forkserver" with torch and this module preloaded; elsewhere the platform default ("spawn") is already safe.
     """
     if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
