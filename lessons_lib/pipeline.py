@@ -17,11 +17,9 @@ from torch.utils.data import Dataset
 
 from ._validate import check_int
 
-#: Per-channel mean and std used to normalise the images (the usual ImageNet values).
-MEAN = (0.485, 0.456, 0.406)
-STD = (0.229, 0.224, 0.225)
-_MEAN = np.array(MEAN, dtype=np.float32).reshape(3, 1, 1)
-_STD = np.array(STD, dtype=np.float32).reshape(3, 1, 1)
+# per-channel mean and std that normalise the images (the usual ImageNet values)
+_MEAN = np.array((0.485, 0.456, 0.406), dtype=np.float32).reshape(3, 1, 1)
+_STD = np.array((0.229, 0.224, 0.225), dtype=np.float32).reshape(3, 1, 1)
 _MARGIN = 16  # the "decoded" image is this many pixels larger than the crop
 
 
@@ -59,14 +57,11 @@ class SyntheticImages(Dataset):
         return self.n
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        if isinstance(index, bool):
-            raise TypeError("index must be an int, got bool")
-        try:
-            index = operator.index(index)
-        except TypeError:
-            raise TypeError(f"index must be an int, got {type(index).__name__}") from None
+        if isinstance(index, bool) or not hasattr(type(index), "__index__"):
+            raise TypeError(f"chỉ số phải là số nguyên (int), không phải {type(index).__name__}")
+        index = operator.index(index)
         if not -self.n <= index < self.n:
-            raise IndexError(f"index {index} is out of range for a dataset of {self.n} items")
+            raise IndexError(f"chỉ số {index} nằm ngoài bộ dữ liệu {self.n} phần tử")
         index %= self.n
         rng = np.random.default_rng(self.seed * 1_000_003 + index)
         side = self.size + _MARGIN
@@ -93,12 +88,8 @@ class SyntheticImages(Dataset):
 def worker_context() -> multiprocessing.context.BaseContext:
     """Return a safe way to start DataLoader workers from a notebook: pass it as ``multiprocessing_context``.
 
-    On Linux the default, "fork", copies the whole kernel process, and a Jupyter kernel runs several threads
-    (its output and heartbeat threads; ``torch.compile`` adds its own): a lock another thread held at that
-    instant stays locked forever in the copy, and the worker can hang. "forkserver" forks every worker from a
-    small server process instead, which has only imported torch and this module (loaded once, the first time
-    it starts), so workers still start fast. Elsewhere the platform's own default ("spawn" on macOS and
-    Windows) is already safe and is returned.
+    On Linux, "fork" copies the kernel process with its threads' locks (a worker can hang), so this returns
+    "forkserver" with torch and this module preloaded; elsewhere the platform default ("spawn") is already safe.
     """
     if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")

@@ -1,6 +1,7 @@
 import pytest
 
-from lessons_lib.memory import WorkspaceEstimate, blas_workspace_estimate
+from lessons_lib.memory import blas_workspace_estimate
+from lessons_lib.memory.workspace import WorkspaceEstimate
 
 MIB = 2**20
 DEFAULT = 8 * MIB + 128 * 1024          # ":4096:2:16:8"

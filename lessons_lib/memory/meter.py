@@ -1,16 +1,16 @@
-"""Count the activation bytes autograd saves for backward, with `SavedTensorMeter`."""
+"""Count the activation bytes autograd saves for backward (`SavedTensorMeter`), and compare gradients."""
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 
-from ..i18n import tr
-from ._bytes import format_bytes
-from ._storage import _storage_key_and_bytes
+from .._validate import check_number
+from .sizes import _check_module, _storage_key_and_bytes, format_bytes
 
 
 def _exclusion_keys(exclude) -> set:
@@ -26,18 +26,9 @@ def _exclusion_keys(exclude) -> set:
         except TypeError:
             tensors = None
         if tensors is None or not all(isinstance(t, torch.Tensor) for t in tensors):
-            raise TypeError(
-                tr(
-                    "exclude phải là một nn.Module (loại trừ tham số và buffer của nó), một tensor hoặc "
-                    f"một danh sách tensor, không phải {type(exclude).__name__}",
-                    "exclude must be an nn.Module (its parameters and buffers are left out), a tensor or "
-                    f"a list of tensors, not {type(exclude).__name__}",
-                )
-            )
+            raise TypeError("exclude phải là một nn.Module (loại trừ tham số và buffer của nó), một tensor hoặc "
+                            f"một danh sách tensor, không phải {type(exclude).__name__}")
     return {_storage_key_and_bytes(t)[0] for t in tensors}
-
-
-# --------------------------------------------------------------------------- saved-activation meter
 
 
 class _Packed:
@@ -51,34 +42,13 @@ class _Packed:
 
 
 class SavedTensorMeter:
-    """Count the bytes autograd saves for backward (the activations) while the block runs.
+    """Count the bytes autograd saves for backward (the activations) while the ``with`` block runs.
 
-    Example::
-
-        with SavedTensorMeter(exclude=model) as meter:
-            loss = loss_fn(model(x), y)
-        print(format_bytes(meter.live_bytes))   # held by the graph of `loss` right now
-        loss.backward()                         # frees the graph: meter.live_bytes drops to 0
-
-    Tensors that share memory (views, an output saved by two ops) are counted once, by their storage.
-    Built on ``torch.autograd.graph.saved_tensors_hooks``; works on every device, ``meta`` included.
-    Ops run inside a ``torch.utils.checkpoint`` region are not seen (checkpointing installs its own
-    hooks there), which is exactly the memory checkpointing saves.
-
-    Args:
-        exclude: A module (its parameters and buffers) or tensors whose memory is not counted; pass the
-            model so weights saved by matmuls are not mistaken for activations.
-
-    Attributes:
-        live_bytes: Bytes still held by graphs recorded in the block (drops when graphs are freed).
-        peak_bytes: Largest ``live_bytes`` seen.
-        total_bytes: Bytes that became held during the block, summed (a storage freed and saved again
-            counts again).
-        saved_count: How many tensors were saved (before de-duplication).
-        excluded_count: How many of them were excluded.
-        timeline: ``live_bytes`` after every change (a storage newly held or let go), starting at 0: a
-            small CPU-visible cousin of PyTorch's memory timeline, for activations only (at most
-            `TIMELINE_LIMIT` points; later changes still update the counters).
+    ``live_bytes`` is what graphs recorded in the block still hold (0 after ``backward()``), ``peak_bytes`` its
+    largest value, ``timeline`` its value after every change. Memory shared by several saved tensors counts
+    once. Built on ``saved_tensors_hooks``, so it works on every device, ``meta`` included; ops inside a
+    ``torch.utils.checkpoint`` region are not seen. `exclude`: a module (its parameters and buffers) or tensors
+    not to count; pass the model so weights saved by matmuls are not counted as activations.
     """
 
     TIMELINE_LIMIT = 100_000
@@ -88,18 +58,13 @@ class SavedTensorMeter:
         self._held: dict[object, list[int]] = {}
         self._lock = threading.Lock()
         self._hooks = None
-        self.live_bytes = 0
-        self.peak_bytes = 0
-        self.total_bytes = 0
-        self.saved_count = 0
-        self.excluded_count = 0
+        self.live_bytes = self.peak_bytes = self.total_bytes = self.saved_count = self.excluded_count = 0
         self.timeline: list[int] = [0]
 
     def _record(self) -> None:
         if len(self.timeline) < self.TIMELINE_LIMIT:
             self.timeline.append(self.live_bytes)
 
-    # -- hooks
     def _pack(self, tensor: torch.Tensor):
         self.saved_count += 1
         key, nbytes = _storage_key_and_bytes(tensor)
@@ -142,11 +107,9 @@ class SavedTensorMeter:
             )
         return packed.tensor
 
-    # -- context manager
     def __enter__(self) -> SavedTensorMeter:
         if self._hooks is not None:
-            raise RuntimeError(tr("Meter này đang được dùng; tạo một SavedTensorMeter mới.",
-                                  "This meter is already in use; create a new SavedTensorMeter."))
+            raise RuntimeError("Meter này đang được dùng; tạo một SavedTensorMeter mới.")
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
         return self
@@ -165,14 +128,54 @@ class SavedTensorMeter:
 def saved_activation_bytes(fn: Callable[[], object], exclude=None) -> int:
     """Run ``fn()`` under a `SavedTensorMeter` and return the bytes its graph holds when it returns.
 
-    The count is taken while the result is still alive, then the result is dropped (freeing its graph).
     Example: ``saved_activation_bytes(lambda: loss_fn(model(x), y), exclude=model)``.
     """
     if not callable(fn):
-        raise TypeError(tr(f"fn phải là hàm không tham số (vd lambda: model(x)), không phải {type(fn).__name__}",
-                           f"fn must be a zero-argument callable (e.g. lambda: model(x)), not {type(fn).__name__}"))
+        raise TypeError(f"fn phải là hàm không tham số (vd lambda: model(x)), không phải {type(fn).__name__}")
     with SavedTensorMeter(exclude=exclude) as meter:
         result = fn()
         held = meter.live_bytes
     del result
     return held
+
+
+def gradient_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Return a copy of every parameter's ``.grad`` by name (parameters without a gradient are left out)."""
+    _check_module(model)
+    return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@dataclass(frozen=True)
+class GradientComparison:
+    """The result of `compare_gradients`."""
+
+    match: bool
+    max_abs_diff: float
+    names: tuple[str, ...]
+
+    def __str__(self) -> str:
+        verdict = "khớp" if self.match else "KHÔNG khớp"
+        return f"{len(self.names)} gradient {verdict} (sai khác tuyệt đối lớn nhất {self.max_abs_diff:.2e})"
+
+
+def compare_gradients(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor],
+                      rtol: float = 1e-5, atol: float = 1e-6) -> GradientComparison:
+    """Compare two `gradient_snapshot` results with ``torch.allclose``; both must name the same parameters."""
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, Mapping) or not all(isinstance(t, torch.Tensor) for t in value.values()):
+            raise TypeError(f"{name} phải là dict tên → tensor (từ gradient_snapshot), không phải "
+                            f"{type(value).__name__}")
+    if set(a) != set(b):
+        raise ValueError(f"Hai snapshot có tên tham số khác nhau: {sorted(set(a) ^ set(b))}")
+    check_number("rtol", rtol, 0)
+    check_number("atol", atol, 0)
+    match, worst = True, 0.0
+    for name in a:
+        x, y = a[name], b[name]
+        if x.shape != y.shape:
+            raise ValueError(f"Gradient {name!r} khác shape: {tuple(x.shape)} và {tuple(y.shape)}")
+        y = y.to(x.device)
+        match &= bool(torch.allclose(x, y, rtol=rtol, atol=atol))
+        if x.numel():
+            worst = max(worst, float((x - y).abs().max()))
+    return GradientComparison(match, worst, tuple(a))

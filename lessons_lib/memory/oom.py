@@ -1,24 +1,21 @@
-"""Tell out-of-memory errors from other errors: the OOM exception types and `is_oom_error`."""
+"""Tell out-of-memory errors from other errors, and read a CUDA out-of-memory message field by field."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import torch
 
-from ..i18n import tr
+from .sizes import _parse_bytes, format_bytes
 
-#: The out-of-memory error of this PyTorch: ``torch.OutOfMemoryError`` in recent releases, only
-#: ``torch.cuda.OutOfMemoryError`` in older ones (both name the same class where both exist).
+#: ``torch.OutOfMemoryError``; older releases name it only ``torch.cuda.OutOfMemoryError`` (the same class).
 TorchOutOfMemoryError: type[BaseException] = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
 
 
 class MemoryBudgetExceeded(RuntimeError):
-    """Raised by `oom_safe_train_step` when a step would need more bytes than its simulated budget.
-
-    It stands in for a CUDA out-of-memory error on machines without a GPU, so `find_max_batch_size`
-    and `train_with_oom_retry` can be shown (and tested) on a CPU. ``needed`` and ``budget`` are bytes.
-    """
+    """Raised by `oom_safe_train_step` when a step needs more bytes than its simulated budget (a CPU stand-in
+    for a CUDA out-of-memory error); ``needed`` and ``budget`` are bytes."""
 
     def __init__(self, message: str, needed: int = 0, budget: int = 0):
         super().__init__(message)
@@ -35,12 +32,108 @@ _OOM_TEXT = re.compile(r"out of memory|can't allocate memory|CUBLAS_STATUS_ALLOC
 def is_oom_error(exc: BaseException) -> bool:
     """Return True when `exc` is an out-of-memory error (CUDA OOM, CPU allocation failure or a budget overrun)."""
     if not isinstance(exc, BaseException):
-        raise TypeError(
-            tr(
-                f"exc phải là một exception, không phải {type(exc).__name__}",
-                f"exc must be an exception instance, not {type(exc).__name__}",
-            )
-        )
-    if isinstance(exc, OOM_ERRORS):
-        return True
-    return isinstance(exc, RuntimeError) and bool(_OOM_TEXT.search(str(exc)))
+        raise TypeError(f"exc phải là một exception, không phải {type(exc).__name__}")
+    return isinstance(exc, OOM_ERRORS) or (isinstance(exc, RuntimeError) and bool(_OOM_TEXT.search(str(exc))))
+
+
+@dataclass(frozen=True)
+class OomMessage:
+    """The fields of a CUDA out-of-memory message (bytes, as rounded in the message; None if absent)."""
+
+    tried_to_allocate: int
+    gpu: int | None = None
+    total_capacity: int | None = None
+    free: int | None = None
+    this_process: int | None = None
+    other_processes: tuple[tuple[int, int], ...] = ()
+    allowed: int | None = None
+    allocated_by_pytorch: int | None = None
+    reserved_unallocated: int | None = None
+    old_format: bool = False
+
+    def explain(self) -> str:
+        """Return the message read field by field, with what each means and what it suggests."""
+        f = format_bytes
+        out = [f"• Tried to allocate {f(self.tried_to_allocate)}: kích thước MỘT yêu cầu cấp phát bị từ chối "
+               "(thường là một tensor), không phải tổng bộ nhớ còn thiếu."]
+        if self.total_capacity is not None:
+            out.append(f"• GPU {self.gpu if self.gpu is not None else '?'} có tổng {f(self.total_capacity)}: "
+                       "dung lượng driver báo (ít hơn số in trên hộp một chút).")
+        if self.free is not None:
+            out.append(f"• {f(self.free)} còn trống theo driver, tính trên cả GPU (mọi tiến trình).")
+        if self.this_process is not None:
+            out.append(f"• Tiến trình này dùng {f(self.this_process)} (gồm cả bộ nhớ ngoài PyTorch: "
+                       "CUDA context, thư viện).")
+        for pid, used in self.other_processes:
+            out.append(f"• Tiến trình {pid} dùng {f(used)}: có thể là tiến trình khác (notebook khác, "
+                       "worker) đang chiếm GPU.")
+        if self.allowed is not None:
+            out.append(f"• {f(self.allowed)} allowed: tiến trình đang bị giới hạn bởi "
+                       "set_per_process_memory_fraction.")
+        if self.allocated_by_pytorch is not None:
+            out.append(f"• {f(self.allocated_by_pytorch)} allocated by PyTorch: tensor đang sống "
+                       "(= torch.cuda.memory_allocated()).")
+        if self.reserved_unallocated is not None:
+            out.append(f"• {f(self.reserved_unallocated)} reserved but unallocated: cache PyTorch giữ mà "
+                       "không dùng được cho yêu cầu này (các mẩu rời rạc).")
+        out.append("Kết luận:")
+        out += ["  " + line for line in self._verdict()]
+        return "\n".join(out)
+
+    def _verdict(self) -> list[str]:
+        f = format_bytes
+        lines = []
+        capacity = self.allowed if self.allowed is not None else self.total_capacity
+        if capacity is not None and self.tried_to_allocate > capacity:
+            lines.append(f"Một tensor {f(self.tried_to_allocate)} lớn hơn cả {f(capacity)} được phép: dọn cache "
+                         "vô ích, phải giảm chính tensor đó (batch, độ dài chuỗi, kích thước ảnh).")
+        frag = self.reserved_unallocated
+        if frag and frag >= self.tried_to_allocate:
+            lines.append(f"Cache trống ({f(frag)}) ≥ yêu cầu mà vẫn lỗi: phân mảnh. Thử "
+                         "PYTORCH_ALLOC_CONF=expandable_segments:True (tên cũ PYTORCH_CUDA_ALLOC_CONF).")
+        others = sum(used for _, used in self.other_processes)
+        if others and self.total_capacity and others > self.total_capacity / 4:
+            lines.append(f"Tiến trình khác giữ {f(others)}: tắt chúng (vd notebook cũ) trước khi giảm batch.")
+        if not lines:
+            lines.append("Tensor đang sống chiếm gần hết chỗ: giảm batch, gradient accumulation, mixed "
+                         "precision, checkpointing, sharding (theo thứ tự đó).")
+        return lines
+
+
+_NUM = r"([\d.]+ (?:bytes|B|KiB|MiB|GiB|TiB))"
+
+
+def parse_oom_message(text: str) -> OomMessage:
+    """Read a CUDA out-of-memory message (the current format of ``c10/cuda/CUDACachingAllocator.cpp``, and the
+    older one) into its fields; sizes in it are rounded to 2 decimals, so the bytes are approximate."""
+    if not isinstance(text, str):
+        raise TypeError(f"text phải là chuỗi (vd str(exc)), không phải {type(text).__name__}")
+    flat = " ".join(text.split())
+    tried = re.search(r"Tried to allocate " + _NUM, flat)
+    if "out of memory" not in flat.lower() or tried is None:
+        raise ValueError("Đây không phải thông báo CUDA out of memory (thiếu 'out of memory' / "
+                         "'Tried to allocate').")
+
+    def size(pattern: str) -> int | None:
+        match = re.search(pattern, flat)
+        return _parse_bytes(match.group(1)) if match else None
+
+    gpu = re.search(r"GPU (\d+)", flat)
+    common = {"tried_to_allocate": _parse_bytes(tried.group(1)), "gpu": int(gpu.group(1)) if gpu else None}
+    if re.search(r"\(GPU \d+; " + _NUM + " total capacity", flat):
+        allocated = size(_NUM + " already allocated")
+        reserved = size(_NUM + " reserved in total by PyTorch")
+        return OomMessage(**common, total_capacity=size(_NUM + " total capacity"), free=size(_NUM + " free"),
+                          allocated_by_pytorch=allocated, old_format=True,
+                          reserved_unallocated=None if allocated is None or reserved is None else reserved - allocated)
+    return OomMessage(
+        **common,
+        total_capacity=size(r"total capacity of " + _NUM),
+        free=size(r"of which " + _NUM + " is free"),
+        this_process=size(r"this process has " + _NUM + " memory in use"),
+        other_processes=tuple((int(pid), _parse_bytes(used)) for pid, used in
+                              re.findall(r"Process (\d+) has " + _NUM + " memory in use", flat)),
+        allowed=size(_NUM + " allowed;"),
+        allocated_by_pytorch=size(_NUM + " is allocated by PyTorch"),
+        reserved_unallocated=size(_NUM + " is reserved by PyTorch but unallocated"),
+    )

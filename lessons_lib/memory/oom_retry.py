@@ -1,4 +1,4 @@
-"""Train without dying on out-of-memory: free and re-raise, then retry with smaller micro-batches."""
+"""Train without dying on out-of-memory: find the batch that fits, free and re-raise, retry with micro-batches."""
 
 from __future__ import annotations
 
@@ -7,19 +7,67 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..i18n import tr
-from ._bytes import format_bytes
-from ._checks import _check_int, _check_module, _check_optimizer
-from .cuda import release_cached_memory
+from .._validate import check_int
+from .cuda import _release_cached_memory
 from .meter import SavedTensorMeter
 from .oom import MemoryBudgetExceeded, is_oom_error
-from .sizes import trainable_bytes, training_state_sizes
+from .sizes import _check_module, _check_optimizer, _trainable_bytes, format_bytes, training_state_sizes
 
 
-def _model_device(model: torch.nn.Module) -> torch.device:
-    for p in model.parameters():
-        return p.device
-    return torch.device("cpu")
+@dataclass
+class BatchSizeSearch:
+    """The result of `find_max_batch_size`: the batch size found and every attempt (size, fitted, note)."""
+
+    batch_size: int | None
+    attempts: list[tuple[int, bool, str]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"  {size:>6}: " + ("✅ vừa" if ok else "❌ OOM") for size, ok, _ in self.attempts]
+        found = f"Batch lớn nhất vừa: {self.batch_size}" if self.batch_size is not None else "Không batch nào vừa."
+        return "\n".join([*lines, found])
+
+
+def find_max_batch_size(try_batch: Callable[[int], object], start: int, *, refine: bool = False) -> BatchSizeSearch:
+    """Find the largest batch size for which ``try_batch(size)`` does not run out of memory.
+
+    Halves from `start` after each out-of-memory error (other errors propagate) down to 1; with ``refine=True``
+    it then bisects between the last size that fitted and the first that did not. Memory is released after
+    each failure, outside the ``except`` block.
+    """
+    if not callable(try_batch):
+        raise TypeError(f"try_batch phải là hàm nhận batch size, không phải {type(try_batch).__name__}")
+    check_int("start", start, 1)
+    if not isinstance(refine, bool):
+        raise TypeError("refine phải là True hoặc False")
+    search = BatchSizeSearch(None)
+
+    def fits(size: int) -> bool:
+        message = None
+        try:
+            try_batch(size)
+        except Exception as exc:  # noqa: BLE001 - only OOM is handled, the rest re-raised
+            if not is_oom_error(exc):
+                raise
+            message = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        if message is not None:
+            _release_cached_memory()
+        search.attempts.append((size, message is None, message or ""))
+        return message is None
+
+    size, failed_above = start, None
+    while not fits(size):
+        failed_above = size
+        if size == 1:
+            return search
+        size //= 2
+    low = size
+    if refine and failed_above is not None:
+        high = failed_above  # low fits, high does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle)
+    search.batch_size = low
+    return search
 
 
 def _zero(model: torch.nn.Module, optimizer) -> None:
@@ -28,47 +76,44 @@ def _zero(model: torch.nn.Module, optimizer) -> None:
     model.zero_grad(set_to_none=True)
 
 
+def _check_step_args(model, loss_fn, x, y, optimizer) -> None:
+    _check_module(model)
+    _check_optimizer(optimizer)
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn phải gọi được (vd nn.CrossEntropyLoss()), không phải {type(loss_fn).__name__}")
+    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+        raise TypeError("x và y phải là tensor (một batch đầu vào và nhãn).")
+    if len(x) == 0 or len(y) != len(x):
+        raise ValueError(f"x và y phải có cùng số mẫu > 0, nhận {len(x)} và {len(y)}")
+
+
 def oom_safe_train_step(model: torch.nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor,
                         optimizer: torch.optim.Optimizer | None = None, *, micro_batch_size: int | None = None,
                         budget_bytes: int | None = None) -> float:
     """Run one training step; on out-of-memory, free the gradients and the cache, then re-raise.
 
-    The seed's ``train_step`` pattern: ``try`` forward / backward / step / zero_grad; ``except`` OOM:
-    ``zero_grad``, ``empty_cache``, ``raise`` so the caller can lower the batch. Extras:
-
-    - ``micro_batch_size``: split the batch and accumulate gradients (each chunk's mean loss is weighted
-      by its share of the batch), so the gradients equal the full-batch ones for a mean-reduced loss.
-    - ``budget_bytes``: simulate a GPU of that size on any device. After each micro-batch's forward,
-      params + buffers + gradients (as after backward) + current optimizer state + saved activations
-      (measured with `SavedTensorMeter`) are compared with the budget; over it raises
-      `MemoryBudgetExceeded`. The optimizer state counts as 0 before its first step.
-
-    With ``optimizer=None`` no step is taken and the gradients are left in ``.grad`` (to compare them).
-
-    Returns:
-        The mean loss over the batch (a float: no graph is kept).
+    ``micro_batch_size`` splits the batch and accumulates gradients (each chunk weighted by its share), so they
+    equal the full-batch ones for a mean loss. ``budget_bytes`` simulates a GPU of that size on any device:
+    params + buffers + gradients + optimizer state + saved activations (`SavedTensorMeter`) above it raise
+    `MemoryBudgetExceeded`. With ``optimizer=None`` no step is taken and the gradients stay in ``.grad``.
+    Returns the mean loss over the batch.
     """
-    _check_module(model)
-    _check_optimizer(optimizer)
-    if not callable(loss_fn):
-        raise TypeError(tr(f"loss_fn phải gọi được (vd nn.CrossEntropyLoss()), không phải {type(loss_fn).__name__}",
-                           f"loss_fn must be callable (e.g. nn.CrossEntropyLoss()), not {type(loss_fn).__name__}"))
-    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
-        raise TypeError(tr("x và y phải là tensor (một batch đầu vào và nhãn).",
-                           "x and y must be tensors (a batch of inputs and targets)."))
-    n = len(x)
-    if n == 0 or len(y) != n:
-        raise ValueError(tr(f"x và y phải có cùng số mẫu > 0, nhận {n} và {len(y)}",
-                            f"x and y must hold the same number (> 0) of samples, got {n} and {len(y)}"))
-    micro = n if micro_batch_size is None else _check_int("micro_batch_size", micro_batch_size, 1)
+    _check_step_args(model, loss_fn, x, y, optimizer)
+    if micro_batch_size is not None:
+        check_int("micro_batch_size", micro_batch_size, 1)
     if budget_bytes is not None:
-        _check_int("budget_bytes", budget_bytes, 1)
-    device = _model_device(model)
+        check_int("budget_bytes", budget_bytes, 1)
+    return _safe_step(model, loss_fn, x, y, optimizer, micro_batch_size or len(x), budget_bytes)
+
+
+def _safe_step(model, loss_fn, x, y, optimizer, micro: int, budget_bytes: int | None) -> float:
+    device = next(model.parameters(), torch.empty(0)).device
+    n = len(x)
     _zero(model, optimizer)
     fixed = 0
     if budget_bytes is not None:
         state = training_state_sizes(model, optimizer)
-        fixed = state.params + state.buffers + trainable_bytes(model) + state.optimizer
+        fixed = state.params + state.buffers + _trainable_bytes(model) + state.optimizer
     loss = meter = xb = yb = None
     try:
         total = 0.0
@@ -84,13 +129,9 @@ def oom_safe_train_step(model: torch.nn.Module, loss_fn: Callable, x: torch.Tens
                 needed = fixed + meter.live_bytes
                 if needed > budget_bytes:
                     raise MemoryBudgetExceeded(
-                        tr(f"Hết bộ nhớ (out of memory, mô phỏng): micro-batch {len(xb)} cần {format_bytes(needed)} "
-                           f"(trạng thái {format_bytes(fixed)} + activation {format_bytes(meter.live_bytes)}) "
-                           f"> ngân sách {format_bytes(budget_bytes)}.",
-                           f"Out of memory (simulated): micro-batch {len(xb)} needs {format_bytes(needed)} "
-                           f"(state {format_bytes(fixed)} + activations {format_bytes(meter.live_bytes)}) "
-                           f"> budget {format_bytes(budget_bytes)}."),
-                        needed=needed, budget=budget_bytes)
+                        f"Hết bộ nhớ (out of memory, mô phỏng): micro-batch {len(xb)} cần {format_bytes(needed)} "
+                        f"(trạng thái {format_bytes(fixed)} + activation {format_bytes(meter.live_bytes)}) "
+                        f"> ngân sách {format_bytes(budget_bytes)}.", needed=needed, budget=budget_bytes)
             (loss * (len(xb) / n)).backward()
             total += loss.item() * len(xb)
         if optimizer is not None:
@@ -102,50 +143,42 @@ def oom_safe_train_step(model: torch.nn.Module, loss_fn: Callable, x: torch.Tens
             raise
         loss = meter = xb = yb = None  # drop this frame's references to the graph
         _zero(model, optimizer)
-        release_cached_memory()
+        _release_cached_memory()
         raise  # the caller lowers the batch and retries (after leaving its except block)
 
 
 @dataclass
 class RetryLog:
-    """What `train_with_oom_retry` did: the loss of each step, its micro-batch size, and each OOM.
-
-    ``oom_events`` holds (step index from 0, micro-batch size, message); the printed log counts steps from 1.
-    """
+    """What `train_with_oom_retry` did: each step's loss and micro-batch, and each OOM (step from 0, size, message)."""
 
     batch_size: int
     losses: list[float] = field(default_factory=list)
     micro_batch_sizes: list[int] = field(default_factory=list)
-    oom_events: list[tuple[int, int, str]] = field(default_factory=list)  # (step, micro-batch size, message)
+    oom_events: list[tuple[int, int, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [tr(f"{len(self.losses)} bước, batch hiệu dụng {self.batch_size}; micro-batch cuối "
-                    f"{self.micro_batch_sizes[-1] if self.micro_batch_sizes else '-'}; {len(self.oom_events)} lần OOM.",
-                    f"{len(self.losses)} steps, effective batch {self.batch_size}; last micro-batch "
-                    f"{self.micro_batch_sizes[-1] if self.micro_batch_sizes else '-'}; {len(self.oom_events)} OOM(s).")]
+        last = self.micro_batch_sizes[-1] if self.micro_batch_sizes else "-"
+        lines = [f"{len(self.losses)} bước, batch hiệu dụng {self.batch_size}; micro-batch cuối {last}; "
+                 f"{len(self.oom_events)} lần OOM."]
         for step, micro, message in self.oom_events:
-            lines.append(tr(f"  bước {step + 1}: OOM với micro-batch {micro} → thử lại với {max(1, micro // 2)}",
-                            f"  step {step + 1}: OOM at micro-batch {micro} → retry with {max(1, micro // 2)}"))
+            lines.append(f"  bước {step + 1}: OOM với micro-batch {micro} → thử lại với {max(1, micro // 2)}")
             lines.append("    " + (message.splitlines() or [""])[0][:160])
         return "\n".join(lines)
 
 
 def train_with_oom_retry(model: torch.nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor,
-                         optimizer: torch.optim.Optimizer, *, batch_size: int, min_micro_batch_size: int = 1,
+                         optimizer: torch.optim.Optimizer, *, batch_size: int,
                          budget_bytes: int | None = None) -> RetryLog:
-    """Train one pass over (x, y); when a step runs out of memory, halve the micro-batch and retry it.
+    """Train one pass over (x, y); when a step runs out of memory, halve the micro-batch and redo that batch.
 
-    The effective batch stays `batch_size`: after an OOM the same batch is redone as smaller micro-batches
-    with gradient accumulation, and later steps keep the smaller micro-batch. Memory is released after
-    leaving the ``except`` block. Gives up (re-raises) when even `min_micro_batch_size` does not fit.
-    ``budget_bytes`` simulates a GPU of that size (see `oom_safe_train_step`).
+    The effective batch stays `batch_size` (gradient accumulation) and later steps keep the smaller micro-batch;
+    gives up (re-raises) when even a micro-batch of 1 does not fit. ``budget_bytes``: see `oom_safe_train_step`.
     """
+    _check_step_args(model, loss_fn, x, y, optimizer)
     _check_optimizer(optimizer, allow_none=False)
-    _check_int("batch_size", batch_size, 1)
-    _check_int("min_micro_batch_size", min_micro_batch_size, 1)
-    if min_micro_batch_size > batch_size:
-        raise ValueError(tr(f"min_micro_batch_size ({min_micro_batch_size}) phải ≤ batch_size ({batch_size})",
-                            f"min_micro_batch_size ({min_micro_batch_size}) must be <= batch_size ({batch_size})"))
+    check_int("batch_size", batch_size, 1)
+    if budget_bytes is not None:
+        check_int("budget_bytes", budget_bytes, 1)
     log = RetryLog(batch_size)
     micro = batch_size
     for step, start in enumerate(range(0, len(x), batch_size)):
@@ -153,17 +186,16 @@ def train_with_oom_retry(model: torch.nn.Module, loss_fn: Callable, x: torch.Ten
         while True:
             message = None
             try:
-                loss = oom_safe_train_step(model, loss_fn, xb, yb, optimizer, micro_batch_size=micro,
-                                           budget_bytes=budget_bytes)
+                loss = _safe_step(model, loss_fn, xb, yb, optimizer, micro, budget_bytes)
             except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are handled
-                if not is_oom_error(exc) or micro <= min_micro_batch_size:
+                if not is_oom_error(exc) or micro == 1:
                     raise
                 message = str(exc)
             if message is None:
                 break
-            release_cached_memory()  # outside the except block: the failed step's tensors are gone now
+            _release_cached_memory()  # outside the except block: the failed step's tensors are gone now
             log.oom_events.append((step, micro, message))
-            micro = max(min_micro_batch_size, micro // 2)
+            micro //= 2
         log.losses.append(loss)
         log.micro_batch_sizes.append(micro)
     return log

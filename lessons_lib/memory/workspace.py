@@ -1,23 +1,19 @@
 """Predict the cuBLAS/cuBLASLt workspaces PyTorch keeps in the caching allocator, for the running torch version.
 
-What ATen does changed between releases (``aten/src/ATen/cuda/CublasHandlePool.cpp`` and the PRs named below);
-the rules here are read from those sources, per release branch:
+The rules are read from ATen (``aten/src/ATen/cuda/CublasHandlePool.cpp``) per release branch:
 
-- cuBLAS: one workspace per (handle, stream), allocated from the caching allocator the first time a handle is used
-  and kept until the process exits (pytorch#83461). Default ``:4096:2:16:8`` = 2 × 4 MiB + 8 × 16 KiB, 32 MiB on
-  Hopper (compute capability 9.x); Blackwell (10.x, 12.x) also gets 32 MiB from 2.12 (pytorch#175344, merged
-  2026-02-19, after 2.11's branch cut on 2026-02-16). ``CUBLAS_WORKSPACE_CONFIG=:SIZE_KiB:COUNT[...]`` overrides it.
-- cuBLASLt (``nn.Linear`` with a bias uses it in the forward pass): 1 MiB (``CUBLASLT_WORKSPACE_SIZE`` in KiB),
-  allocated per call until 2.8; kept per (handle, stream) from 2.9 (pytorch#156495, merged 2025-06-27, after 2.8's
-  branch cut). Sharing the cuBLAS workspace ("unified") is opt-in with ``TORCH_CUBLASLT_UNIFIED_WORKSPACE=1`` from
-  2.8 (pytorch#151163) and the default from 2.12 (pytorch#168175 changed only the size rule in 2.11;
-  pytorch#175879, merged 2026-03-02, made the allocation follow it).
-- From 2.15 ATen binds a workspace per operation and frees it after the call, unless
-  ``TORCH_CUBLAS_WORKSPACE_CACHE=1`` (2.15 docs: ``torch.cuda.current_blas_handle``, "CUDA Environment Variables";
-  pytorch#194311): nothing stays allocated between steps, and the workspace shows up inside a step's peak instead.
+- cuBLAS: one workspace per (handle, stream), kept until the process exits (pytorch#83461); ``:4096:2:16:8`` =
+  2 × 4 MiB + 8 × 16 KiB by default, 32 MiB on Hopper (9.x) and, from 2.12, Blackwell (10.x, 12.x;
+  pytorch#175344). ``CUBLAS_WORKSPACE_CONFIG=:SIZE_KiB:COUNT[...]`` overrides it.
+- cuBLASLt (``nn.Linear`` with a bias, forward): 1 MiB (``CUBLASLT_WORKSPACE_SIZE`` in KiB), allocated per call
+  until 2.8, kept per (handle, stream) from 2.9 (pytorch#156495). Sharing the cuBLAS workspace is opt-in with
+  ``TORCH_CUBLASLT_UNIFIED_WORKSPACE=1`` from 2.8 (pytorch#151163) and the default from 2.12 (pytorch#168175
+  changed only the size rule in 2.11; pytorch#175879 the allocation).
+- From 2.15 a workspace is bound per operation and freed after it unless ``TORCH_CUBLAS_WORKSPACE_CACHE=1``
+  (pytorch#194311): nothing stays allocated between steps; it shows up inside a step's peak instead.
 
-A training step uses two cuBLAS handles: the Python thread runs the forward pass, autograd's device thread the
-backward pass (``torch/csrc/autograd/engine.cpp``), and each thread takes its own handle.
+A training step uses two cuBLAS handles: the forward pass runs on the Python thread, the backward pass on
+autograd's device thread (``torch/csrc/autograd/engine.cpp``), each with its own handle.
 """
 
 from __future__ import annotations
@@ -29,7 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ._bytes import format_bytes
+from .._validate import check_int
+from .sizes import format_bytes
 
 _KIB, _MIB = 1024, 2**20
 _DEFAULT_CUBLAS = 4096 * _KIB * 2 + 16 * _KIB * 8      # ":4096:2:16:8"
@@ -46,15 +43,8 @@ def _parse_version(version) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def _check_capability(capability) -> tuple[int, int]:
-    if (not isinstance(capability, tuple) or len(capability) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in capability)):
-        raise TypeError(f"capability phải là tuple (major, minor) như (7, 5) cho T4, không phải {capability!r}.")
-    return capability
-
-
 def _cublas_config_bytes(value: str) -> int | None:
-    """Return the bytes of a ``CUBLAS_WORKSPACE_CONFIG`` value (":SIZE_KiB:COUNT" pairs), None if it does not parse."""
+    """Return the bytes of a ``CUBLAS_WORKSPACE_CONFIG`` value (":SIZE_KiB:COUNT" pairs), None if unreadable."""
     pairs = re.findall(r":([0-9]+):([0-9]+)", value)
     return sum(int(size) * _KIB * int(count) for size, count in pairs) if pairs else None
 
@@ -89,30 +79,20 @@ def blas_workspace_estimate(capability: tuple[int, int], *, torch_version: str |
     """Predict the cuBLAS/cuBLASLt workspaces a train step leaves allocated on a GPU of `capability`.
 
     Args:
-        capability: The GPU's compute capability, e.g. ``torch.cuda.get_device_capability()`` = (7, 5) on a T4.
+        capability: ``torch.cuda.get_device_capability()``, e.g. (7, 5) on a T4.
         torch_version: e.g. "2.11.0"; None means the running ``torch.__version__``.
-        env: The environment to read (``CUBLAS_WORKSPACE_CONFIG``, ``CUBLASLT_WORKSPACE_SIZE``,
-            ``TORCH_CUBLASLT_UNIFIED_WORKSPACE``, ``TORCH_CUBLAS_WORKSPACE_CACHE``); None means ``os.environ``.
-        handles: cuBLAS handles that ran a matmul (2 for forward + backward of a model; 1 for inference only).
-
-    Returns:
-        A ``WorkspaceEstimate``.
-
-    Raises:
-        TypeError: `capability` is not a (major, minor) tuple, `torch_version` not a str, `env` not a mapping,
-            or `handles` not an int.
-        ValueError: `torch_version` does not parse, or `handles` < 1.
+        env: The environment variables to read (see the module docstring); None means ``os.environ``.
+        handles: cuBLAS handles that ran a matmul (2 for a model's forward + backward; 1 for inference).
     """
-    capability = _check_capability(capability)
+    if (not isinstance(capability, tuple) or len(capability) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in capability)):
+        raise TypeError(f"capability phải là tuple (major, minor) như (7, 5) cho T4, không phải {capability!r}.")
     version = _parse_version(torch.__version__ if torch_version is None else torch_version)
     if env is None:
         env = os.environ
     if not isinstance(env, Mapping):
         raise TypeError(f"env phải là dict tên biến → giá trị (hoặc None = os.environ), không phải {type(env).__name__}.")
-    if isinstance(handles, bool) or not isinstance(handles, int):
-        raise TypeError(f"handles phải là số nguyên, không phải {type(handles).__name__}.")
-    if handles < 1:
-        raise ValueError(f"handles phải ≥ 1, nhận {handles}.")
+    check_int("handles", handles, 1)
     major = capability[0]
     large = major == 9 or (version >= (2, 12) and major in (10, 12))
     cublas = _cublas_config_bytes(env.get("CUBLAS_WORKSPACE_CONFIG", "")) or (_LARGE_CUBLAS if large else _DEFAULT_CUBLAS)

@@ -9,8 +9,7 @@ def get_ax(ax=None, figsize: tuple[float, float] = (7.0, 4.0)):
     from matplotlib.axes import Axes
 
     if ax is None:
-        _, ax = plt.subplots(figsize=figsize)
-        return ax
+        return plt.subplots(figsize=figsize)[1]
     if not isinstance(ax, Axes):
-        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
+        raise TypeError(f"ax phải là một matplotlib Axes hoặc None, không phải {type(ax).__name__}")
     return ax

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..i18n import tr
 from ._axes import get_ax
 
 
 def _as_rows(cm) -> list[list[int]]:
     """Return `cm` (a square tensor, array or nested list of counts) as a list of rows of ints."""
     rows = cm.tolist() if hasattr(cm, "tolist") else cm
-    shape_error = TypeError(tr(
-        "cm phải là ma trận vuông số nguyên ≥ 0 (tensor, mảng NumPy hoặc list các hàng), vd "
-        "torch.bincount(y * 10 + pred, minlength=100).reshape(10, 10)",
-        "cm must be a square matrix of counts >= 0 (a tensor, NumPy array or list of rows), e.g. "
-        "torch.bincount(y * 10 + pred, minlength=100).reshape(10, 10)"))
+    shape_error = TypeError("cm phải là ma trận vuông số nguyên ≥ 0 (tensor, mảng NumPy hoặc list các hàng), vd "
+                            "torch.bincount(y * 10 + pred, minlength=100).reshape(10, 10)")
     if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or not rows:
         raise shape_error
     out = []
@@ -32,28 +28,20 @@ def _as_rows(cm) -> list[list[int]]:
 
 
 def plot_confusion_matrix(cm, labels: Sequence[str] | None = None, ax=None, title: str | None = None):
-    """Draw a confusion matrix (rows: true class, columns: predicted class) with every count written in; return the axes.
+    """Draw a confusion matrix (rows: true class, columns: predicted) with every count written in; return the axes.
 
     Args:
-        cm: Square matrix of counts, ``cm[i][j]`` = samples of class i predicted as j (a tensor, NumPy array or
-            list of rows).
+        cm: Square matrix of counts, ``cm[i][j]`` = samples of class i predicted as j (tensor, array or rows).
         labels: Class names in order (default "0", "1", ...).
         ax: Axes to draw on (a new figure when None).
         title: Optional title; by default the accuracy read from the diagonal.
-
-    Returns:
-        The axes.
-
-    Raises:
-        TypeError: `cm` is not a square matrix of non-negative integer counts, or `labels` has the wrong length.
     """
     rows = _as_rows(cm)
     n = len(rows)
     if labels is None:
         labels = [str(i) for i in range(n)]
     if isinstance(labels, (str, bytes)) or not isinstance(labels, Sequence) or len(labels) != n:
-        raise TypeError(tr(f"labels phải là list {n} tên lớp, theo thứ tự các hàng của cm.",
-                           f"labels must be a list of {n} class names, in the order of cm's rows."))
+        raise TypeError(f"labels phải là list {n} tên lớp, theo thứ tự các hàng của cm.")
     ax = get_ax(ax, figsize=(5.2, 4.6))
     image = ax.imshow(rows, cmap="Blues")
     ax.grid(False)  # the course style draws a grid; over an image it only hides the cells
@@ -65,14 +53,13 @@ def plot_confusion_matrix(cm, labels: Sequence[str] | None = None, ax=None, titl
                         color="white" if value > largest / 2 else "black")
     ax.set_xticks(range(n), [str(label) for label in labels])
     ax.set_yticks(range(n), [str(label) for label in labels])
-    ax.set_xlabel(tr("lớp mô hình đoán", "predicted class"))
-    ax.set_ylabel(tr("lớp thật", "true class"))
+    ax.set_xlabel("lớp mô hình đoán")
+    ax.set_ylabel("lớp thật")
     total = sum(sum(row) for row in rows)
     correct = sum(rows[i][i] for i in range(n))
     if title is None and total:
-        title = tr(f"Ma trận nhầm lẫn: đúng {correct}/{total} ({correct / total:.1%})\nngoài đường chéo là nhầm",
-                   f"Confusion matrix: {correct}/{total} right ({correct / total:.1%})\noff the diagonal = mistakes")
+        title = f"Ma trận nhầm lẫn: đúng {correct}/{total} ({correct / total:.1%})\nngoài đường chéo là nhầm"
     if title:
         ax.set_title(title, fontsize=10)
-    ax.figure.colorbar(image, ax=ax, label=tr("số mẫu", "samples"))
+    ax.figure.colorbar(image, ax=ax, label="số mẫu")
     return ax

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from ..i18n import tr
 from ..precision import format_facts
 from ._axes import get_ax
 
@@ -16,13 +15,11 @@ def _check_marks(marks) -> dict[str, float]:
     if marks is None:
         return {}
     if not isinstance(marks, Mapping):
-        raise TypeError(tr("marks phải là dict {nhãn: giá trị}, vd {'70000': 7e4}.",
-                           "marks must be a dict {label: value}, e.g. {'70000': 7e4}."))
+        raise TypeError("marks phải là dict {nhãn: giá trị}, vd {'70000': 7e4}.")
     out = {}
     for label, value in marks.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value > 0 and math.isfinite(value)):
-            raise ValueError(tr(f"marks[{label!r}] phải là số dương hữu hạn (trục log), nhận {value!r}.",
-                                f"marks[{label!r}] must be a finite positive number (log axis), got {value!r}."))
+            raise ValueError(f"marks[{label!r}] phải là số dương hữu hạn (trục log), nhận {value!r}.")
         out[str(label)] = float(value)
     return out
 
@@ -36,8 +33,7 @@ def plot_number_formats(dtypes: Sequence[str] = ("fp32", "fp16", "bf16"), marks:
     lines at chosen values, e.g. ``{"70000": 7e4, "1e-8": 1e-8}``.
     """
     if isinstance(dtypes, str) or not isinstance(dtypes, Sequence) or not dtypes:
-        raise TypeError(tr("dtypes phải là list không rỗng như ['fp32', 'fp16', 'bf16'].",
-                           "dtypes must be a non-empty list such as ['fp32', 'fp16', 'bf16']."))
+        raise TypeError("dtypes phải là list không rỗng như ['fp32', 'fp16', 'bf16'].")
     facts = [format_facts(d) for d in dtypes]
     marks = _check_marks(marks)
     ax = get_ax(ax, figsize=(8.0, 1.0 + 0.9 * len(facts)))
@@ -66,11 +62,9 @@ def plot_number_formats(dtypes: Sequence[str] = ("fp32", "fp16", "bf16"), marks:
     ax.set_xlim(1e-48, 1e48)
     ax.set_ylim(-0.65, len(facts) - 0.1)
     ax.set_yticks(range(len(facts)))
-    ax.set_yticklabels([f"{f.name}: {f.exponent_bits} " + tr("bit mũ", "exp bits") + f", {f.mantissa_bits} "
-                        + tr("bit định trị", "mantissa bits") + f"\neps = {f.eps:.2g} (≈ {f.decimal_digits:.1f} "
-                        + tr("chữ số)", "digits)") for f in reversed(facts)], fontsize=9)
-    ax.set_xlabel(tr("độ lớn |x| (thang log) · vạch mảnh: vùng subnormal · vạch dày: vùng chuẩn",
-                     "magnitude |x| (log scale) · thin: subnormal range · thick: normal range"), fontsize=9)
-    ax.set_title(tr("Dải số biểu diễn được (torch.finfo)", "Representable range (torch.finfo)"), fontsize=10)
+    ax.set_yticklabels([f"{f.name}: {f.exponent_bits} bit mũ, {f.mantissa_bits} bit định trị\neps = {f.eps:.2g} "
+                        f"(≈ {f.decimal_digits:.1f} chữ số)" for f in reversed(facts)], fontsize=9)
+    ax.set_xlabel("độ lớn |x| (thang log) · vạch mảnh: vùng subnormal · vạch dày: vùng chuẩn", fontsize=9)
+    ax.set_title("Dải số biểu diễn được (torch.finfo)", fontsize=10)
     ax.grid(axis="y", visible=False)
     return ax

@@ -5,14 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from ..i18n import tr
 from ._axes import get_ax
 
 
 def _check_mapping(name: str, value) -> None:
     if not isinstance(value, Mapping) or not value:
-        raise TypeError(tr(f"{name} phải là dict không rỗng {{nhãn: ...}}, không phải {type(value).__name__}.",
-                           f"{name} must be a non-empty dict {{label: ...}}, not {type(value).__name__}."))
+        raise TypeError(f"{name} phải là dict không rỗng {{nhãn: ...}}, không phải {type(value).__name__}.")
 
 
 _LINE_STYLES = ("-", "--", ":", "-.")
@@ -26,22 +24,20 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], ax=None, logy: bool 
     """
     _check_mapping("curves", curves)
     if not isinstance(ylabel, str):
-        raise TypeError(tr("ylabel phải là chuỗi.", "ylabel must be a string."))
+        raise TypeError("ylabel phải là chuỗi.")
     ax = get_ax(ax)
     for i, (label, losses) in enumerate(curves.items()):
         if isinstance(losses, (str, bytes)) or not isinstance(losses, Sequence) or len(losses) == 0:
-            raise TypeError(tr(f"curves[{label!r}] phải là list loss không rỗng (một số mỗi bước).",
-                               f"curves[{label!r}] must be a non-empty list of losses (one per step)."))
+            raise TypeError(f"curves[{label!r}] phải là list loss không rỗng (một số mỗi bước).")
         values = [float(v) for v in losses]
         if logy and any(not (v > 0) for v in values):
-            raise ValueError(tr(f"curves[{label!r}] có loss ≤ 0 hoặc NaN: không vẽ được thang log, dùng logy=False.",
-                                f"curves[{label!r}] has a loss <= 0 or NaN: no log scale possible, use logy=False."))
+            raise ValueError(f"curves[{label!r}] có loss ≤ 0 hoặc NaN: không vẽ được thang log, dùng logy=False.")
         ax.plot(range(1, len(values) + 1), values, label=str(label), linewidth=1.6 if i == 0 else 1.2,
                 linestyle=_LINE_STYLES[i % len(_LINE_STYLES)])
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel(tr("bước huấn luyện", "training step"))
-    ax.set_ylabel(ylabel + tr(" (thang log)", " (log scale)") if logy else ylabel)
+    ax.set_xlabel("bước huấn luyện")
+    ax.set_ylabel(ylabel + " (thang log)" if logy else ylabel)
     ax.legend()
     if title:
         ax.set_title(title, fontsize=10)
@@ -53,12 +49,11 @@ def plot_bar_comparison(values: Mapping[str, float], unit: str, ax=None, title: 
     """Draw one labelled bar per configuration (e.g. step time in ms or peak memory in MiB); return the axes."""
     _check_mapping("values", values)
     if not isinstance(unit, str):
-        raise TypeError(tr("unit phải là chuỗi đơn vị như 'ms' hoặc 'MiB'.", "unit must be a unit string such as 'ms' or 'MiB'."))
+        raise TypeError("unit phải là chuỗi đơn vị như 'ms' hoặc 'MiB'.")
     numbers = []
     for label, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ValueError(tr(f"values[{label!r}] phải là số hữu hạn ≥ 0, nhận {value!r}.",
-                                f"values[{label!r}] must be a finite number >= 0, got {value!r}."))
+            raise ValueError(f"values[{label!r}] phải là số hữu hạn ≥ 0, nhận {value!r}.")
         numbers.append(float(value))
     ax = get_ax(ax, figsize=(5.0, 3.5))
     labels = [str(k) for k in values]

@@ -1,4 +1,4 @@
-"""Run AMP training steps (``AmpTrainer``) and a seeded mini-batch training loop (``train``)."""
+"""Run AMP training steps (`AmpTrainer`), a seeded mini-batch loop (`train`), and time one step (`profile_train_step`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..i18n import tr
-from ._checks import _check_int, _check_positive
+from .._validate import check_int, check_number
+from ..bench import Timing, measure, synchronize
 from .amp import AmpPlan, plan_amp
 
 _OPTIMIZERS = ("adam", "sgd")
@@ -28,11 +28,10 @@ class StepResult:
 
 def _model_device(model: nn.Module) -> torch.device:
     if not isinstance(model, nn.Module):
-        raise TypeError(tr(f"model phải là một nn.Module, không phải {type(model).__name__}.",
-                           f"model must be an nn.Module, not {type(model).__name__}."))
+        raise TypeError(f"model phải là một nn.Module, không phải {type(model).__name__}.")
     param = next(model.parameters(), None)
     if param is None:
-        raise ValueError(tr("model không có tham số nào để huấn luyện.", "model has no parameters to train."))
+        raise ValueError("model không có tham số nào để huấn luyện.")
     return param.device
 
 
@@ -48,17 +47,8 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
 class AmpTrainer:
     """Run training steps the standard AMP way: autocast forward, scaled backward, unscale, clip, step, update.
 
-    Example::
-
-        trainer = AmpTrainer(model, torch.optim.Adam(model.parameters()), plan_amp(device, "fp16"))
-        result = trainer.step(x, y)   # StepResult(loss=..., skipped=False, scale=65536.0)
-
-    Args:
-        model: The model; its parameters must be on the plan's device (float32 when a GradScaler is used).
-        optimizer: A torch optimizer over the model's parameters.
-        plan: An ``AmpPlan`` from ``plan_amp``.
-        loss_fn: ``loss_fn(outputs, targets)``; default ``F.cross_entropy``.
-        clip_grad_norm: Clip the gradient norm to this value (after ``scaler.unscale_``); None: no clipping.
+    ``AmpTrainer(model, optimizer, plan_amp(device, "fp16")).step(x, y)``; `loss_fn` defaults to cross-entropy,
+    `clip_grad_norm` (None: off) clips the unscaled gradients.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, plan: AmpPlan,
@@ -66,30 +56,19 @@ class AmpTrainer:
                  clip_grad_norm: float | None = None):
         where = _model_device(model)
         if not isinstance(optimizer, torch.optim.Optimizer):
-            raise TypeError(tr(f"optimizer phải là một torch.optim.Optimizer, không phải {type(optimizer).__name__}.",
-                               f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}."))
+            raise TypeError(f"optimizer phải là một torch.optim.Optimizer, không phải {type(optimizer).__name__}.")
         if not isinstance(plan, AmpPlan):
-            raise TypeError(tr(f"plan phải là một AmpPlan (từ plan_amp(...)), không phải {type(plan).__name__}.",
-                               f"plan must be an AmpPlan (from plan_amp(...)), not {type(plan).__name__}."))
+            raise TypeError(f"plan phải là một AmpPlan (từ plan_amp(...)), không phải {type(plan).__name__}.")
         if not _same_device(where, plan.device):
-            raise ValueError(tr(f"Model nằm trên {where} nhưng plan dành cho {plan.device}: gọi model.to(device) trước.",
-                                f"The model is on {where} but the plan is for {plan.device}: call model.to(device) first."))
-        if plan.use_scaler:
-            odd = sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float32})
-            if odd:
-                raise ValueError(
-                    tr(
-                        f"GradScaler cần trọng số FP32 (có {', '.join(odd)}): giữ model ở float32 và để autocast tự "
-                        "ép kiểu, đừng gọi model.half().",
-                        f"GradScaler needs FP32 master weights (found {', '.join(odd)}): keep the model in float32 "
-                        "and let autocast cast, do not call model.half().",
-                    )
-                )
+            raise ValueError(f"Model nằm trên {where} nhưng plan dành cho {plan.device}: gọi model.to(device) trước.")
+        odd = sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float32})
+        if plan.use_scaler and odd:
+            raise ValueError(f"GradScaler cần trọng số FP32 (có {', '.join(odd)}): giữ model ở float32 và để "
+                             "autocast tự ép kiểu, đừng gọi model.half().")
         if loss_fn is not None and not callable(loss_fn):
-            raise TypeError(tr("loss_fn phải là một hàm loss_fn(outputs, targets).",
-                               "loss_fn must be a function loss_fn(outputs, targets)."))
+            raise TypeError("loss_fn phải là một hàm loss_fn(outputs, targets).")
         if clip_grad_norm is not None:
-            clip_grad_norm = _check_positive("clip_grad_norm", clip_grad_norm)
+            check_number("clip_grad_norm", clip_grad_norm, positive=True)
         self.model = model
         self.optimizer = optimizer
         self.plan = plan
@@ -100,7 +79,7 @@ class AmpTrainer:
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
         """Run one step on a batch and return what happened (the loss is the unscaled FP32 value)."""
         if not isinstance(inputs, torch.Tensor) or not isinstance(targets, torch.Tensor):
-            raise TypeError(tr("inputs và targets phải là tensor.", "inputs and targets must be tensors."))
+            raise TypeError("inputs và targets phải là tensor.")
         self.optimizer.zero_grad(set_to_none=True)
         with self.plan.autocast():
             loss = self.loss_fn(self.model(inputs), targets)
@@ -113,31 +92,28 @@ class AmpTrainer:
         self.scaler.step(self.optimizer)  # skipped when a gradient is inf/NaN
         self.scaler.update()
         scale = self.scaler.get_scale() if self.plan.use_scaler else None
-        skipped = scale is not None and scale < scale_before
-        return StepResult(float(loss.detach()), skipped, scale, grad_norm)
+        return StepResult(float(loss.detach()), scale is not None and scale < scale_before, scale, grad_norm)
 
 
 def _make_optimizer(name: str, model: nn.Module, lr: float) -> torch.optim.Optimizer:
     if not isinstance(name, str) or name.lower() not in _OPTIMIZERS:
-        raise ValueError(tr(f"optimizer phải là một trong {_OPTIMIZERS}, không phải {name!r}.",
-                            f"optimizer must be one of {_OPTIMIZERS}, not {name!r}."))
+        raise ValueError(f"optimizer phải là một trong {_OPTIMIZERS}, không phải {name!r}.")
     if name.lower() == "adam":
         return torch.optim.Adam(model.parameters(), lr=lr)
     return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
 
 
-def _check_batch(inputs, targets, where: torch.device) -> int:
+def _check_batch(model, inputs, targets) -> torch.device:
+    """Return the model's device after checking that `inputs` and `targets` are one batch there."""
+    where = _model_device(model)
     if not isinstance(inputs, torch.Tensor) or not isinstance(targets, torch.Tensor):
-        raise TypeError(tr("inputs và targets phải là tensor (vd từ make_classification_data).",
-                           "inputs and targets must be tensors (e.g. from make_classification_data)."))
+        raise TypeError("inputs và targets phải là tensor (vd từ make_classification_data).")
     if inputs.shape[0] != targets.shape[0] or inputs.shape[0] == 0:
-        raise ValueError(tr(f"inputs ({inputs.shape[0]} hàng) và targets ({targets.shape[0]}) phải có cùng số hàng > 0.",
-                            f"inputs ({inputs.shape[0]} rows) and targets ({targets.shape[0]}) need the same row count > 0."))
+        raise ValueError(f"inputs ({inputs.shape[0]} hàng) và targets ({targets.shape[0]}) phải có cùng số hàng > 0.")
     for name, t in (("inputs", inputs), ("targets", targets)):
         if not _same_device(t.device, where):
-            raise ValueError(tr(f"{name} nằm trên {t.device} nhưng model trên {where}: gọi {name}.to(device).",
-                                f"{name} is on {t.device} but the model is on {where}: call {name}.to(device)."))
-    return inputs.shape[0]
+            raise ValueError(f"{name} nằm trên {t.device} nhưng model trên {where}: gọi {name}.to(device).")
+    return where
 
 
 @dataclass
@@ -155,60 +131,29 @@ class TrainResult:
         return self.losses[-1]
 
     def __str__(self) -> str:
-        skipped = tr(f", {len(self.skipped_steps)} bước bị bỏ qua", f", {len(self.skipped_steps)} steps skipped")
-        return (f"{self.plan}: {len(self.losses)} " + tr("bước", "steps")
-                + f", loss {self.losses[0]:.4f} → {self.final_loss:.4f}"
-                + (skipped if self.plan.use_scaler else ""))
+        skipped = f", {len(self.skipped_steps)} bước bị bỏ qua" if self.plan.use_scaler else ""
+        return f"{self.plan}: {len(self.losses)} bước, loss {self.losses[0]:.4f} → {self.final_loss:.4f}{skipped}"
 
 
-def train(
-    model: nn.Module,
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
-    *,
-    steps: int = 100,
-    batch_size: int = 64,
-    lr: float = 1e-2,
-    optimizer: str = "adam",
-    amp: str | torch.dtype | None = "off",
-    scaler: bool | None = None,
-    allow_emulated: bool = False,
-    clip_grad_norm: float | None = None,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-    seed: int = 0,
-) -> TrainResult:
+def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, steps: int = 100, batch_size: int = 64,
+          lr: float = 1e-2, optimizer: str = "adam", amp: str | torch.dtype | None = "off", scaler: bool | None = None,
+          allow_emulated: bool = False, clip_grad_norm: float | None = None,
+          loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None, seed: int = 0) -> TrainResult:
     """Train `model` in place on shuffled mini-batches of ``(inputs, targets)`` and return the record.
 
-    The device is the model's; data must be there too. The batch order depends only on `seed`, so two runs
-    from the same model weights differ only by the arithmetic (e.g. FP32 vs autocast).
-
-    Args:
-        model: The model to train (float32 weights for AMP).
-        inputs: Inputs, first dimension = samples.
-        targets: Targets for ``loss_fn`` (class indices for the default cross-entropy).
-        steps: Number of optimizer steps.
-        batch_size: Rows per step (at most the number of samples).
-        lr: Learning rate.
-        optimizer: "adam" or "sgd" (momentum 0.9).
-        amp: "off", "bf16" or "fp16" (see ``plan_amp``).
-        scaler: GradScaler on/off; None: on for fp16.
-        allow_emulated: Accept bf16 on a GPU without native bf16, or fp16 on the CPU.
-        clip_grad_norm: Clip gradients to this norm (after unscaling); None: no clipping.
-        loss_fn: ``loss_fn(outputs, targets)``; default cross-entropy.
-        seed: Seed of the batch order.
-
-    Returns:
-        A ``TrainResult`` with one loss per step.
+    The device is the model's (the data must be there too). The batch order depends only on `seed`, so two runs
+    from the same weights differ only by their arithmetic (e.g. FP32 vs autocast). `optimizer` is "adam" or
+    "sgd" (momentum 0.9); `amp`, `scaler`, `allow_emulated` go to ``plan_amp``, `loss_fn` and `clip_grad_norm`
+    to ``AmpTrainer``.
     """
-    where = _model_device(model)
-    n = _check_batch(inputs, targets, where)
-    _check_int("steps", steps)
-    _check_int("batch_size", batch_size)
-    _check_int("seed", seed, minimum=0)
+    where = _check_batch(model, inputs, targets)
+    n = inputs.shape[0]
+    check_int("steps", steps, 1)
+    check_int("batch_size", batch_size, 1)
+    check_int("seed", seed, 0)
     if batch_size > n:
-        raise ValueError(tr(f"batch_size={batch_size} lớn hơn số mẫu ({n}).",
-                            f"batch_size={batch_size} is larger than the number of samples ({n})."))
-    lr = _check_positive("lr", lr)
+        raise ValueError(f"batch_size={batch_size} lớn hơn số mẫu ({n}).")
+    check_number("lr", lr, positive=True)
     plan = plan_amp(where, amp, scaler=scaler, allow_emulated=allow_emulated)
     trainer = AmpTrainer(model, _make_optimizer(optimizer, model, lr), plan, loss_fn, clip_grad_norm)
     gen = torch.Generator().manual_seed(seed)
@@ -227,3 +172,57 @@ def train(
         if out.scale is not None:
             result.scales.append(out.scale)
     return result
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """Median time of one training step (a ``bench.Timing``) and the peak CUDA memory it needed (None elsewhere)."""
+
+    plan: AmpPlan
+    timing: Timing
+    peak_memory_bytes: int | None
+    baseline_memory_bytes: int | None
+
+    @property
+    def median_s(self) -> float:
+        """Return the median step time in seconds."""
+        return self.timing.median_s
+
+    def __str__(self) -> str:
+        label = self.plan.amp if self.plan.enabled else "fp32"
+        text = f"{label:>4}: {self.median_s * 1e3:.2f} ms/bước ({self.timing.conditions()})"
+        if self.peak_memory_bytes is not None:
+            text += (f" · đỉnh bộ nhớ {self.peak_memory_bytes / 2**20:.0f} MiB (nền "
+                     f"{self.baseline_memory_bytes / 2**20:.0f} MiB: trọng số, gradient, optimizer, dữ liệu)")
+        return text
+
+
+def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *,
+                       amp: str | torch.dtype | None = "off", scaler: bool | None = None,
+                       allow_emulated: bool = False, warmup: int = 2, repeats: int = 10, lr: float = 1e-3,
+                       optimizer: str = "adam") -> StepProfile:
+    """Time full training steps (forward, backward, optimizer) on one batch and read the peak CUDA memory.
+
+    One untimed step creates the optimizer state, then ``bench.measure`` takes the median of `repeats` steps
+    after `warmup` more; the model is trained in place. On CUDA the peak is ``max_memory_allocated`` over the
+    measured steps and the baseline what was allocated just before them (weights, gradients, optimizer, data).
+    """
+    where = _check_batch(model, inputs, targets)
+    check_int("warmup", warmup, 0)
+    check_int("repeats", repeats, 1)
+    check_number("lr", lr, positive=True)
+    plan = plan_amp(where, amp, scaler=scaler, allow_emulated=allow_emulated)
+    trainer = AmpTrainer(model, _make_optimizer(optimizer, model, lr), plan)
+    model.train()
+    trainer.step(inputs, targets)
+    synchronize(where)
+    baseline = peak = None
+    if where.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(where)
+        baseline = torch.cuda.memory_allocated(where)
+    label = f"train step {plan.amp if plan.enabled else 'fp32'}"
+    timing = measure(lambda: trainer.step(inputs, targets), device=where, repeats=repeats, warmup=warmup,
+                     number=1, label=label)
+    if where.type == "cuda":
+        peak = torch.cuda.max_memory_allocated(where)
+    return StepProfile(plan, timing, peak, baseline)
