@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import re
 import sys
@@ -365,7 +366,7 @@ def task_solutions(text: str) -> dict[str, str]:
     """
     cells = [c.source for c in parse_source(text) if c.kind == "code"] + [""]
     found: dict[str, list[str]] = {}
-    for cell, after in zip(cells, cells[1:]):
+    for cell, after in itertools.pairwise(cells):
         call = _CHECK_CALL.search(cell) or (None if has_variants(after) else _CHECK_CALL.search(after))
         if not has_variants(cell) or call is None:
             continue
