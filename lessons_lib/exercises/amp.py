@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from unittest import mock
 
 import torch
 
@@ -27,26 +28,12 @@ def _amp_dtype(device: torch.device) -> torch.dtype:
 
 
 @contextlib.contextmanager
-def _count_scaler_calls():
-    """Count GradScaler.scale / step / update calls (and whether the scaler was enabled) while active."""
-    cls = torch.amp.GradScaler
-    counts = {"scale": 0, "step": 0, "update": 0, "enabled": False}
-    originals = {name: getattr(cls, name) for name in ("scale", "step", "update")}
-
-    def wrap(name, original):
-        def wrapper(self, *args, **kwargs):
-            counts[name] += 1
-            counts["enabled"] |= bool(self.is_enabled())
-            return original(self, *args, **kwargs)
-        return wrapper
-
-    for name, original in originals.items():
-        setattr(cls, name, wrap(name, original))
-    try:
-        yield counts
-    finally:
-        for name, original in originals.items():
-            setattr(cls, name, original)
+def _watch_scaler():
+    """Yield mocks wrapping GradScaler.scale / step / update: their calls are recorded, their work still done."""
+    with contextlib.ExitStack() as stack:
+        yield {name: stack.enter_context(mock.patch.object(torch.amp.GradScaler, name, autospec=True,
+                                                           side_effect=getattr(torch.amp.GradScaler, name)))
+               for name in ("scale", "step", "update")}
 
 
 def _losses(report: Report, what: str, value) -> list[float]:
@@ -76,10 +63,12 @@ def _run(report: Report, train_amp, device: torch.device, dtype: torch.dtype | N
     hook = model.register_forward_hook(lambda _m, _i, out: seen.add(out.dtype))
     what = f"train_amp(model, x, y, {'None' if dtype is None else dtype}, steps={_STEPS})"
     try:
-        with _count_scaler_calls() as counts:
+        with _watch_scaler() as calls:
             value = report.call(what, train_amp, model, x, y, dtype, steps=_STEPS)
     finally:
         hook.remove()
+    counts = {name: called.call_count for name, called in calls.items()}
+    counts["enabled"] = any(call.args[0].is_enabled() for call in calls["scale"].call_args_list)
     return _losses(report, what, value), seen, counts
 
 
