@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lessons_lib.exercises import Feedback
+from lessons_lib.exercises._core import Feedback
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 

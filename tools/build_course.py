@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import re
 import sys
@@ -420,21 +421,21 @@ _CHECK_CALL = re.compile(r"^\s*(\w+)\.check\(", re.M)
 _SOLUTION_NOISE = re.compile(r"^(?:%%gpu|from lessons_lib\.exercises\S* import .*|\s*\w+\.check\(.*\))[ \t]*$")
 
 
-def task_solutions(text: str, group: str) -> dict[str, str]:
+def task_solutions(text: str) -> dict[str, str]:
     """Return each task's solution in one lesson source: the solution variant of the cells that hold its regions.
 
-    A region belongs to the task whose ``X.check(`` comes first in its cell or in the code cells after it.
-    The setup of the cell (``%%gpu``, the task's import) and the ``check`` call itself are left out.
+    A region belongs to the task whose ``X.check(`` is in its cell, or in the next code cell when that one holds
+    no region itself; other regions (worked examples the learner completes) belong to no task. The setup of the
+    cell (``%%gpu``, the task's import) and the ``check`` call itself are left out.
     """
-    cells = [c for c in parse_source(text) if c.kind == "code"]
+    cells = [c.source for c in parse_source(text) if c.kind == "code"] + [""]
     found: dict[str, list[str]] = {}
-    for i, cell in enumerate(cells):
-        if not has_variants(cell.source):
+    for cell, after in itertools.pairwise(cells):
+        call = _CHECK_CALL.search(cell) or (None if has_variants(after) else _CHECK_CALL.search(after))
+        if not has_variants(cell) or call is None:
             continue
-        key = next((m.group(1) for c in cells[i:] for m in [_CHECK_CALL.search(c.source)] if m), None)
-        if key is None:  # a region that no task checks (e.g. a worked example): nothing to show
-            continue
-        lines = select_variant(cell.source, "solution").splitlines()
+        key = call.group(1)
+        lines = select_variant(cell, "solution").splitlines()
         found.setdefault(key, []).append("\n".join(ln for ln in lines if not _SOLUTION_NOISE.match(ln)).strip("\n"))
     return {key: "\n\n".join(parts) for key, parts in found.items()}
 
@@ -446,7 +447,7 @@ def solutions_json(sources: list[Path] | None = None) -> str:
         group = "exercises" if src.name.startswith("10_") else f"lesson{src.name[:2]}"
         text = src.read_text(encoding="utf-8")
         if has_variants(text):
-            table[group] = task_solutions(text, group)
+            table[group] = task_solutions(text)
     return json.dumps(table, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 

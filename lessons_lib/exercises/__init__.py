@@ -1,24 +1,19 @@
-"""Checked exercises of notebook 10 (exercises): ``exN.check(...)``, ``exN.hint()``, ``exN.solution()``, and ``progress()``.
+"""Checked exercises of notebook 10: ``exN.check(...)``, ``exN.hint()``, ``exN.solution()``, and ``progress()``.
 
-Each exercise's ``check`` prints ✅ (đạt), ❌ (chưa đúng, with what is wrong) or ⏳ (chưa làm) and never
-raises because of the answer; unanswered blanks are ``None`` or ``...``. Exercises marked GPU belong in
-``%%gpu`` cells; the others run on a CPU and say what would differ on a GPU.
-
-    from lessons_lib.exercises import ex3
-    ex3.check(roundtrip, expected)
+Each ``check`` prints ✅ (đạt), ❌ (chưa đúng, with what is wrong) or ⏳ (chưa làm) and never raises because
+of the answer; unanswered blanks are ``None`` or ``...``. Exercises marked GPU belong in ``%%gpu`` cells;
+the others run on a CPU and say what would differ on a GPU. A lesson's own tasks live in ``lessonNN``.
 """
 
 from __future__ import annotations
 
-from ._core import REGISTRY, Exercise, Feedback, progress
-from .amp import amp_dtype_for, ex5, ex5_gpu
+from ._core import progress
+from .amp import ex5, ex5_gpu
 from .debugging import ex6, ex7, ex8
 from .environment import ex1, ex1_gpu
 from .oom import ex4, ex4_gpu
-from .speed import WHY_OPTIONS, ex2a, ex2b, ex2c
+from .speed import ex2a, ex2b, ex2c
 from .tensors import ex3
 
-__all__ = [
-    "REGISTRY", "WHY_OPTIONS", "Exercise", "Feedback", "amp_dtype_for", "ex1", "ex1_gpu", "ex2a", "ex2b", "ex2c",
-    "ex3", "ex4", "ex4_gpu", "ex5", "ex5_gpu", "ex6", "ex7", "ex8", "progress",
-]
+__all__ = ["ex1", "ex1_gpu", "ex2a", "ex2b", "ex2c", "ex3", "ex4", "ex4_gpu", "ex5", "ex5_gpu", "ex6", "ex7", "ex8",
+           "progress"]

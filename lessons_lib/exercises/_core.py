@@ -1,8 +1,8 @@
-"""The machinery every exercise shares: `Exercise` (check / hint / solution), `Feedback`, and `progress()`.
+"""The machinery every exercise shares: `Exercise` (check / hint / solution), `Report`, `Feedback`, `progress()`.
 
 A checker never raises because of the learner's answer: a missing answer (``None`` or ``...``) gives
 "chưa làm", a wrong one a specific message, and an error inside the learner's code is caught, shown
-briefly and explained. Only misuse of the API itself (``hint(0)``, building an Exercise wrongly) raises.
+briefly and explained. Only misuse of the API itself (``hint(0)``, ``progress("x")``) raises.
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from importlib import resources
 import torch
 
 from ..errors import explain, short_message
-from ..i18n import tr
 
 PASS, FAIL, MISSING = "pass", "fail", "missing"
-_ICONS = {PASS: "✅", FAIL: "❌", MISSING: "⏳"}
+_HEADS = {PASS: "✅ đạt", FAIL: "❌ chưa đúng", MISSING: "⏳ chưa làm"}
 
 #: Every exercise by group ("exercises" for notebook 10, "lesson01"… for a lesson's own tasks), then by key.
 GROUPS: dict[str, dict[str, Exercise]] = {}
-#: The exercises of notebook 10 by key (``progress()`` lists them in the notebook's order).
+#: The exercises of notebook 10 by key.
 REGISTRY: dict[str, Exercise] = GROUPS.setdefault("exercises", {})
 #: When this environment variable names a file, every ``check()`` appends its result there as one JSON line
 #: (``tools/grade.py`` reads it to grade a class's notebooks); unset, nothing is written.
@@ -46,7 +45,10 @@ class Stop(Exception):
 
 @dataclass
 class Report:
-    """What an evaluation found: problems (wrong), missing parts (not done yet), and notes."""
+    """What an evaluation found: problems (wrong), missing parts (not done yet), and notes.
+
+    A second positional argument after a message (the old English text) is ignored until every caller drops it.
+    """
 
     problems: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
@@ -60,19 +62,10 @@ class Report:
             raise Stop
 
     def missing_part(self, message: str, _legacy_en: str | None = None, stop: bool = False) -> None:
-        """Record a part the learner has not filled in yet."""
+        """Record a part the learner has not filled in yet; with `stop`, end the evaluation here."""
         self.missing.append(message)
         if stop:
             raise Stop
-
-    def require_function(self, value, signature: str) -> None:
-        """Stop as "not done yet" when `value` is blank, or as a problem when it is not a function."""
-        name = signature.split("(")[0]
-        if is_blank(value):
-            self.missing_part(f"chưa viết hàm {name}.", f"{name} is not written yet.", stop=True)
-        if not callable(value):
-            self.problem(f"{name} phải là một hàm {signature}, không phải {type(value).__name__}.",
-                         f"{name} must be a function {signature}, not {type(value).__name__}.", stop=True)
 
     def note(self, message: str, _legacy_en: str | None = None) -> None:
         """Record a remark shown with any result (e.g. what would differ on a GPU)."""
@@ -82,6 +75,30 @@ class Report:
         """Set the sentence shown when everything passed."""
         self.passed_msg = message
 
+    def require_function(self, value, signature: str) -> None:
+        """Stop as "not done yet" when `value` is blank, or as a problem when it is not a function."""
+        name = signature.split("(")[0]
+        if is_blank(value):
+            self.missing_part(f"chưa viết hàm {name}.", stop=True)
+        if not callable(value):
+            self.problem(f"{name} phải là một hàm {signature}, không phải {type(value).__name__}.", stop=True)
+
+    def require_filled(self, **values) -> None:
+        """Stop as "not done yet" naming every blank among `values`."""
+        blank = [name for name, value in values.items() if is_blank(value)]
+        if blank:
+            self.missing_part(f"chưa điền {', '.join(blank)}.", stop=True)
+
+    def require_return(self, value, name: str) -> None:
+        """Stop as "not done yet" when the learner's function `name` returned None."""
+        if value is None:
+            self.missing_part(f"{name} chưa trả về gì (thiếu return).", stop=True)
+
+    def require_gpu(self) -> None:
+        """Stop with a problem when there is no CUDA GPU (the part lives in a ``%%gpu`` cell)."""
+        if not torch.cuda.is_available():
+            self.problem("phần này cần GPU CUDA; máy này không có (ô %%gpu lẽ ra đã bỏ qua nó).", stop=True)
+
     def call(self, what: str, fn: Callable, *args, **kwargs):
         """Call the learner's `fn`; if it raises, record the error (with an explanation) and stop."""
         try:
@@ -89,17 +106,13 @@ class Report:
         except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
             self.error(what, exc)
 
-    def error(self, what: str, exc: BaseException) -> None:
-        """Record that the learner's code (`what`) raised `exc`, with an explanation, and stop."""
-        self.problems.append(error_text(what, exc))
-        raise Stop from None
-
-
-def error_text(what: str, exc: BaseException) -> str:
-    """Return "<what> raised <error>" with the friendly explanation when one is known."""
-    text = tr(f"{what} báo lỗi: ", f"{what} raised: ") + short_message(exc, max_lines=3)
-    hint = explain(exc)
-    return text + ("\n    " + hint.replace("\n", "\n    ") if hint else "")
+    def error(self, what: str, exc: BaseException, stop: bool = True) -> None:
+        """Record that the learner's code (`what`) raised `exc`, with an explanation; with `stop`, end here."""
+        text = f"{what} báo lỗi: " + short_message(exc, max_lines=3)
+        hint = explain(exc)
+        self.problems.append(text + ("\n    " + hint.replace("\n", "\n    ") if hint else ""))
+        if stop:
+            raise Stop from None
 
 
 @dataclass(frozen=True)
@@ -121,17 +134,12 @@ class Feedback:
         return self.passed
 
     def __str__(self) -> str:
-        head = {
-            PASS: tr("đạt", "passed"),
-            FAIL: tr("chưa đúng", "not yet right"),
-            MISSING: tr("chưa làm", "not done yet"),
-        }[self.status]
-        out = [f"{_ICONS[self.status]} {self.title} — {head}" + (":" if self.lines else ".")]
+        icon, head = _HEADS[self.status].split(" ", 1)
+        out = [f"{icon} {self.title} — {head}" + (":" if self.lines else ".")]
         out += [f"  • {line}" for line in self.lines]
         out += [f"  ℹ️ {note}" for note in self.notes]
         if self.status != PASS:
-            out.append(tr(f"  → Gợi ý: {self.key}.hint() · Lời giải: {self.key}.solution()",
-                          f"  → Hint: {self.key}.hint() · Solution: {self.key}.solution()"))
+            out.append(f"  → Gợi ý: {self.key}.hint() · Lời giải: {self.key}.solution()")
         return "\n".join(out)
 
 
@@ -139,40 +147,23 @@ class Exercise:
     """One checked exercise: ``check(...)`` prints feedback, ``hint()`` the next hint, ``solution()`` the code.
 
     Args:
-        key: The name the notebook uses for it, e.g. "ex3".
-        title: The title, e.g. "Bài 3 · Đưa tensor đi và về".
+        key: The name the notebook uses for it, e.g. "ex3"; `group` is its set: "exercises" (notebook 10)
+            or a lesson's, e.g. "lesson04".
         evaluate: ``evaluate(report, *answer)``: fills the `Report`; may raise `Stop`.
         hints: The hints, from gentle to explicit.
+        solution: Transitional, being removed: the solution printed is the task's SOLUTION region in the lesson
+            source (``solutions.json``, generated by ``tools/build_course.py``).
         gpu: True when the exercise needs a CUDA GPU (it lives in a ``%%gpu`` cell).
-        starter: The starting code of a debugging exercise; handing it in unchanged counts as "chưa làm".
-        group: Which set it belongs to: "exercises" (notebook 10) or a lesson's own, e.g. "lesson04".
-
-    The solution is the SOLUTION region of the lesson source (``solutions.json``, generated from it by
-    ``tools/build_course.py``), so it is written once. While checking, PyTorch runs on one CPU thread (restored
-    afterwards): the checks use tiny models, for which one thread is fastest and not slowed down by a busy machine.
+        starter: The buggy code of a debugging exercise; handing it in unchanged counts as "chưa làm".
     """
 
-    def __init__(self, key: str, title, evaluate: Callable, hints: list, solution: str | None = None, *,
+    def __init__(self, key: str, title: str, evaluate: Callable, hints: list[str], solution: str | None = None, *,
                  gpu: bool = False, starter: str | None = None, group: str = "exercises"):
-        if not isinstance(key, str) or not key.isidentifier():
-            raise ValueError(f"key must be a Python name such as 'ex3', got {key!r}")
-        title = title[0] if isinstance(title, tuple) else title  # transitional: (vi, en) pairs keep working
-        if not isinstance(title, str) or not title.strip():
-            raise TypeError("title must be a non-empty str")
-        if not callable(evaluate):
-            raise TypeError(f"evaluate must be callable, got {type(evaluate).__name__}")
-        hints = [h[0] if isinstance(h, tuple) else h for h in hints or []]
-        if not hints or not all(isinstance(h, str) and h.strip() for h in hints):
-            raise ValueError("hints must be a non-empty list of str")
-        if not isinstance(group, str) or not group.isidentifier():
-            raise ValueError(f"group must be a Python name such as 'exercises' or 'lesson04', got {group!r}")
-        self.key = key
-        self.group = group
-        self._title = title
+        self.key, self.group, self.gpu = key, group, gpu
+        self.title = title[0] if isinstance(title, tuple) else title  # transitional: old (vi, en) pairs
         self._evaluate = evaluate
-        self._hints = hints
+        self._hints = [h[0] if isinstance(h, tuple) else h for h in hints]
         self._solution = solution
-        self.gpu = gpu
         self.starter_code = textwrap.dedent(starter).strip("\n") if starter else None
         self._hints_shown = 0
         self.last_status: str | None = None
@@ -181,16 +172,11 @@ class Exercise:
     @property
     def solution_code(self) -> str:
         """Return the solution's code: the SOLUTION region of the lesson source."""
-        code = self._solution or _solutions().get(self.group, {}).get(self.key)  # transitional: solution= first
+        code = self._solution or _solutions().get(self.group, {}).get(self.key)
         if code is None:
             raise LookupError(f"no SOLUTION region for {self.group}.{self.key} in solutions.json: "
                               "run python tools/build_course.py")
         return textwrap.dedent(code).strip("\n")
-
-    @property
-    def title(self) -> str:
-        """Return the title."""
-        return self._title
 
     def evaluate(self, *args, **kwargs) -> Feedback:
         """Return the feedback for an answer without printing it; never raises because of the answer."""
@@ -199,19 +185,16 @@ class Exercise:
             inspect.signature(self._evaluate).bind(report, *args, **kwargs)
         except TypeError:
             params = list(inspect.signature(self._evaluate).parameters)[1:]
-            report.problem(
-                f"check() cần đúng các đối số: {self.key}.check({', '.join(params)}).",
-                f"check() takes exactly: {self.key}.check({', '.join(params)}).",
-            )
+            report.problem(f"check() cần đúng các đối số: {self.key}.check({', '.join(params)}).")
         else:
             threads = torch.get_num_threads()
-            torch.set_num_threads(1)  # the checks run tiny models: one thread is fastest and immune to busy CPUs
+            torch.set_num_threads(1)  # tiny models: one thread is fastest and not slowed by a busy machine
             try:
                 self._evaluate(report, *args, **kwargs)
             except Stop:
                 pass
             except Exception as exc:  # noqa: BLE001 - never let a traceback out of a checker
-                report.problems.append(error_text(tr("Khi chấm, code của bạn", "While checking, your code"), exc))
+                report.error("Khi chấm, code của bạn", exc, stop=False)
             finally:
                 torch.set_num_threads(threads)
         if report.problems:
@@ -220,9 +203,8 @@ class Exercise:
             status, lines = MISSING, report.missing
         else:
             status, lines = PASS, [report.passed_msg] if report.passed_msg else []
-        feedback = Feedback(self.key, self.title, status, tuple(lines), tuple(report.notes))
         self.last_status = status
-        return feedback
+        return Feedback(self.key, self.title, status, tuple(lines), tuple(report.notes))
 
     def check(self, *args, **kwargs) -> None:
         """Check an answer and print the feedback (✅ đạt / ❌ chưa đúng / ⏳ chưa làm)."""
@@ -232,22 +214,22 @@ class Exercise:
 
     def hint(self, number: int | None = None) -> None:
         """Print the next hint (or hint `number`, counting from 1)."""
+        count = len(self._hints)
         if number is None:
-            number = min(self._hints_shown + 1, len(self._hints))
+            number = min(self._hints_shown + 1, count)
         if isinstance(number, bool) or not isinstance(number, int):
-            raise TypeError(f"number must be an int from 1 to {len(self._hints)} or None, got {type(number).__name__}")
-        if not 1 <= number <= len(self._hints):
-            raise ValueError(f"number must be from 1 to {len(self._hints)}, got {number}")
+            raise TypeError(f"number must be an int from 1 to {count} or None, got {type(number).__name__}")
+        if not 1 <= number <= count:
+            raise ValueError(f"number must be from 1 to {count}, got {number}")
         self._hints_shown = max(self._hints_shown, number)
-        more = (tr(f" (gọi lại {self.key}.hint() để xem gợi ý tiếp)", f" (call {self.key}.hint() again for the next)")
-                if number < len(self._hints) else tr(f" (hết gợi ý; xem {self.key}.solution())",
-                                                     f" (no more hints; see {self.key}.solution())"))
-        print(f"💡 {self.title} — " + tr("gợi ý", "hint") + f" {number}/{len(self._hints)}{more}:")
+        more = (f" (gọi lại {self.key}.hint() để xem gợi ý tiếp)" if number < count
+                else f" (hết gợi ý; xem {self.key}.solution())")
+        print(f"💡 {self.title} — gợi ý {number}/{count}{more}:")
         print(textwrap.indent(self._hints[number - 1], "   "))
 
     def solution(self) -> None:
         """Print the reference solution (try the hints first!)."""
-        print(f"📖 {self.title} — " + tr("lời giải", "solution") + ":\n")
+        print(f"📖 {self.title} — lời giải:\n")
         print(self.solution_code)
 
     def __repr__(self) -> str:
@@ -282,9 +264,6 @@ def record_check(group: str, feedback: Feedback, environ=os.environ) -> bool:
     return True
 
 
-# --------------------------------------------------------------------------- progress
-
-
 def progress(group: str = "exercises") -> None:
     """Print the status of every exercise in `group`: checked and passed, not right yet, not done, or needs a GPU."""
     if not isinstance(group, str):
@@ -292,20 +271,14 @@ def progress(group: str = "exercises") -> None:
     if group not in GROUPS:
         raise ValueError(f"group must be one of {sorted(GROUPS)}, got {group!r}")
     has_cuda = torch.cuda.is_available()
-    labels = {
-        PASS: "✅ " + tr("đạt", "passed"),
-        FAIL: "❌ " + tr("chưa đúng", "not yet right"),
-        MISSING: "⏳ " + tr("chưa làm", "not done yet"),
-        None: "· " + tr("chưa chấm", "not checked"),
-    }
     exercises = sorted(GROUPS[group].values(), key=_order)
     width = max((len(ex.title) for ex in exercises), default=0)
     done = sum(ex.last_status == PASS for ex in exercises)
-    print(tr(f"Tiến độ: {done}/{len(exercises)} bài đạt", f"Progress: {done}/{len(exercises)} passed"))
+    print(f"Tiến độ: {done}/{len(exercises)} bài đạt")
     for ex in exercises:
-        label = labels[ex.last_status]
+        label = _HEADS.get(ex.last_status, "· chưa chấm")
         if ex.gpu and not has_cuda and ex.last_status is None:
-            label = "⏭️ " + tr("cần GPU CUDA (máy này không có)", "needs a CUDA GPU (none here)")
+            label = "⏭️ cần GPU CUDA (máy này không có)"
         print(f"  {ex.title:<{width}}  {label}")
 
 
@@ -323,21 +296,19 @@ def same_code(fn_or_cls: object, code: str | None) -> bool:
     A class is compared method by method (``inspect.getsource`` cannot find a class defined in a notebook
     cell, but it finds its functions), so a class with a renamed, added or removed method differs.
     """
+    def tree(source: str) -> ast.Module:
+        return ast.parse(textwrap.dedent(source))
+
     if code is None:
         return False
     try:
-        tree = ast.parse(textwrap.dedent(code))
-        if isinstance(fn_or_cls, type):
-            starter = next(node for node in tree.body if isinstance(node, ast.ClassDef))
-            want = {node.name: ast.dump(node) for node in starter.body if isinstance(node, ast.FunctionDef)}
-            have = {}
-            for name, value in vars(fn_or_cls).items():
-                if inspect.isfunction(value):
-                    node = ast.parse(textwrap.dedent(inspect.getsource(value))).body[0]
-                    have[name] = ast.dump(node)
-            return want == have
-        source = textwrap.dedent(inspect.getsource(fn_or_cls))
-        return ast.dump(ast.parse(source)) == ast.dump(tree)
+        if not isinstance(fn_or_cls, type):
+            return ast.dump(tree(inspect.getsource(fn_or_cls))) == ast.dump(tree(code))
+        starter = next(node for node in tree(code).body if isinstance(node, ast.ClassDef))
+        want = {node.name: ast.dump(node) for node in starter.body if isinstance(node, ast.FunctionDef)}
+        have = {name: ast.dump(tree(inspect.getsource(value)).body[0]) for name, value in vars(fn_or_cls).items()
+                if inspect.isfunction(value)}
+        return want == have
     except (OSError, TypeError, SyntaxError, StopIteration, IndexError):
         return False
 
@@ -346,27 +317,21 @@ def as_device(value: object) -> torch.device | None:
     """Return `value` as a torch.device, or None when it is not a device or a device name."""
     if isinstance(value, torch.device):
         return value
-    if isinstance(value, str):
-        try:
-            return torch.device(value)
-        except (RuntimeError, ValueError):
-            return None
-    return None
+    try:
+        return torch.device(value) if isinstance(value, str) else None
+    except (RuntimeError, ValueError):
+        return None
 
 
 def same_device(a: torch.device, b: torch.device) -> bool:
     """Return True when two devices are the same place ("cuda" and "cuda:0" count as the same here)."""
-    if a.type != b.type:
-        return False
-    if a.type != "cuda" or a.index is None or b.index is None:
-        return True
-    return a.index == b.index
+    return a.type == b.type and (a.type != "cuda" or None in (a.index, b.index) or a.index == b.index)
 
 
-def on_gpu_note(report: Report, device: torch.device, vi: str, en: str) -> None:
+def on_gpu_note(report: Report, device: torch.device, message: str, _legacy_en: str | None = None) -> None:
     """Add a note on what would differ on a GPU, when the check ran on a CPU."""
     if device.type == "cpu":
-        report.note("Trên GPU: " + vi, "On a GPU: " + en)
+        report.note("Trên GPU: " + message)
 
 
 def number(value: object) -> float | None:

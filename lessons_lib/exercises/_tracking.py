@@ -1,10 +1,9 @@
 """Watch what learner code does with tensors, so device bugs show up even on a CPU-only machine.
 
-`MoveTracker` records every ``.to()`` / ``.cuda()`` / ``.cpu()`` call and every later use of a tensor.
-On a CPU ``x.to("cpu")`` returns ``x`` itself, so "forgot to reassign" (``x.to(device)`` whose result is
-thrown away) would be invisible; inside the tracker such a call returns an alias of ``x`` instead (same
-memory and values, a new tensor object), so an unused result is seen as unused on every device.
-It also records tensor factories (``torch.randn``, ``torch.zeros``, ...) and the device they created on.
+`MoveTracker` records every ``.to()`` / ``.cuda()`` / ``.cpu()`` call, every tensor factory (``torch.randn``…)
+with the device it created on, and every use of a tensor. On a CPU ``x.to("cpu")`` returns ``x`` itself, so
+"forgot to reassign" would be invisible; inside the tracker such a call returns an alias of ``x`` instead
+(same memory and values, a new tensor object), so an unused result is seen as unused on every device.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 _MOVES = ("to", "cuda", "cpu")
-FACTORIES = frozenset({
+_FACTORIES = frozenset({
     "arange", "empty", "eye", "full", "linspace", "logspace", "ones", "rand", "randint", "randn",
     "randperm", "tensor", "zeros", "normal", "as_tensor",
 })
@@ -27,43 +26,28 @@ ARITHMETIC = frozenset({
 
 @dataclass(eq=False)
 class Move:
-    """One ``.to()`` / ``.cuda()`` / ``.cpu()`` call: the tensor moved, the result, where it went."""
+    """One ``.to()`` / ``.cuda()`` / ``.cpu()`` call (number `index`): the tensor moved, the result, where it went."""
 
     index: int
-    method: str
     source: torch.Tensor
     result: torch.Tensor
     target: torch.device
 
 
-@dataclass(eq=False)
-class Factory:
-    """One tensor created by a factory function (``torch.randn(...)``, ...) and the device it landed on."""
-
-    index: int
-    name: str
-    device: torch.device
-
-
-def _tensors(obj, out: list) -> list:
+def _tensors(obj) -> list[torch.Tensor]:
     if isinstance(obj, torch.Tensor):
-        out.append(obj)
-    elif isinstance(obj, (list, tuple)):
-        for item in obj:
-            _tensors(item, out)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            _tensors(item, out)
-    return out
+        return [obj]
+    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    return [t for item in items for t in _tensors(item)]
 
 
 class MoveTracker(TorchFunctionMode):
-    """Record moves, factories and tensor uses while active (``with MoveTracker() as t: ...``)."""
+    """Record moves, factories (name, device) and tensor uses while active (``with MoveTracker() as t: ...``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.moves: list[Move] = []
-        self.factories: list[Factory] = []
+        self.factories: list[tuple[str, torch.device]] = []
         self.calls: list[str] = []
         self._last_use: dict[int, int] = {}
         self._keep: list[torch.Tensor] = []  # keeps ids unique while we look at them
@@ -73,7 +57,7 @@ class MoveTracker(TorchFunctionMode):
         index = len(self.calls)
         name = getattr(func, "__name__", str(func))
         self.calls.append(name)
-        for t in _tensors(args, []) + _tensors(kwargs, []):
+        for t in _tensors(args) + _tensors(kwargs):
             self._last_use[id(t)] = index
         out = func(*args, **kwargs)
         if name in _MOVES and args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
@@ -83,13 +67,11 @@ class MoveTracker(TorchFunctionMode):
                     out = out.view_as(out)  # a new tensor object on the same memory: "unused" becomes visible
                 except RuntimeError:
                     pass
-            self.moves.append(Move(index, name, source, out, out.device))
+            self.moves.append(Move(index, source, out, out.device))
             self._keep += [source, out]
-        elif name in FACTORIES and isinstance(out, torch.Tensor):
-            self.factories.append(Factory(index, name, out.device))
+        elif name in _FACTORIES and isinstance(out, torch.Tensor):
+            self.factories.append((name, out.device))
         return out
-
-    # ------------------------------------------------------------------ questions
 
     def used_after(self, tensor: torch.Tensor, index: int) -> bool:
         """Return True when `tensor` was an input of some call after call number `index`."""
@@ -97,7 +79,7 @@ class MoveTracker(TorchFunctionMode):
 
     def mark_used(self, obj) -> None:
         """Count the tensors inside `obj` (e.g. the returned value) as used."""
-        for t in _tensors(obj, []):
+        for t in _tensors(obj):
             self._last_use[id(t)] = len(self.calls)
 
     def unused_moves(self) -> list[Move]:
@@ -108,10 +90,6 @@ class MoveTracker(TorchFunctionMode):
         """Return the moves whose source is `tensor` (by identity)."""
         return [m for m in self.moves if m.source is tensor]
 
-    def first_call(self, names: frozenset[str] | set[str]) -> int | None:
-        """Return the index of the first call named in `names`, or None."""
-        return next((i for i, n in enumerate(self.calls) if n in names), None)
-
-    def last_call(self, names: frozenset[str] | set[str]) -> int | None:
-        """Return the index of the last call named in `names`, or None."""
-        return next((i for i in range(len(self.calls) - 1, -1, -1) if self.calls[i] in names), None)
+    def calls_of(self, names: frozenset[str]) -> list[int]:
+        """Return the indexes of the calls named in `names`, in order."""
+        return [i for i, name in enumerate(self.calls) if name in names]
