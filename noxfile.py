@@ -276,7 +276,8 @@ def _run_row(session: nox.Session, combo: vm.Combo) -> None:
                     *re.findall(rf"^((?:{'|'.join(TEST_TOOLS)})==\S+)", requirements, re.M))
     colab_environ = vm.COLAB_RUNTIME_ENV if combo.colab else {}
     with session.chdir(tmp):  # never the checkout: its lessons_lib/ would shadow the installed wheel
-        out = session.run("python", "-c", _LEARNER_VIEW, env=colab_environ, silent=True)
+        (tmp / "learner_view.py").write_text(_LEARNER_VIEW, encoding="utf-8")
+        out = session.run("python", "learner_view.py", env=colab_environ, silent=True)
         seen = json.loads(out.split("LEARNER_VIEW", 1)[1])
         facts = seen["facts"]
         if not facts["lessons_lib"].startswith(facts["prefix"]):
