@@ -41,9 +41,6 @@ SHARED_GROUPS = {
     # the executed-notebook cache: the re-run test fills it, the site is built from it
     "tests/test_rerun.py": "executed-notebooks",
     "tests/e2e/test_site.py": "executed-notebooks",
-    # the Colab-pinned environment: the setup-cell test uninstalls lessons_lib there while it runs
-    "tests/test_colab_env.py": "colab-env",
-    "tests/test_setup_cell.py": "colab-env",
 }
 
 

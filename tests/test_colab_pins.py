@@ -16,7 +16,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-import colab_env  # noqa: E402
 import colab_pins  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "colab-backend-info"
@@ -107,7 +106,7 @@ def test_regenerate_follows_colab_keeps_departures_and_comments(backend_info):
     text, rows = colab_pins.regenerate(PINS_TEXT, snap, "2026-12-02")
     path = backend_info.parent / "regenerated.txt"
     path.write_text(text, encoding="utf-8")
-    pins, old = colab_env.read_pins(path), colab_env.read_pins(FIXTURES / "colab-pins.txt")
+    pins, old = colab_pins.read_pins(path), colab_pins.read_pins(FIXTURES / "colab-pins.txt")
     assert set(pins) == set(old)  # nothing added or dropped
     assert (pins["numpy"], pins["jupyter-server"], pins["ipykernel"]) == ("2.1.3", "2.20.0", "6.17.1")
     assert pins["torch"] == old["torch"] and pins["setuptools"] == old["setuptools"]  # `# Colab:` departures
@@ -155,7 +154,7 @@ def test_main_prints_without_writing_then_writes(tmp_path, backend_info, capsys)
     assert pins.read_text(encoding="utf-8") == before
     assert out.count("Upgrade to Python 3.13") == 1  # the test repository's history since the pinned commit
     assert colab_pins.main(["--from", str(backend_info), "--pins", str(pins), "--write"]) == 0
-    assert colab_env.read_pins(pins)["numpy"] == "2.1.3" and not Path(f"{pins}.new").exists()
+    assert colab_pins.read_pins(pins)["numpy"] == "2.1.3" and not Path(f"{pins}.new").exists()
 
 
 def test_main_reports_a_missing_source_or_pins_file(tmp_path, backend_info, capsys):

@@ -6,7 +6,8 @@ set up by tools/course.py from the same requirements.txt and pyproject.toml (the
 that), else the test skips saying so. JupyterLab is started headless (no DISPLAY), as root when the tests run as
 root (containers, cloud VMs), and as an unprivileged user through `runuser` where that user can run this
 environment's python. The test reads the notebook list through the server's REST API, checks the working copy,
-asks the server to shut down, and fails if any process of the launch is left.
+asks the server to shut down, and fails if any process of the launch is left. The URL must work the moment it is
+printed: a request sent as soon as the line appears must get an answer, not "connection refused".
 """
 
 from __future__ import annotations
@@ -97,9 +98,20 @@ def test_lab_serves_the_course_from_a_fresh_clone_and_shuts_down(tmp_path, who, 
     proc = subprocess.Popen(cmd, cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     output: list[str] = []
-    reader = threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True)
-    reader.start()
     base = f"http://127.0.0.1:{port}"
+    answered_when_printed: list = []  # what the server said to a request sent the moment its URL was printed
+
+    def read() -> None:
+        for line in proc.stdout:
+            output.append(line)
+            if f"/lab?token={token}" in line and not answered_when_printed:
+                try:
+                    answered_when_printed.append(_get(f"{base}/api/status", token, timeout=5)[0])
+                except (urllib.error.URLError, OSError) as exc:
+                    answered_when_printed.append(repr(exc))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
         deadline = time.monotonic() + 120
         status = None
@@ -125,6 +137,8 @@ def test_lab_serves_the_course_from_a_fresh_clone_and_shuts_down(tmp_path, who, 
         printed = "".join(output)
         assert f"{base}/lab?token={token}" in printed, f"the URL with its token must be printed:\n{printed[-2000:]}"
         assert "notebooks_cua_toi/" in printed
+        assert answered_when_printed == [200], \
+            f"a URL pasted as soon as it is printed must work, got {answered_when_printed}:\n{printed[-2000:]}"
         copy = clone / workspace.WORKSPACE.name
         for name in course_notebooks:
             assert (copy / name).read_bytes() == (clone / "notebooks" / name).read_bytes()

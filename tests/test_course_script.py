@@ -30,7 +30,7 @@ def test_environment_folder_and_python_per_platform(tmp_path):
 def test_system_torch_switch_accepts_only_0_or_1():
     assert course.system_torch_requested({"COURSE_SYSTEM_TORCH": "1"}) is True
     assert course.system_torch_requested({}) is False and course.system_torch_requested({"COURSE_SYSTEM_TORCH": "0"}) is False
-    with pytest.raises(course.SetupError, match="must be 1"):
+    with pytest.raises(course.SetupError, match="phải là 1"):
         course.system_torch_requested({"COURSE_SYSTEM_TORCH": "yes"})
 
 
@@ -92,7 +92,7 @@ def test_test_workers_follow_the_variable_and_yield_to_pytests_own_options():
         assert course.test_workers(["tests", *args], environ={}, nvidia_gpu=False, cpus=8) == [], args
     assert course.test_workers(["--nbval-lax", "-m", "not browser"], environ={}, nvidia_gpu=False, cpus=2)
     for bad in ("0", "two", "-1"):
-        with pytest.raises(course.SetupError, match="COURSE_TEST_WORKERS must be a whole number"):
+        with pytest.raises(course.SetupError, match="COURSE_TEST_WORKERS phải là số nguyên"):
             course.test_workers([], environ={"COURSE_TEST_WORKERS": bad})
 
 
@@ -111,6 +111,49 @@ def test_lab_command_allows_root_only_for_root_and_skips_the_browser_when_headle
 ])
 def test_headless_detection(environ, platform, expected):
     assert course.headless(environ, platform) is expected
+
+
+class _Proc:
+    def __init__(self, code=None):
+        self.code = code
+
+    def poll(self):
+        return self.code
+
+
+def test_wait_until_serving_returns_once_the_server_answers_and_not_before():
+    import http.server
+    import threading
+    import time
+
+    class Status(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.path == "/api/status" and self.headers.get("Authorization") == "token t0k"
+            self.send_response(200 if ok else 403)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    port = course.free_port("127.0.0.1", first=20100)
+    base, servers = f"http://127.0.0.1:{port}", []
+
+    def serve_in_a_second():  # until then a URL would get "connection refused"
+        time.sleep(1.0)
+        servers.append(http.server.HTTPServer(("127.0.0.1", port), Status))
+        servers[0].serve_forever()
+
+    start = time.monotonic()
+    threading.Thread(target=serve_in_a_second, daemon=True).start()
+    try:
+        assert course.wait_until_serving(_Proc(), base, "t0k", timeout=30) is True
+        assert time.monotonic() - start >= 1.0, "it must wait until the server answers"
+        assert course.wait_until_serving(_Proc(), base, "wrong", timeout=1) is False, "only a 200 means ready"
+    finally:
+        if servers:
+            servers[0].shutdown()
+            servers[0].server_close()
+    assert course.wait_until_serving(_Proc(code=1), base, "t0k", timeout=30) is False, "JupyterLab exited"
 
 
 def test_lab_url_and_free_port():
@@ -145,14 +188,14 @@ def test_course_sh_refuses_a_python_older_than_3_10(tmp_path):
     old.write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")  # what the version check sees from Python 3.9
     old.chmod(0o755)
     proc = _sh("test", env_extra={"PYTHON": str(old)})
-    assert proc.returncode == 1 and "older than 3.10" in proc.stderr and "cũ hơn Python 3.10" in proc.stderr
+    assert proc.returncode == 1 and "cũ hơn Python 3.10" in proc.stderr
     only_old = tmp_path / "bin"  # a PATH whose only python3 is the old one
     only_old.mkdir()
     (only_old / "python3").symlink_to(old)
     (only_old / "dirname").symlink_to(shutil.which("dirname"))
     proc = subprocess.run([shutil.which("bash"), str(ROOT / "tools" / "course.sh"), "test"], capture_output=True,
                           text=True, env={"PATH": str(only_old)}, timeout=60)
-    assert proc.returncode == 1 and "needs Python 3.10 or newer" in proc.stderr
+    assert proc.returncode == 1 and "cần Python 3.10 trở lên" in proc.stderr
 
 
 @needs_bash

@@ -21,8 +21,7 @@ _spec.loader.exec_module(root_conftest)
     ("tests/test_bench.py::test_x[a::b]", "tests/test_bench.py"),
     ("tests/test_rerun.py::test_notebook_runs_twice_in_one_kernel[notebooks/01.ipynb]", "executed-notebooks"),
     ("tests/e2e/test_site.py::test_search", "executed-notebooks"),
-    ("tests/test_setup_cell.py::test_offline", "colab-env"),
-    ("tests/test_colab_env.py::test_notebook_runs_top_to_bottom_in_colab_env[01.ipynb]", "colab-env"),
+    ("tests/test_setup_cell.py::test_offline", "tests/test_setup_cell.py"),
 ])
 def test_a_test_goes_with_its_file_or_its_shared_group(nodeid, group):
     assert root_conftest.xdist_group_of(nodeid) == group

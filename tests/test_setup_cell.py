@@ -1,7 +1,8 @@
 """The notebooks' setup cell, run for real where lessons_lib is missing and there is no network.
 
-The cell is taken from a generated notebook and run by IPython 7.34 in the Colab-pinned environment
-(tools/colab_env.py) after lessons_lib is uninstalled there, as on a fresh Colab/Kaggle runtime. "No network"
+The cell is taken from a generated notebook and run by IPython 7.34 in a Colab row of the version matrix
+(`nox -s colab`: its own environment, BAI14_COLAB_ROW=1, the row's wheel in BAI14_WHEEL) after lessons_lib is
+uninstalled there, as on a fresh Colab/Kaggle runtime; elsewhere those tests skip. "No network"
 is made by pointing http_proxy/https_proxy (which both pip and git obey) at a closed local port: the cell's
 first attempt, `pip install git+https://github.com/...`, fails at once, as on a Kaggle notebook with Internet off.
 `LESSONS_WHEEL_DIR` points the wheel lookup at a temporary folder instead of /kaggle/input.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shutil
 import socket
@@ -24,9 +26,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import build_course  # noqa: E402
-import colab_env  # noqa: E402
 
-NOTEBOOKS = colab_env.all_notebooks()
+NOTEBOOKS = sorted((ROOT / "notebooks").rglob("*.ipynb"))
 MAX_SETUP_LINES = 17
 _DRIVER = """
 import json, sys
@@ -59,7 +60,8 @@ def run_setup_cell_offline(python: Path, wheel_dir: Path, tmp_path: Path) -> tup
     cell = tmp_path / "setup_cell.py"
     cell.write_text(_setup_cell(), encoding="utf-8")
     dead = f"http://127.0.0.1:{_closed_port()}"
-    env = {k: v for k, v in colab_env.clean_environ().items() if k.lower() != "no_proxy"}
+    env = {k: v for k, v in os.environ.items()
+           if k.lower() != "no_proxy" and k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env.update(LESSONS_WHEEL_DIR=str(wheel_dir), http_proxy=dead, https_proxy=dead, HTTP_PROXY=dead,
                HTTPS_PROXY=dead, ALL_PROXY=dead, GIT_TERMINAL_PROMPT="0")
     start = time.perf_counter()
@@ -76,14 +78,31 @@ def attempts(stdout: str) -> list[str]:
     return [line.split(" từ ", 1)[1].strip() for line in stdout.splitlines() if line.startswith("⏳ Đang cài lessons_lib từ")]
 
 
+def installed(python: Path) -> dict[str, str]:
+    """Return {name: version} of what is installed for `python` (a fresh process: no stale metadata)."""
+    code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    found = json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True,
+                                      cwd=Path.home()).stdout)
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in found.items()}
+
+
+def origin(python: Path) -> dict:
+    """Return pip's direct_url.json record of how lessons_lib is installed for `python`."""
+    code = "import importlib.metadata as m; print(m.distribution('lessons_lib').read_text('direct_url.json'))"
+    return json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True,
+                                     cwd=Path.home()).stdout)
+
+
 @pytest.fixture
 def bare_colab_env():
-    """The Colab-pinned environment with lessons_lib uninstalled (reinstalled afterwards)."""
-    python = colab_env.ensure_env(log=lambda line: print(line, file=sys.stderr))
-    with colab_env.locked():
-        colab_env.uninstall_lessons_lib(python)
-        yield python, colab_env.installed_versions(python)
-    colab_env.ensure_env()
+    """This Colab row's environment with lessons_lib uninstalled (the row's wheel reinstalled afterwards)."""
+    if os.environ.get("BAI14_COLAB_ROW") != "1":
+        pytest.skip("runs in a Colab row of the matrix: nox -s colab")
+    python, pip = Path(sys.executable), [sys.executable, "-m", "pip", "-q"]
+    subprocess.run([*pip, "uninstall", "-y", "lessons_lib"], check=True, cwd=Path.home())
+    yield python, installed(python)
+    subprocess.run([*pip, "uninstall", "-y", "lessons_lib"], cwd=Path.home())
+    subprocess.run([*pip, "install", "--no-deps", os.environ["BAI14_WHEEL"]], check=True, cwd=Path.home())
 
 
 # --------------------------------------------------------------------------- the cell's text
@@ -103,7 +122,6 @@ def test_setup_cell_installs_like_the_tested_install():
     line = next(line for line in cell.splitlines() if line.strip().startswith("pip = ["))
     parts = ast.literal_eval(re.sub(r"\bsys\.executable\b|\bsource\b", "None", line.split("=", 1)[1].strip()))
     assert parts[:3] == [None, "-m", "pip"] and parts[-1] is None
-    assert parts[3:-1] == colab_env.SETUP_CELL_PIP_INSTALL, "tools/colab_env.py must install as the setup cell does"
     assert "-e" not in parts and "--upgrade" not in parts and "-U" not in parts
     config = build_course.load_config()
     assert f'"git+https://github.com/{config.repo}@{config.ref}"' in cell, "install from [tool.course]'s repo and ref"
@@ -158,7 +176,7 @@ def test_load_config_refuses_a_moving_branch(tmp_path):
 @pytest.mark.colab_env
 def test_offline_the_cell_installs_the_newest_working_wheel_it_finds(bare_colab_env, tmp_path):
     python, before = bare_colab_env
-    wheel = colab_env.cached_wheel()
+    wheel = Path(os.environ["BAI14_WHEEL"])
     inputs = tmp_path / "input"
     # Kaggle datasets nest files in folders; two broken "wheels" newer than the real one must be tried first
     # (newest version first, 0.10 after 0.9 numerically, whatever the folder names), then the real one.
@@ -179,10 +197,10 @@ def test_offline_the_cell_installs_the_newest_working_wheel_it_finds(bare_colab_
     assert result["error"] is None and "❌" not in stdout, stdout
     assert "lessons_lib.notebook" in result["loaded"]
     assert "GPU BODY RAN" not in stdout and "Bỏ qua ô này" in stdout, "the %%gpu marker must work on IPython 7.34"
-    after = colab_env.installed_versions(python)
+    after = installed(python)
     assert set(after) - set(before) == {"lessons-lib"} and all(after[k] == v for k, v in before.items()), \
         "the setup cell must install lessons_lib and change nothing else"
-    assert colab_env.lessons_lib_origin(python)["url"] == real.as_uri()
+    assert origin(python)["url"] == real.as_uri()
     assert seconds < 180, f"the offline setup cell took {seconds:.0f} s"
 
 
@@ -198,6 +216,5 @@ def test_offline_without_a_wheel_the_cell_prints_the_two_ways_out(bare_colab_env
     assert "lessons_lib-*.whl" in stdout and "Add Input" in stdout, "way out 2: attach the wheel"
     assert result["error"] == "SystemExit", "the cell must stop cleanly, not with a pip traceback"
     assert "Traceback" not in stdout
-    assert not colab_env.lessons_lib_installed(python)
-    assert colab_env.installed_versions(python) == before
+    assert installed(python) == before, "nothing installed, lessons_lib included"
     assert seconds < 120, f"failing without network took {seconds:.0f} s"

@@ -4,7 +4,7 @@ Reads the runtime's `pip freeze` and OS info from a clone of googlecolab/backend
 --rev) and sets each pin to Colab's version, keeping the file's sections and comments. A pin commented `# Colab:`
 departs from Colab on purpose (torch, setuptools): it is kept, only the Colab version in its comment changes.
 Pins missing from Colab's freeze are kept and reported; packages Colab added are not pinned (the Colab-pinned
-environment's build, `tools/colab_env.py build --rebuild`, and the version matrix show what then breaks).
+session, `nox -s colab`, and the version matrix show what then breaks). read_pins() is the file's parser.
 
     git clone https://github.com/googlecolab/backend-info ../backend-info
     python tools/colab_pins.py --from ../backend-info [--rev COMMIT] [--runtime cpu] [--write]
@@ -23,14 +23,34 @@ import textwrap
 import urllib.parse
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import colab_env  # noqa: E402
-
+PINS = Path(__file__).resolve().parent.parent / "envs" / "colab-pins.txt"
 REPO_URL = "https://github.com/googlecolab/backend-info"
 # Colab's runtimes: (freeze file, OS info file) as named in backend-info.
 RUNTIMES = {"gpu": ("pip-freeze.gpu.txt", "os-info-gpu.txt"), "cpu": ("pip-freeze.txt", "os-info.txt")}
 _REQUIREMENT = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P<eq>\s*==\s*)(?P<version>[^\s#]+)"
                           r"(?P<rest>\s*(?:#\s*(?P<comment>.*))?)")
+
+
+def normalize(name: str) -> str:
+    """Return a distribution name in PEP 503 normal form (``Jinja2`` -> ``jinja2``, ``a_b.c`` -> ``a-b-c``)."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
+def read_pins(path: Path = PINS) -> dict[str, str]:
+    """Return {normalized name: version} of a pins file; every requirement line must be `name==version`."""
+    pins: dict[str, str] = {}
+    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.+!_-]+)", line)
+        if match is None:
+            raise ValueError(f"{path}:{number}: every line must pin one package as name==version, got {raw!r}")
+        name = normalize(match.group(1))
+        if name in pins:
+            raise ValueError(f"{path}:{number}: {match.group(1)} is pinned twice")
+        pins[name] = match.group(2)
+    return pins
 
 
 @dataclasses.dataclass
@@ -57,7 +77,7 @@ def parse_freeze(text: str) -> dict[str, str | None]:
         match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*(\S+)|@\s*(\S+))", raw.strip())
         if match:  # a wheel's URL names its version: .../torch-2.11.0%2Bcpu-cp313-cp313-manylinux_2_28_x86_64.whl
             wheel = re.search(r"/[^/-]+-([^/-]+)-[^/]*\.whl$", urllib.parse.unquote(match[3] or ""))
-            found[colab_env.normalize(match[1])] = match[2] or (wheel[1] if wheel else None)
+            found[normalize(match[1])] = match[2] or (wheel[1] if wheel else None)
     if "torch" not in found:
         raise ValueError("this pip freeze lists no torch: is it Colab's pip-freeze file?")
     return found
@@ -137,7 +157,7 @@ def regenerate(pins_text: str, snap: Snapshot, today: str) -> tuple[str, list[tu
         if match is None:
             out.append(line)
             continue
-        name, pinned, comment = colab_env.normalize(match["name"]), match["version"], match["comment"] or ""
+        name, pinned, comment = normalize(match["name"]), match["version"], match["comment"] or ""
         colab = snap.freeze.get(name, "")
         if comment.startswith("Colab:"):
             old = (comment[len("Colab:"):].split() or [""])[0].rstrip(".,;")
@@ -186,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a clone (work tree or bare git repository) of googlecolab/backend-info")
     parser.add_argument("--rev", help="read this commit of its history instead of the folder's files / HEAD")
     parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="gpu", help="Colab's runtime (default gpu)")
-    parser.add_argument("--pins", type=Path, default=colab_env.PINS, help="the pins file (default %(default)s)")
+    parser.add_argument("--pins", type=Path, default=PINS, help="the pins file (default %(default)s)")
     parser.add_argument("--write", action="store_true", help="rewrite the pins file (default: only print)")
     args = parser.parse_args(argv)
     temp = Path(f"{args.pins}.new")
@@ -195,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         old_text = Path(args.pins).read_text(encoding="utf-8")
         text, rows = regenerate(old_text, snap, datetime.date.today().isoformat())
         temp.write_text(text, encoding="utf-8")
-        colab_env.read_pins(temp)  # the format colab_env and the version matrix read
+        read_pins(temp)  # the format the Colab session and the version matrix read
     except (OSError, ValueError) as error:
         print(f"colab_pins: {error}", file=sys.stderr)
         return 2
@@ -212,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if text != old_text and args.write:
         Path(args.pins).write_text(text, encoding="utf-8")
     if text != old_text:
-        print(f"Wrote {args.pins}. Next: tools/colab_env.py build --rebuild, then the version matrix." if args.write
+        print(f"Wrote {args.pins}. Next: `nox -s colab`, then the version matrix." if args.write
               else "Nothing written: add --write to rewrite the pins file.")
     return 0
 

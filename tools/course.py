@@ -7,7 +7,8 @@ Usage:
     python tools/course.py lab [JUPYTERLAB ARGS]   set up, refresh notebooks_cua_toi/, open it in JupyterLab
     python tools/course.py test [PYTEST ARGS]      set up, then run pytest (every test and every notebook)
     python tools/course.py site [BUILD_SITE ARGS]  set up, then build the course website into build/site/
-    python tools/course.py matrix [ARGS]           set up, then run the course on several Python + torch versions
+    python tools/course.py nox [NOX ARGS]          set up, then run nox (noxfile.py: `nox -l` lists the sessions,
+                                                   e.g. the version matrix) with the environment's uv
     python tools/course.py grade FOLDER [ARGS]     set up, then grade a class's notebooks (tools/grade.py; it runs
                                                    the learners' code: README, "Chấm bài cả lớp")
     python tools/course.py python [ARGS]           set up, then run the environment's python
@@ -40,6 +41,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,9 +56,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 import workspace  # noqa: E402
 
-from lessons_lib.i18n import tr  # noqa: E402 - stdlib-only module; the package's __init__ imports nothing
-
-USAGE = "usage: bash tools/course.sh lab|test|check|site|matrix|grade|python|setup [args]   (PowerShell: py tools\\course.py lab)"
+USAGE = "usage: bash tools/course.sh lab|test|check|site|nox|grade|python|setup [args]   (PowerShell: py tools\\course.py lab)"
 
 
 class SetupError(RuntimeError):
@@ -69,7 +70,7 @@ def system_torch_requested(environ=os.environ) -> bool:
     """Return True when COURSE_SYSTEM_TORCH=1 asks to reuse the machine's torch."""
     value = environ.get("COURSE_SYSTEM_TORCH", "")
     if value not in ("", "0", "1"):
-        raise SetupError(f"COURSE_SYSTEM_TORCH must be 1 (reuse this machine's torch) or 0, got {value!r}")
+        raise SetupError(f"COURSE_SYSTEM_TORCH phải là 1 (dùng torch của máy này) hoặc 0, không phải {value!r}")
     return value == "1"
 
 
@@ -140,22 +141,18 @@ def _run(cmd: list, what: str, hint: str = "", quiet: bool = False) -> None:
     proc = subprocess.run([str(c) for c in cmd], capture_output=quiet, text=True)
     if proc.returncode != 0:
         shown = f"\n{proc.stdout}{proc.stderr}" if quiet else ""
-        raise SetupError(tr(f"course.sh: {what} thất bại (mã {proc.returncode}). {hint}{shown}",
-                            f"course.sh: {what} failed (exit {proc.returncode}). {hint}{shown}").strip())
+        raise SetupError(f"course.sh: {what} thất bại (mã {proc.returncode}). {hint}{shown}".strip())
 
 
 def check_python(version_info=sys.version_info) -> str | None:
     """Return a warning when this Python is newer than the checked ones; raise SetupError when it is too old."""
     have = tuple(version_info[:2])
     if have < SUPPORTED[0]:
-        raise SetupError(tr(f"course.sh: cần Python 3.10 trở lên, đây là {have[0]}.{have[1]}. Cài Python mới hơn "
-                            "(python.org; macOS: brew install python@3.12) rồi chạy lại, hoặc đặt PYTHON=/đường/dẫn.",
-                            f"course.sh: needs Python 3.10 or newer, this is {have[0]}.{have[1]}. Install a newer "
-                            "one (python.org; macOS: brew install python@3.12), or set PYTHON=/path/to/python."))
+        raise SetupError(f"course.sh: cần Python 3.10 trở lên, đây là {have[0]}.{have[1]}. Cài Python mới hơn "
+                         "(python.org; macOS: brew install python@3.12) rồi chạy lại, hoặc đặt PYTHON=/đường/dẫn.")
     if have > SUPPORTED[1]:
-        return tr(f"⚠️ Python {have[0]}.{have[1]} chưa được kiểm tra (đã kiểm tra 3.10-3.13); nếu cài đặt lỗi, "
-                  "hãy dùng Python 3.12.",
-                  f"⚠️ Python {have[0]}.{have[1]} is not checked (3.10-3.13 are); if set-up fails, use Python 3.12.")
+        return (f"⚠️ Python {have[0]}.{have[1]} chưa được kiểm tra (đã kiểm tra 3.10-3.13); nếu cài đặt lỗi, "
+                "hãy dùng Python 3.12.")
     return None
 
 
@@ -171,30 +168,24 @@ def ensure_env(system_torch: bool, environ=os.environ) -> Path:
     if warning:
         print(warning, file=sys.stderr)
     if system_torch and importlib.util.find_spec("torch") is None:
-        raise SetupError(tr(f"COURSE_SYSTEM_TORCH=1 nhưng {sys.executable} không có torch. Đặt PYTHON=<python có "
-                            "torch CUDA của máy> rồi chạy lại.",
-                            f"COURSE_SYSTEM_TORCH=1 but {sys.executable} has no torch. Set PYTHON=<the python "
-                            "with the machine's CUDA torch> and run again."))
-    print(tr(f"⏳ Cài đặt môi trường khoá học trong {venv} (lần đầu vài phút)...",
-             f"⏳ Setting up the course environment in {venv} (a few minutes the first time)..."), flush=True)
+        raise SetupError(f"COURSE_SYSTEM_TORCH=1 nhưng {sys.executable} không có torch. Đặt PYTHON=<python có "
+                         "torch CUDA của máy> rồi chạy lại.")
+    print(f"⏳ Cài đặt môi trường khoá học trong {venv} (lần đầu vài phút)...", flush=True)
     if not python.exists():
         _run([sys.executable, "-m", "venv", *(["--system-site-packages"] if system_torch else []), venv],
-             tr("tạo môi trường ảo", "creating the virtual environment"),
-             tr("Debian/Ubuntu: sudo apt install python3-venv.", "Debian/Ubuntu: sudo apt install python3-venv."))
+             "tạo môi trường ảo", "Debian/Ubuntu: sudo apt install python3-venv.")
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])  # best effort (offline is fine)
     lines = requirements_to_install(REQUIREMENTS.read_text(encoding="utf-8"), system_torch)
     if lines:
         with tempfile.TemporaryDirectory() as tmp:
             wanted = Path(tmp, "requirements.txt")
             wanted.write_text("\n".join(lines) + "\n", encoding="utf-8")
-            _run([python, "-m", "pip", "install", "-q", "-r", wanted], tr("pip install -r requirements.txt",
-                                                                           "pip install -r requirements.txt"),
-                 tr("Kiểm tra Internet (cần https://pypi.org) và phiên bản Python (3.10-3.13).",
-                    "Check the Internet connection (https://pypi.org is needed) and the Python version (3.10-3.13)."))
+            _run([python, "-m", "pip", "install", "-q", "-r", wanted], "pip install -r requirements.txt",
+                 "Kiểm tra Internet (cần https://pypi.org) và phiên bản Python (3.10-3.13).")
     editable = [python, "-m", "pip", "install", "-q", "--no-deps", "-e", ROOT]
     if subprocess.run([str(c) for c in editable[:5] + ["--no-build-isolation"] + editable[5:]],
                       capture_output=True).returncode != 0:
-        _run(editable, tr("cài lessons_lib", "installing lessons_lib"), quiet=True)  # setuptools warns a lot
+        _run(editable, "cài lessons_lib", quiet=True)  # setuptools warns a lot
     stamp.write_text(want + "\n", encoding="utf-8")
     return python
 
@@ -208,7 +199,7 @@ def ensure_chromium() -> None:
             ["apt-get", "install", "-y", "-qq", "chromium", "fonts-noto-color-emoji"], env=env,
             stdout=subprocess.DEVNULL).returncode == 0
         if not ok:
-            print("course.sh: could not install chromium; the browser test will be skipped", file=sys.stderr)
+            print("course.sh: không cài được chromium; test trình duyệt sẽ được bỏ qua", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- JupyterLab
@@ -231,7 +222,7 @@ def free_port(ip: str = "127.0.0.1", first: int = 8888, tries: int = 100) -> int
             except OSError:
                 continue
             return port
-    raise SetupError(f"no free port in {first}-{first + tries - 1} on {ip}: set COURSE_LAB_PORT")
+    raise SetupError(f"course.sh: không còn cổng trống trong {first}-{first + tries - 1} trên {ip}: đặt COURSE_LAB_PORT")
 
 
 def lab_url(ip: str, port: int, token: str) -> str:
@@ -263,8 +254,24 @@ def lab_command(python: Path | str, root_dir: Path | str, ip: str, port: int, ui
     return cmd + list(extra)
 
 
+def wait_until_serving(proc: subprocess.Popen, base: str, token: str, timeout: float = 120.0) -> bool:
+    """Return True once the server at `base` answers its status API, False when `proc` exits or time runs out."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1, never through a proxy
+    request = urllib.request.Request(f"{base}/api/status", headers={"Authorization": f"token {token}"})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with opener.open(request, timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except OSError:  # URLError too: not listening yet
+            pass
+        time.sleep(0.2)
+    return False
+
+
 def lab(python: Path, extra: list[str], environ=os.environ) -> int:
-    """Refresh the working copy, print how to open it, then hand over to JupyterLab."""
+    """Refresh the working copy, start JupyterLab, and print how to open it once it answers."""
     report = workspace.sync(ROOT / "notebooks", workspace.WORKSPACE)
     for line in report.messages():
         print(line)
@@ -273,20 +280,31 @@ def lab(python: Path, extra: list[str], environ=os.environ) -> int:
     token = environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     no_browser = headless(environ)
     uid = os.geteuid() if hasattr(os, "geteuid") else None
-    cmd = lab_command(python, workspace.WORKSPACE, ip, port, uid, no_browser, extra)
-    rule = "=" * 78
-    print(rule)
-    print(tr("Khoá học mở tại (dán vào trình duyệt nếu nó không tự mở):",
-             "The course is served at (paste it into a browser if none opens):"))
-    print(f"    {lab_url(ip, port, token)}")
-    print(tr(f"Bạn làm việc trên bản chép {workspace.WORKSPACE.name}/ (git bỏ qua); notebooks/ giữ nguyên.",
-             f"You work on the copy {workspace.WORKSPACE.name}/ (ignored by git); notebooks/ stays untouched."))
-    if no_browser and ip in ("127.0.0.1", "localhost", "::1"):
-        print(tr(f"Máy từ xa? Trên máy của bạn: ssh -L {port}:127.0.0.1:{port} <máy-này>, rồi mở URL trên.",
-                 f"Remote machine? On yours: ssh -L {port}:127.0.0.1:{port} <this-machine>, then open the URL."))
-    print(tr("Dừng: Ctrl+C (hai lần).", "Stop: Ctrl+C (twice)."))
-    print(rule, flush=True)
-    return _hand_over(cmd, {**environ, "JUPYTER_TOKEN": token})
+    url = lab_url(ip, port, token)
+    print(f"⏳ Đang khởi động JupyterLab trên cổng {port}...", flush=True)
+    proc = subprocess.Popen(lab_command(python, workspace.WORKSPACE, ip, port, uid, no_browser, extra),
+                            env={**environ, "JUPYTER_TOKEN": token})
+    try:
+        if not wait_until_serving(proc, url.split("/lab?", 1)[0], token):
+            if proc.poll() is not None:
+                return proc.returncode  # JupyterLab said why above
+            print("⚠️ JupyterLab chưa trả lời sau 120 s; thử URL dưới đây sau ít phút.")
+        rule = "=" * 78
+        print(rule)
+        print("Khoá học mở tại (dán vào trình duyệt nếu nó không tự mở):")
+        print(f"    {url}")
+        print(f"Bạn làm việc trên bản chép {workspace.WORKSPACE.name}/ (git bỏ qua); notebooks/ giữ nguyên.")
+        if no_browser and ip in ("127.0.0.1", "localhost", "::1"):
+            print(f"Máy từ xa? Trên máy của bạn: ssh -L {port}:127.0.0.1:{port} <máy-này>, rồi mở URL trên.")
+        print("Dừng: Ctrl+C (hai lần).")
+        print(rule, flush=True)
+    except KeyboardInterrupt:
+        pass  # JupyterLab got the Ctrl+C too and handles it
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue
 
 
 def test_workers(args: list[str], environ=os.environ, nvidia_gpu: bool | None = None,
@@ -304,7 +322,7 @@ def test_workers(args: list[str], environ=os.environ, nvidia_gpu: bool | None = 
     if environ.get("COURSE_TEST_WORKERS"):
         value = environ["COURSE_TEST_WORKERS"]
         if not value.isdigit() or int(value) < 1:
-            raise SetupError(f"COURSE_TEST_WORKERS must be a whole number >= 1, got {value!r}")
+            raise SetupError(f"COURSE_TEST_WORKERS phải là số nguyên >= 1, không phải {value!r}")
         workers = int(value)
     else:
         nvidia_gpu = shutil.which("nvidia-smi") is not None if nvidia_gpu is None else nvidia_gpu
@@ -327,7 +345,7 @@ def _hand_over(cmd: list[str], env: dict) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("lab", "test", "check", "site", "matrix", "grade", "python", "setup"):
+    if not argv or argv[0] not in ("lab", "test", "check", "site", "nox", "grade", "python", "setup"):
         print(USAGE, file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
@@ -343,9 +361,10 @@ def main(argv: list[str] | None = None) -> int:
         if command == "test":
             ensure_chromium()
             return _hand_over([str(python), "-m", "pytest", *test_workers(rest), *rest], dict(os.environ))
-        if command in ("check", "site", "matrix", "grade"):
-            script = {"check": "tools/precourse_check.py", "site": "tools/build_site.py",
-                      "matrix": "tools/version_matrix.py", "grade": "tools/grade.py"}[command]
+        if command == "nox":
+            return _hand_over([str(python), "-m", "uv", "tool", "run", "nox", *rest], dict(os.environ))
+        if command in ("check", "site", "grade"):
+            script = {"check": "tools/precourse_check.py", "site": "tools/build_site.py", "grade": "tools/grade.py"}[command]
             env = {**os.environ, **({"COURSE_CALLER_CWD": caller} if command == "grade" else {})}
             return _hand_over([str(python), script, *rest], env)
         return _hand_over([str(python), *rest], dict(os.environ))

@@ -5,8 +5,8 @@
 #   bash tools/course.sh check  set up, then the instructor's pre-course check: every notebook once under nbval, a table
 #                               per notebook and a verdict (tools/precourse_check.py)
 #   bash tools/course.sh site   set up, then build the course website into build/site/ (tools/build_site.py)
-#   bash tools/course.sh matrix set up, then run the course on several Python + torch versions
-#                               (tools/version_matrix.py; --combo ID for one, --help for the options)
+#   bash tools/course.sh nox ARGS set up, then run nox with the environment's uv (noxfile.py: -l lists the
+#                               maintainer's sessions, -s matrix runs the version matrix)
 #   bash tools/course.sh grade DIR set up, then grade a folder of learners' notebooks (tools/grade.py; it runs
 #                               their code: see README, "Chấm bài cả lớp")
 # tools/course.py does the work (standard library only; its docstring lists the options, e.g.
@@ -19,7 +19,7 @@ check='import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'
 
 if [ -n "${PYTHON:-}" ]; then
   if ! "$PYTHON" -c "$check" >/dev/null 2>&1; then
-    echo "course.sh: PYTHON=$PYTHON không chạy được hoặc cũ hơn Python 3.10 / does not run or is older than 3.10" >&2
+    echo "course.sh: PYTHON=$PYTHON không chạy được hoặc cũ hơn Python 3.10" >&2
     exit 1
   fi
   exec "$PYTHON" tools/course.py "$@"
@@ -33,5 +33,4 @@ if command -v py >/dev/null 2>&1 && py -3 -c "$check" >/dev/null 2>&1; then
   exec py -3 tools/course.py "$@"
 fi
 echo "course.sh: cần Python 3.10 trở lên (python.org; macOS: brew install python@3.12), hoặc đặt PYTHON=/đường/dẫn" >&2
-echo "course.sh: needs Python 3.10 or newer (python.org; macOS: brew install python@3.12), or set PYTHON=/path" >&2
 exit 1
