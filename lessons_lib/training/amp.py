@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..bench.noise import noise_warning
+from ..bench import noise_warning
 from ..device import has_native_bf16, pick_device
 from ..i18n import tr
 
