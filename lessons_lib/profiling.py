@@ -1,10 +1,4 @@
-"""Summarise a ``torch.profiler`` run in a table that fits a notebook cell, and compare two timings.
-
-``prof.key_averages().table(...)`` is the real thing and the lessons show it first; ``top_ops`` keeps the
-columns that answer "where did the time go" (self time, share, calls, time per call), shortens long names
-and says what kind of row each one is. ``compare_timings`` says whether one timing is faster, slower or
-not told apart from another by the spread of their own repeats.
-"""
+"""Summarise a ``torch.profiler`` run in a table that fits a notebook cell, and compare two timings."""
 
 from __future__ import annotations
 
@@ -14,7 +8,7 @@ from dataclasses import dataclass
 from torch.autograd import DeviceType
 
 from ._validate import check_int
-from .bench.timing import Timing, _noise_line, _signs
+from .bench.timing import Timing, _noise_line, _Printable, _signs
 
 _KINDS = {"op": "phép PyTorch", "label": "nhãn record_function", "runtime": "lời gọi CUDA runtime (phía CPU)",
           "autograd": "việc của autograd", "kernel": "kernel GPU", "copy": "chép bộ nhớ trên GPU", "other": "khác"}
@@ -59,8 +53,8 @@ class OpRow:
         return self.self_s / self.calls if self.calls else 0.0
 
 
-@dataclass(frozen=True)
-class OpTable:
+@dataclass(frozen=True, repr=False)
+class OpTable(_Printable):
     """The top rows of a profile by self time (CPU or device), with the total they are shares of."""
 
     rows: tuple[OpRow, ...]
@@ -89,9 +83,6 @@ class OpTable:
             lines.append(f"{row.self_s * 1e3:9.3f} {row.share * 100:3.0f}% {row.calls:7d} "
                          f"{row.per_call_s * 1e6:9.1f}  {name} ({_KINDS[row.kind]})")
         return "\n".join(lines)
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
-        printer.text(str(self))
 
 
 def _averages(prof) -> list:
@@ -169,8 +160,8 @@ def count_calls(prof, name: str) -> int:
 _MIN_FACTOR = 1.25
 
 
-@dataclass(frozen=True)
-class TimingComparison:
+@dataclass(frozen=True, repr=False)
+class TimingComparison(_Printable):
     """Two timings of the same work and what they show: "faster", "slower" or "same" (not told apart).
 
     ``factor`` is the smallest ratio of medians called a difference: `_MIN_FACTOR`, or more when a typical
@@ -211,9 +202,6 @@ class TimingComparison:
             text = (f"{who}: ngang nhau ({s:.2f}×; chênh dưới {self.factor:.3g}× thì chưa phân biệt được "
                     f"với nhiễu đo)")
         return text + (f"\n  {_noise_line(notes)}" if notes else "")
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
-        printer.text(str(self))
 
 
 def compare_timings(base: Timing, other: Timing) -> TimingComparison:

@@ -1,11 +1,8 @@
 """A control to pick N and a dtype and rerun one checked, time-bounded matmul comparison.
 
-On an accelerator it times fp32 against fp16 or bf16 there, next to the CPU in fp32
-(``bench.precisions.compare_dtypes``), at sizes that are multiples of 8 (what tensor cores want); on a
-CPU-only machine 1 CPU thread against all of them (``bench.compare_matmul``). A size estimated to take
-too long is not run, and the result says why, so moving the slider never blocks the notebook for long.
-It uses only widgets that ipywidgets 7.7.1 (Colab) and 8.x share; the result area carries the CSS class
-``lessons-speed-result`` for the browser test. Without a widget frontend it shows its last result as text.
+On an accelerator: fp32 against fp16 or bf16 there, next to the CPU in fp32, at multiples of 8 (what tensor
+cores want); on a CPU-only machine: 1 CPU thread against all. It uses only widgets that ipywidgets 7.7.1
+(Colab) and 8.x share; the browser test reads the result area by its CSS class ``lessons-speed-result``.
 """
 
 from __future__ import annotations
@@ -39,11 +36,10 @@ class SpeedControl:
 
     Args:
         device: The device to compare (None: the best one here).
-        sizes: The slider's sizes N, increasing (default: multiples of 8 up to 8192 on an accelerator;
-            the seed exercise's 500 and 5000 among others on a CPU).
+        sizes: The slider's sizes N, increasing.
         n: The first size (default 2048 on an accelerator, 500 on a CPU).
-        dtype: On an accelerator the 16-bit dtype compared with fp32 ("fp16", default, or "bf16"); on a CPU
-            the dtype of both sides ("fp32", default, "fp16" or "bf16").
+        dtype: On an accelerator the 16-bit dtype compared with fp32 ("fp16" or "bf16"); on a CPU the dtype
+            of both sides ("fp32", "fp16" or "bf16").
         max_call_s: The CPU side is not run when one of its matmuls is estimated to take longer.
         max_time_s: Time limit of each CPU measurement.
         run_now: Run the first comparison right away.
@@ -83,18 +79,10 @@ class SpeedControl:
         """The latest comparison, or None before the first run (or after an error)."""
         return self.history[-1] if self.history and not self.error else None
 
-    def measure(self, n: int, dtype: str) -> Comparison | DtypeComparison:
-        """Run the comparison for `n` and `dtype` without updating the widget."""
-        if self.accelerated:
-            return compare_dtypes(n, self.device, _dtype(dtype), threads=cpu_threads(),
-                                  cpu_max_call_s=self.max_call_s, cpu_max_time_s=self.max_time_s)
-        return compare_matmul(n, dtype, self.device, max_call_s=self.max_call_s, max_time_s=self.max_time_s)
-
     def run(self, n: int | None = None, dtype: str | torch.dtype | None = None):
         """Run the comparison for `n` and `dtype` (default: the current choice); show it and return it.
 
-        An error while measuring is shown in the result area and returned as None, so a widget callback
-        never raises into the void.
+        An error while measuring is shown in the result area and None returned: a widget callback must not raise.
         """
         if n is not None:
             self.n = self._check_n(n)
@@ -103,7 +91,12 @@ class SpeedControl:
         self._sync_widgets()
         self._show(f"⏳ Đang đo N={self.n} {self.dtype}…")
         try:
-            result = self.measure(self.n, self.dtype)
+            if self.accelerated:
+                result = compare_dtypes(self.n, self.device, _dtype(self.dtype), threads=cpu_threads(),
+                                        cpu_max_call_s=self.max_call_s, cpu_max_time_s=self.max_time_s)
+            else:
+                result = compare_matmul(self.n, self.dtype, self.device, max_call_s=self.max_call_s,
+                                        max_time_s=self.max_time_s)
         except Exception as exc:  # shown to the learner instead of lost in a widget callback
             hint = explain(exc)
             self.error = f"❌ {type(exc).__name__}: {exc}" + (f"\n{hint}" if hint else "")
@@ -193,9 +186,5 @@ class SpeedControl:
 
 
 def speed_control(device: str | torch.device | None = None, **kwargs) -> SpeedControl:
-    """Return a ``SpeedControl`` for `device` (None: the best one here), already run once.
-
-    The first run is N=2048, fp32 vs fp16 on an accelerator; N=500, 1 thread vs all in fp32 on a CPU.
-    Keyword arguments go to ``SpeedControl`` (sizes, n, dtype, max_call_s, max_time_s, run_now).
-    """
+    """Return a ``SpeedControl`` for `device` (None: the best one here), already run once; kwargs go to it."""
     return SpeedControl(device, **kwargs)

@@ -18,6 +18,7 @@ from .timing import (
     _dtype,
     _measure,
     _noise_line,
+    _Printable,
     _signs,
     cpu_threads,
     format_seconds,
@@ -209,16 +210,6 @@ def threads_verdict(one_thread_s: float, many_threads_s: float, threads: int) ->
 
 def _speed_words(ratio: float) -> str:
     return f"nhanh hơn {ratio:.1f}×" if ratio >= 1 else f"CHẬM hơn {1 / ratio:.1f}×"
-
-
-class _Printable:
-    """Results that show their text (``str``) in a notebook and at the prompt."""
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
-        printer.text(str(self))
 
 
 @dataclass(frozen=True, repr=False)

@@ -16,8 +16,8 @@ from .. import gpu_specs
 from ..errors import short_message
 from ..flops import matmul_flops
 from ..precision import format_name
-from .matmul import _assert_correct, _fits, _inputs, _label, _Printable, _probe_call_s, _speed_words
-from .timing import Timing, _format_flops, _measure, _noise_line, _signs, format_seconds
+from .matmul import _assert_correct, _fits, _inputs, _label, _probe_call_s, _speed_words
+from .timing import Timing, _format_flops, _measure, _noise_line, _Printable, _signs, format_seconds
 
 _TENSOR_CORE_MULTIPLE = 8  # NVIDIA: fp16/bf16 matrix dimensions should be multiples of 8 elements (16 bytes)
 _TENSOR_CORE_SOURCE = ("NVIDIA Matrix Multiplication Background User's Guide (Tensor Core Requirements); "

@@ -13,7 +13,7 @@ import torch
 from .._validate import check_int, check_number
 from ..flops import matmul_flops
 from ..precision import format_name
-from .matmul import _assert_correct, _fits, _inputs, _label, _Printable
+from .matmul import _assert_correct, _fits, _inputs, _label
 from .timing import (
     SLOW_LIMIT,
     SPREAD_LIMIT,
@@ -24,6 +24,7 @@ from .timing import (
     _format_flops,
     _measure,
     _noise_line,
+    _Printable,
     cpu_threads,
     format_seconds,
     synchronize,

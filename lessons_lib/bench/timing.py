@@ -123,8 +123,18 @@ def _noise_line(seen: Sequence[str]) -> str | None:
     return f"⚠️ số đo nhiễu (máy bận?): {'; '.join(seen)}. Nên {advice}."
 
 
-@dataclass(frozen=True)
-class Timing:
+class _Printable:
+    """Results that show their text (``str``) in a notebook and at the prompt."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
+        printer.text(str(self))
+
+
+@dataclass(frozen=True, repr=False)
+class Timing(_Printable):
     """One measurement: seconds per call for each repeat, and the conditions it ran under."""
 
     times_s: tuple[float, ...]
@@ -182,9 +192,6 @@ class Timing:
 
     def __repr__(self) -> str:
         return f"Timing({self})"
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
-        printer.text(str(self))
 
 
 def _timed_block(fn: Callable[[], object], number: int, device: torch.device) -> float:
