@@ -1,4 +1,4 @@
-"""Say whether ``torch.compile`` can run here, and if not, why (Python version, OS, no C++ compiler, no Triton).
+"""Say whether ``torch.compile`` can run here, and if not, why (Python, OS, no C++ compiler, no Triton).
 
 TorchDynamo must support this Python and OS, and Inductor needs a code generator for the device: the
 system C++ compiler for the CPU (``g++``, ``clang++`` on macOS, MSVC's ``cl`` on Windows), Triton for CUDA
@@ -18,7 +18,7 @@ import torch
 
 @dataclass(frozen=True)
 class CompileSupport:
-    """Whether ``torch.compile`` (Inductor) can run on a device here, and the reason or the tool it will use."""
+    """Whether ``torch.compile`` (Inductor) can run on a device here, and why or with which tool."""
 
     device: str
     ok: bool
@@ -60,13 +60,13 @@ def _dynamo_problem() -> str | None:
         check_if_dynamo_supported()
     except RuntimeError as exc:
         python = ".".join(map(str, sys.version_info[:3]))
-        return (f"PyTorch {torch.__version__} không chạy torch.compile trên Python {python} / {sys.platform}: "
-                f"{exc}. Dùng một bản PyTorch mới hơn, hoặc một Python cũ hơn.")
+        return (f"PyTorch {torch.__version__} không chạy torch.compile trên Python {python} / "
+                f"{sys.platform}: {exc}. Dùng một bản PyTorch mới hơn, hoặc một Python cũ hơn.")
     return None
 
 
 def compile_support(device: str | torch.device = "cpu") -> CompileSupport:
-    """Return whether ``torch.compile`` with Inductor can run on `device` ("cpu" or "cuda"), with the reason."""
+    """Return whether ``torch.compile`` with Inductor can run on `device` ("cpu" or "cuda"), and why."""
     if not isinstance(device, (str, torch.device)):
         raise TypeError(f"device phải là 'cpu' hoặc 'cuda', không phải {type(device).__name__}")
     try:

@@ -20,9 +20,11 @@ def format_name(dtype: str | torch.dtype) -> str:
         for name, value in FORMATS.items():
             if value == dtype:
                 return name
-        raise ValueError(f"dtype phải là torch.float32, torch.float16 hoặc torch.bfloat16, không phải {dtype}")
+        raise ValueError(f"dtype phải là torch.float32, torch.float16 hoặc torch.bfloat16, "
+                         f"không phải {dtype}")
     if not isinstance(dtype, str):
-        raise TypeError(f"dtype phải là torch.dtype hoặc tên dạng str như 'fp16', không phải {type(dtype).__name__}")
+        raise TypeError(f"dtype phải là torch.dtype hoặc tên dạng str như 'fp16', "
+                        f"không phải {type(dtype).__name__}")
     key = dtype.strip().lower().removeprefix("torch.")
     if key not in _ALIASES:
         raise ValueError(f"Không biết dtype {dtype!r}; dùng 'fp32', 'fp16' hoặc 'bf16' "
@@ -71,7 +73,8 @@ class Table:
     def __str__(self) -> str:
         widths = [max([len(h), *(len(r[i]) for r in self.rows)]) for i, h in enumerate(self.headers)]
         lines = [self.headers, ["-" * w for w in widths], *self.rows]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+                         for line in lines)
 
     def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
         printer.text(str(self))
@@ -102,7 +105,8 @@ def _round_trip(value: float, name: str) -> float:
     return float(torch.tensor(float(value), dtype=torch.float64).to(FORMATS[name]).item())
 
 
-def round_trip_table(values: Sequence[float], dtypes: Sequence[str | torch.dtype] = ("fp32", "fp16", "bf16")) -> Table:
+def round_trip_table(values: Sequence[float],
+                     dtypes: Sequence[str | torch.dtype] = ("fp32", "fp16", "bf16")) -> Table:
     """Return a table of each value as stored in each format (inf = overflow, 0 = underflow)."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise TypeError("values phải là một list số, vd [70000, 1e-8].")

@@ -11,7 +11,8 @@ from ._validate import check_int
 from .bench.timing import Timing, _noise_line, _Printable, _signs
 
 _KINDS = {"op": "phép PyTorch", "label": "nhãn record_function", "runtime": "lời gọi CUDA runtime (phía CPU)",
-          "autograd": "việc của autograd", "kernel": "kernel GPU", "copy": "chép bộ nhớ trên GPU", "other": "khác"}
+          "autograd": "việc của autograd", "kernel": "kernel GPU", "copy": "chép bộ nhớ trên GPU",
+          "other": "khác"}
 
 
 def _row_kind(name: str, is_user_annotation: bool | None = False) -> str:
@@ -24,7 +25,8 @@ def _row_kind(name: str, is_user_annotation: bool | None = False) -> str:
         return "op"
     if is_user_annotation or name.startswith(("ProfilerStep#", "Optimizer.")):
         return "label"
-    if name.startswith(("cuda", "cu")) and name[len("cuda" if name.startswith("cuda") else "cu"):][:1].isupper():
+    prefix = "cuda" if name.startswith("cuda") else "cu"
+    if name.startswith(prefix) and name[len(prefix):][:1].isupper():
         return "runtime"
     if name.startswith("autograd::") or name.endswith(("Backward0", "Backward1")) or name in (
             "torch::autograd::AccumulateGrad", "detach"):
@@ -149,7 +151,7 @@ def top_ops(prof, n: int = 8, by: str = "cpu", kinds: Iterable[str] | None = Non
 
 
 def count_calls(prof, name: str) -> int:
-    """Return how many times the row `name` (e.g. "aten::item", "cudaStreamSynchronize") was called (0 if never)."""
+    """Return how many times the row `name` (e.g. "aten::item") was called (0 if never)."""
     if not isinstance(name, str) or not name:
         raise TypeError("name phải là tên một dòng của profiler, vd 'aten::item'")
     return sum(int(e.count) for e in _averages(prof) if e.key == name)
@@ -179,7 +181,7 @@ class TimingComparison(_Printable):
 
     @property
     def outcome(self) -> str:
-        """Return "faster", "slower" or "same": how `other` compares with `base`, given the measured spread."""
+        """Return "faster", "slower" or "same": how `other` compares with `base`, given the spread."""
         if self.speedup >= self.factor:
             return "faster"
         if self.speedup <= 1 / self.factor:
@@ -187,8 +189,9 @@ class TimingComparison(_Printable):
         return "same"
 
     def notes(self) -> list[str]:
-        """Return "label: what looks noisy" for each measurement whose repeats disagree (``bench.noise_warning``)."""
-        return [f"{t.label or 'số đo'}: {sign}" for t in (self.base, self.other) for sign in _signs(t.times_s, t.expected_s)]
+        """Return "label: what looks noisy" for each measurement whose repeats disagree (bench's noise rule)."""
+        return [f"{t.label or 'số đo'}: {sign}" for t in (self.base, self.other)
+                for sign in _signs(t.times_s, None)]
 
     def __str__(self) -> str:
         s, notes = self.speedup, self.notes()
@@ -205,13 +208,14 @@ class TimingComparison(_Printable):
 
 
 def compare_timings(base: Timing, other: Timing) -> TimingComparison:
-    """Compare two ``bench.measure`` timings of the same work: faster, slower or the same, judged by their spread.
+    """Compare two ``bench.measure`` timings of the same work: faster, slower or the same, by their spread.
 
     The ratio of medians must reach `_MIN_FACTOR` (1.25×, i.e. 0.8× the other way), or the factor by which
     a typical repeat of either measurement exceeds its fastest repeat when that is larger.
     """
     for name, value in (("base", base), ("other", other)):
         if not isinstance(value, Timing):
-            raise TypeError(f"{name} phải là kết quả của bench.measure (một Timing), không phải {type(value).__name__}")
+            raise TypeError(f"{name} phải là kết quả của bench.measure (một Timing), "
+                            f"không phải {type(value).__name__}")
     spread = max(t.median_s / t.min_s if t.min_s > 0 else float("inf") for t in (base, other))
     return TimingComparison(base, other, max(_MIN_FACTOR, spread))

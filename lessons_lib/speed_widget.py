@@ -46,14 +46,16 @@ class SpeedControl:
     """
 
     def __init__(self, device: str | torch.device | None = None, *, sizes: Sequence[int] | None = None,
-                 n: int | None = None, dtype: str | None = None, max_call_s: float = 1.0, max_time_s: float = 2.0,
-                 run_now: bool = True):
+                 n: int | None = None, dtype: str | None = None, max_call_s: float = 1.0,
+                 max_time_s: float = 2.0, run_now: bool = True):
         self.device = _device(device)
         self.accelerated = self.device.type != "cpu"
-        self.sizes = _check_sizes((_GPU_SIZES if self.accelerated else _CPU_SIZES) if sizes is None else sizes)
+        default_sizes = _GPU_SIZES if self.accelerated else _CPU_SIZES
+        self.sizes = _check_sizes(default_sizes if sizes is None else sizes)
         default_n = 2048 if self.accelerated else 500
         self.n = self._check_n((default_n if default_n in self.sizes else self.sizes[0]) if n is None else n)
-        self.dtype = self._check_dtype(dtype if dtype is not None else ("fp16" if self.accelerated else "fp32"))
+        default_dtype = "fp16" if self.accelerated else "fp32"
+        self.dtype = self._check_dtype(default_dtype if dtype is None else dtype)
         self.max_call_s = float(check_number("max_call_s", max_call_s, positive=True))
         self.max_time_s = float(check_number("max_time_s", max_time_s, positive=True))
         self.history: list[Comparison | DtypeComparison] = []
@@ -71,7 +73,8 @@ class SpeedControl:
     def _check_dtype(self, dtype) -> str:
         label = format_name(dtype)
         if self.accelerated and label == "fp32":
-            raise ValueError("Trên GPU, dtype là kiểu 16 bit để so với fp32: 'fp16' hoặc 'bf16' (fp32 luôn được đo).")
+            raise ValueError("Trên GPU, dtype là kiểu 16 bit để so với fp32: 'fp16' hoặc 'bf16' "
+                             "(fp32 luôn được đo).")
         return label
 
     @property
@@ -82,7 +85,7 @@ class SpeedControl:
     def run(self, n: int | None = None, dtype: str | torch.dtype | None = None):
         """Run the comparison for `n` and `dtype` (default: the current choice); show it and return it.
 
-        An error while measuring is shown in the result area and None returned: a widget callback must not raise.
+        An error while measuring is shown in the result area and None returned: callbacks must not raise.
         """
         if n is not None:
             self.n = self._check_n(n)
@@ -124,7 +127,8 @@ class SpeedControl:
         if not self.accelerated:
             return list(_CPU_DTYPES)
         emulated = bf16_emulated(self.device)
-        return [(_BF16_EMULATED_LABEL if emulated and value == "bf16" else label, value) for label, value in _GPU_DTYPES]
+        return [(_BF16_EMULATED_LABEL if emulated and value == "bf16" else label, value)
+                for label, value in _GPU_DTYPES]
 
     def widget(self):
         """Return the ipywidgets box (built once): N slider, dtype menu, rerun button, result area."""
@@ -179,7 +183,8 @@ class SpeedControl:
         """Return the last result as HTML for a static page, saying the controls need a live notebook."""
         note = ("🎛️ Trên trang tĩnh không có thanh trượt: mở notebook (Colab, Kaggle hoặc máy bạn) để chọn N, "
                 "dtype và đo lại.")
-        return f'<div class="{CONTROL_CLASS}">{self._html(self.text())}<p><em>{html.escape(note)}</em></p></div>'
+        body = f"{self._html(self.text())}<p><em>{html.escape(note)}</em></p>"
+        return f'<div class="{CONTROL_CLASS}">{body}</div>'
 
     def _ipython_display_(self) -> None:
         show_widget(self.widget, self.text(), static_html=self.static_html())

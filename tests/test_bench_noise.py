@@ -81,17 +81,6 @@ def test_measure_prints_the_line_when_repeats_disagree(monkeypatch, capsys):
     assert t.noise is None and capsys.readouterr().out == ""
 
 
-def test_measure_checks_expected_and_can_stay_quiet(monkeypatch, capsys):
-    _scripted_blocks(monkeypatch, [0.01, 0.01, 0.01])
-    t = bench.measure(lambda: None, device="cpu", repeats=3, warmup=0, number=1, expected_s=1e-4, warn=False)
-    assert capsys.readouterr().out == ""
-    assert t.expected_s == 1e-4 and "mức dự kiến" in t.noise
-    with pytest.raises(TypeError, match="warn"):
-        bench.measure(lambda: None, device="cpu", warn="yes")
-    with pytest.raises(ValueError, match="expected_s"):
-        bench.measure(lambda: None, device="cpu", expected_s=0)
-
-
 def _timing(times, n):
     return bench.Timing(tuple(times), "cpu", 2, 1, 1, flops=bench.matmul_flops(n), label=f"matmul {n}")
 

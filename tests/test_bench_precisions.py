@@ -85,9 +85,10 @@ def test_gpu_mode_times_fp32_and_fp16_on_the_gpu_and_bounds_the_cpu(fake_gpu):
     assert [(kind, dt) for kind, dt, *_ in fake_gpu] == [
         ("cuda", torch.float32), ("cuda", torch.float16), ("cpu", torch.float32)]
     assert fake_gpu[2][2:4] == (1.0, 2.0)                 # the CPU side gets the CPU limits
-    assert fake_gpu[0][4] == 8.1 and fake_gpu[1][4] == 65.0  # T4 datasheet peaks travel with the GPU sides
+    t4 = gpu_specs.T4
+    assert fake_gpu[0][4] == t4.peak_tflops("fp32") and fake_gpu[1][4] == t4.peak_tflops("fp16")  # peaks travel
     text = str(result)
-    assert "Tesla T4" in text and "NVIDIA T4 Tensor Core GPU datasheet" in text
+    assert "Tesla T4" in text and t4.source in text
     assert "Trên cùng cuda:0, fp16 (tensor core) nhanh hơn 4.0× so với fp32." in text
     assert "⏭️ không đo" in text                          # the skipped CPU side is visible, with its reason
     assert "so với CPU" not in text                       # no sentence about a side that was not measured
@@ -96,8 +97,9 @@ def test_gpu_mode_times_fp32_and_fp16_on_the_gpu_and_bounds_the_cpu(fake_gpu):
 def test_percent_of_the_documented_peak_is_built_from_the_timing(fake_gpu):
     result = compare_dtypes(2048, CUDA, torch.float16, threads=2)
     achieved = bench.matmul_flops(2048) / 0.001 / 1e12
-    assert result.low.percent_of_peak == pytest.approx(100 * achieved / 65.0)
-    assert f"= {100 * achieved / 65.0:.0f}% đỉnh công bố 65 TFLOP/s" in result.low.line()
+    peak = gpu_specs.T4.peak_tflops("fp16")
+    assert result.low.percent_of_peak == pytest.approx(100 * achieved / peak)
+    assert f"= {100 * achieved / peak:.0f}% đỉnh công bố {peak:g} TFLOP/s" in result.low.line()
 
 
 def test_bf16_slower_than_fp32_is_said_plainly(fake_gpu):

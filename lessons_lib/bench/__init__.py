@@ -22,7 +22,7 @@ from .sweep import SweepResult, crossover, estimate_seconds, matmul_sweep
 from .timing import Timing, cpu_threads, format_seconds, measure, noise_warning, synchronize
 
 __all__ = [
-    "SweepResult", "Timing", "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover", "estimate_seconds",
-    "format_seconds", "make_matmul_inputs", "matmul_bytes", "matmul_error", "matmul_flops", "matmul_sweep",
-    "matmul_tolerance", "measure", "noise_warning", "synchronize", "threads_verdict", "time_matmul",
+    "SweepResult", "Timing", "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover",
+    "estimate_seconds", "format_seconds", "make_matmul_inputs", "matmul_bytes", "matmul_error", "matmul_flops",
+    "matmul_sweep", "matmul_tolerance", "measure", "noise_warning", "synchronize", "threads_verdict", "time_matmul",
 ]

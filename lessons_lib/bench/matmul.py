@@ -59,7 +59,8 @@ def matmul_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, samples: int
         if t.dim() != 2:
             raise ValueError(f"{name} phải là ma trận 2 chiều (2-D), nhận shape {tuple(t.shape)}")
     if a.shape[1] != b.shape[0] or c.shape != (a.shape[0], b.shape[1]):
-        raise ValueError(f"shapes không khớp c = a @ b: a {tuple(a.shape)}, b {tuple(b.shape)}, c {tuple(c.shape)}")
+        raise ValueError(f"shapes không khớp c = a @ b: a {tuple(a.shape)}, b {tuple(b.shape)}, "
+                         f"c {tuple(c.shape)}")
     check_int("samples", samples, 1)
     return _error(a, b, c, samples)
 
@@ -81,8 +82,8 @@ def matmul_tolerance(dtype: torch.dtype | str) -> float:
 def _assert_correct(a, b, c, dt: torch.dtype, dev) -> float:
     error = _error(a, b, c)
     if not error <= _TOLERANCE[dt]:
-        raise RuntimeError(f"Kết quả matmul trên {dev} sai (sai số tương đối {error:.2e} > {_TOLERANCE[dt]:.0e}): "
-                           "không đo tốc độ của một kết quả sai.")
+        raise RuntimeError(f"Kết quả matmul trên {dev} sai (sai số tương đối {error:.2e} > "
+                           f"{_TOLERANCE[dt]:.0e}): không đo tốc độ của một kết quả sai.")
     return error
 
 
@@ -99,8 +100,8 @@ def time_matmul(n: int, device: str | torch.device = "cpu", dtype: torch.dtype |
     _check_run(repeats, warmup, threads, max_time_s)
     a, b = _inputs(n, dev, dt)
     _assert_correct(a, b, a @ b, dt, dev)
-    return _measure(lambda: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads, flops=matmul_flops(n),
-                    label=_label(n, dt), max_time_s=max_time_s, warn=True)
+    return _measure(lambda: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads,
+                    flops=matmul_flops(n), label=_label(n, dt), max_time_s=max_time_s, warn=True)
 
 
 def matmul_bytes(n: int, dtype: torch.dtype | str = torch.float32) -> int:
@@ -110,7 +111,7 @@ def matmul_bytes(n: int, dtype: torch.dtype | str = torch.float32) -> int:
 
 
 def _free_bytes(dev: torch.device) -> int | None:
-    """Return the bytes new tensors on `dev` may still use (CUDA: free + cached unused; else the OS's), or None."""
+    """Return the bytes new tensors on `dev` may still use (CUDA: free + cached; else the OS's), or None."""
     if dev.type == "cuda":
         index = dev.index if dev.index is not None else torch.cuda.current_device()
         free, _total = torch.cuda.mem_get_info(index)
@@ -189,7 +190,7 @@ def _threads_reason(threads: int) -> str:
 
 
 def threads_verdict(one_thread_s: float, many_threads_s: float, threads: int) -> str:
-    """Return a "→ …" sentence on 1 CPU thread against `threads`, with the usual reasons when more is not faster."""
+    """Return a "→ …" sentence on 1 CPU thread against `threads`, with the reasons when more is not faster."""
     check_number("one_thread_s", one_thread_s, positive=True)
     check_number("many_threads_s", many_threads_s, positive=True)
     check_int("threads", threads, 1)
@@ -233,7 +234,7 @@ class Comparison(_Printable):
 
     @property
     def more_threads_not_faster(self) -> bool:
-        """Whether a 1-thread vs all-threads comparison found all threads no faster (within 1.2×) or slower."""
+        """Whether 1 thread vs all found all threads no faster (within 1.2×) or slower."""
         return (self.speedup is not None and self.baseline.device.startswith("cpu")
                 and self.other.device.startswith("cpu") and self.other.threads > 1 and self.speedup < _CLOSE)
 
@@ -241,7 +242,7 @@ class Comparison(_Printable):
     def noise(self) -> str | None:
         """The "⚠️ số đo nhiễu" line when either side's repeats disagree, else None."""
         return _noise_line([f"{_who(t)}: {sign}" for t in (self.baseline, self.other) if t is not None
-                            for sign in _signs(t.times_s, t.expected_s)])
+                            for sign in _signs(t.times_s, None)])
 
     def verdict(self) -> str:
         """Return one sentence built from the measured numbers."""
@@ -266,9 +267,10 @@ def _who(timing: Timing) -> str:
     return f"CPU {timing.threads} luồng" if timing.device.startswith("cpu") else timing.device
 
 
-def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32, device: str | torch.device | None = None, *,
-                   include_copy: bool = False, repeats: int = 3, warmup: int = 1, threads: int | None = None,
-                   max_call_s: float = 5.0, max_time_s: float | None = None) -> Comparison:
+def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
+                   device: str | torch.device | None = None, *, include_copy: bool = False, repeats: int = 3,
+                   warmup: int = 1, threads: int | None = None, max_call_s: float = 5.0,
+                   max_time_s: float | None = None) -> Comparison:
     """Check, then time one N×N matmul on the CPU (all threads) and on `device`.
 
     Without an accelerator (`device` is the CPU) it compares 1 CPU thread with all of them. With
@@ -299,9 +301,10 @@ def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32, device: str
         a, b = (a_cpu, b_cpu) if where.type == "cpu" else (a_cpu.to(where), b_cpu.to(where))
         errors.append(_assert_correct(a, b, a @ b, dt, where))
         if include_copy and where.type != "cpu":
-            fn, label = lambda where=where: (a_cpu.to(where) @ b_cpu.to(where)).cpu(), _label(n, dt) + " + copy"
+            fn = lambda where=where: (a_cpu.to(where) @ b_cpu.to(where)).cpu()  # noqa: E731
+            label = _label(n, dt) + " + copy"
         else:
-            fn, label = lambda a=a, b=b: a @ b, _label(n, dt)
+            fn, label = (lambda a=a, b=b: a @ b), _label(n, dt)
         timings.append(_measure(fn, where, repeats=repeats, warmup=warmup, threads=th, flops=matmul_flops(n),
                                 label=label, max_time_s=max_time_s))
     return Comparison(n, name, timings[0], timings[1], (errors[0], errors[1]), include_copy)
@@ -337,9 +340,9 @@ class CopyCost(_Printable):
         return "\n".join([f"  {t}" for t in parts] + ["→ " + self.verdict()])
 
 
-def copy_vs_compute(n: int, device: str | torch.device | None = None, dtype: torch.dtype | str = torch.float32, *,
-                    pinned: bool = False, repeats: int = 3, warmup: int = 1,
-                    threads: int | None = None) -> CopyCost:
+def copy_vs_compute(n: int, device: str | torch.device | None = None,
+                    dtype: torch.dtype | str = torch.float32, *, pinned: bool = False, repeats: int = 3,
+                    warmup: int = 1, threads: int | None = None) -> CopyCost:
     """Time copying a and b to `device`, the matmul there, copying c back, and the same matmul on the CPU.
 
     Every copy is a real copy (``copy=True``); ``pinned=True`` page-locks the host tensors first (CUDA).
@@ -362,6 +365,6 @@ def copy_vs_compute(n: int, device: str | torch.device | None = None, dtype: tor
                          label=f"copy a, b → {dev}" + (" (pinned)" if pinned else ""), **kw)
     compute = _measure(lambda: a @ b, dev, flops=matmul_flops(n), label=f"matmul {size} on {dev}", **kw)
     to_host = _measure(lambda: c.to("cpu", copy=True), dev, label="copy c → cpu", **kw)
-    cpu = _measure(lambda: a_cpu @ b_cpu, torch.device("cpu"), flops=matmul_flops(n), label=f"matmul {size} on cpu",
-                   **kw)
+    cpu = _measure(lambda: a_cpu @ b_cpu, torch.device("cpu"), flops=matmul_flops(n),
+                   label=f"matmul {size} on cpu", **kw)
     return CopyCost(n, str(dev), to_device, compute, to_host, cpu)

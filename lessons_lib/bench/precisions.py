@@ -1,4 +1,4 @@
-"""What the speed widget shows on a GPU: one matmul size in fp32 and in fp16/bf16 there, next to the CPU in fp32.
+"""What the speed widget shows on a GPU: one matmul size in fp32 and fp16/bf16 there, next to the CPU in fp32.
 
 Every side is checked against float64 before it is timed and bounded in time: a side whose single matmul
 is estimated to take longer than its limit is not run, and an error on one side (a dtype the GPU cannot
@@ -93,7 +93,7 @@ class Side:
 
 @dataclass(frozen=True, repr=False)
 class DtypeComparison(_Printable):
-    """One N×N matmul on an accelerator in fp32 and a 16-bit dtype (`sides` 0 and 1), and on the CPU (side 2)."""
+    """One N×N matmul on an accelerator in fp32 and a 16-bit dtype (`sides` 0, 1), and on the CPU (side 2)."""
 
     n: int
     sides: tuple[Side, ...]
@@ -105,7 +105,7 @@ class DtypeComparison(_Printable):
     def noise(self) -> str | None:
         """The "⚠️ số đo nhiễu" line when a measured side's repeats disagree, else None."""
         return _noise_line([f"{side.name}: {sign}" for side in self.sides if side.measured
-                            for sign in _signs(side.timing.times_s, side.timing.expected_s)])
+                            for sign in _signs(side.timing.times_s, None)])
 
     @property
     def fp32(self) -> Side:
@@ -129,7 +129,8 @@ class DtypeComparison(_Printable):
         out = []
         if fp32.measured and low.measured:
             why = " (tensor core)" if self.spec is not None and self.spec.tensor_cores else ""
-            out.append(f"Trên cùng {where}, {low.dtype}{why} {_speed_words(fp32.seconds / low.seconds)} so với fp32.")
+            speed = _speed_words(fp32.seconds / low.seconds)
+            out.append(f"Trên cùng {where}, {low.dtype}{why} {speed} so với fp32.")
         if cpu is not None and fp32.measured and cpu.measured:
             out.append(f"{where} fp32 {_speed_words(cpu.seconds / fp32.seconds)} so với {cpu.name}.")
         return out
@@ -163,7 +164,7 @@ class DtypeComparison(_Printable):
 
 def run_side(n: int, device: torch.device, dtype: torch.dtype, *, threads: int, max_call_s: float,
              max_time_s: float, repeats: int = 5, warmup: int = 2, peak_tflops: float | None = None) -> Side:
-    """Check, then time one N×N matmul within `max_call_s` per call and `max_time_s` in all; return the ``Side``.
+    """Check, then time one N×N matmul within `max_call_s` per call and `max_time_s` in all; return the side.
 
     A side estimated too slow, one that does not fit in memory, or one whose dtype the device cannot run
     comes back with ``skipped`` saying why.
@@ -176,13 +177,14 @@ def run_side(n: int, device: torch.device, dtype: torch.dtype, *, threads: int, 
         estimate = _probe_call_s(n, device, dtype, threads, max_call_s)
         if estimate > max_call_s:
             who = f"CPU ({threads} luồng)" if device.type == "cpu" else str(device)
-            return Side(**base, skipped=f"⏭️ không đo N={n} {name} trên {who}: ước lượng ~{format_seconds(estimate)} "
-                                        f"mỗi phép nhân, quá giới hạn {max_call_s:g} s của widget.")
+            return Side(**base, skipped=f"⏭️ không đo N={n} {name} trên {who}: ước lượng "
+                                        f"~{format_seconds(estimate)} mỗi phép nhân, quá giới hạn {max_call_s:g} s "
+                                        "của widget.")
         a, b = _inputs(n, device, dtype)
         error = _assert_correct(a, b, a @ b, dtype, device)
         timing = _measure(lambda: a @ b, device, repeats=repeats, warmup=warmup, threads=threads,
                           flops=matmul_flops(n), label=_label(n, dtype), max_time_s=max_time_s)
-    except (RuntimeError, TypeError, NotImplementedError) as exc:  # a dtype this device cannot run, OOM, wrong result
+    except (RuntimeError, TypeError, NotImplementedError) as exc:  # a dtype it cannot run, OOM, wrong result
         return Side(**base, skipped=f"❌ {short_message(exc, max_lines=2)}")
     return Side(**base, timing=timing, rel_error=error)
 
@@ -197,8 +199,8 @@ def compare_dtypes(n: int, device: torch.device, low: torch.dtype, *, threads: i
     """
     spec = gpu_specs.spec_for_device(device) if device.type == "cuda" else None
     limits = (cpu_max_call_s, cpu_max_time_s) if device.type == "cpu" else (max_call_s, max_time_s)
-    sides = [run_side(n, device, dt, threads=threads, max_call_s=limits[0], max_time_s=limits[1], repeats=repeats,
-                      warmup=warmup, peak_tflops=spec.peak_tflops(dt) if spec else None)
+    sides = [run_side(n, device, dt, threads=threads, max_call_s=limits[0], max_time_s=limits[1],
+                      repeats=repeats, warmup=warmup, peak_tflops=spec.peak_tflops(dt) if spec else None)
              for dt in (torch.float32, low)]
     if cpu and device.type != "cpu":
         sides.append(run_side(n, torch.device("cpu"), torch.float32, threads=threads, max_call_s=cpu_max_call_s,

@@ -15,6 +15,7 @@ from ..flops import matmul_flops
 from ..precision import format_name
 from .matmul import _assert_correct, _fits, _inputs, _label
 from .timing import (
+    _MIN_BLOCK_S,
     SLOW_LIMIT,
     SPREAD_LIMIT,
     Timing,
@@ -32,8 +33,7 @@ from .timing import (
 
 _SIZES = (16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 _SAFETY = 1.25  # predicted cost of the next size is multiplied by this before comparing with the budget
-_MODEL_LIMIT = 10.0  # a size slower than this × (fixed cost + FLOPs at the best speed measured) is off the trend
-_MIN_BLOCK_S = 0.002
+_MODEL_LIMIT = 10.0  # slower than this × (fixed cost + FLOPs at the best speed measured): off the trend
 _STOP_REASONS = {"all_sizes": "đã đo hết các kích thước",
                  "budget": "kích thước tiếp theo sẽ vượt ngân sách thời gian",
                  "memory": "kích thước tiếp theo không vừa bộ nhớ còn trống"}
@@ -136,14 +136,14 @@ class SweepResult(_Printable):
         lines = [f"Quét matmul {self.label}: {len(self.records)} kích thước, {self.wall_s:.1f} s / ngân sách "
                  f"{self.budget_s:g} s; dừng vì {stop}.",
                  f"{'N':>6}  {'thời gian (trung vị)':>20}  {'tốc độ':>13}  sai số tương đối"]
-        lines += [f"{r.n:>6}  {format_seconds(r.seconds):>20}  {_format_flops(r.tflops * 1e12):>13}  {r.rel_error:.1e}"
-                  for r in self.records]
+        lines += [f"{r.n:>6}  {format_seconds(r.seconds):>20}  {_format_flops(r.tflops * 1e12):>13}  "
+                  f"{r.rel_error:.1e}" for r in self.records]
         lines += self.notes + ([self.noise] if self.noise else [])
         if self.records:
             t = self.records[-1].timing
             where = f"{self.device}, {self.threads} luồng" if self.is_cpu else f"{self.device}, có synchronize"
-            lines.append(f"Điều kiện: {where} · warm-up {t.warmup} · trung vị của {t.repeats} lần đo, mỗi lần k lời gọi "
-                         "liên tiếp (k tự chọn để một lần đo ≥ 2 ms).")
+            lines.append(f"Điều kiện: {where} · warm-up {t.warmup} · trung vị của {t.repeats} lần đo, mỗi lần k "
+                         "lời gọi liên tiếp (k tự chọn để một lần đo ≥ 2 ms).")
         return "\n".join(lines)
 
 
@@ -215,15 +215,15 @@ def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | 
         error = _assert_correct(a, b, a @ b, dt, dev)
         remaining = budget - (time.perf_counter() - start)
         timing = _measure(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=warmup, threads=n_threads,
-                          flops=matmul_flops(n), label=_label(n, dt), min_block_s=_MIN_BLOCK_S,
+                          flops=matmul_flops(n), label=_label(n, dt),
                           max_time_s=max(remaining, _MIN_BLOCK_S))
         del a, b
         records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
         last = (n, timing.median_s, create)
         best_rate = max(best_rate, matmul_flops(n) / timing.median_s)
         if progress:
-            print(f"  N={n:>6}: {format_seconds(timing.median_s)} · {_format_flops(matmul_flops(n) / timing.median_s)}",
-                  flush=True)
+            speed = _format_flops(matmul_flops(n) / timing.median_s)
+            print(f"  N={n:>6}: {format_seconds(timing.median_s)} · {speed}", flush=True)
     notes = _remeasure_outliers(records, dev, dt, n_threads, repeats, warmup,
                                 max(budget - (time.perf_counter() - start), 0.1 * budget))
     name = ""
@@ -278,7 +278,7 @@ def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torc
             continue
         a, b = _inputs(record.n, dev, dt)
         again = _measure(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads,
-                         flops=record.timing.flops, label=record.timing.label, min_block_s=_MIN_BLOCK_S,
+                         flops=record.timing.flops, label=record.timing.label,
                          max_time_s=max(left, _MIN_BLOCK_S))
         del a, b
         again_seen.append(f"N={record.n} {format_seconds(record.seconds)} → {format_seconds(again.median_s)}")
@@ -295,7 +295,8 @@ def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torc
 
 def _check_sweep(name: str, sweep) -> None:
     if not isinstance(sweep, SweepResult):
-        raise TypeError(f"{name} phải là kết quả của bench.matmul_sweep(...), không phải {type(sweep).__name__}")
+        raise TypeError(f"{name} phải là kết quả của bench.matmul_sweep(...), "
+                        f"không phải {type(sweep).__name__}")
 
 
 def _speedup(baseline: SweepResult, other: SweepResult) -> list[tuple[int, float]]:
@@ -316,7 +317,7 @@ class Crossover:
 
 
 def crossover(baseline: SweepResult, other: SweepResult) -> Crossover:
-    """Return the size N from which `other` beats `baseline` at every larger measured N (log-log interpolated)."""
+    """Return the size N from which `other` beats `baseline` at every larger N measured (interpolated)."""
     _check_sweep("baseline", baseline)
     _check_sweep("other", other)
     points = _speedup(baseline, other)

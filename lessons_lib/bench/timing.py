@@ -12,11 +12,13 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import check_int, check_number
+from ..device import pick_device as _device
 from ..platforms import detect_platform
 from ..precision import FORMATS, format_name
 
 SPREAD_LIMIT = 2.0  # slowest repeat / fastest repeat above this: the repeats disagree
 SLOW_LIMIT = 3.0  # median / predicted time above this: something else slowed the work down
+_MIN_BLOCK_S = 0.002  # a timed block lasts this long at least: the clock's and synchronize's cost vanish
 
 
 def cpu_threads() -> int:
@@ -38,19 +40,13 @@ def synchronize(device: str | torch.device) -> None:
             backend.synchronize()
 
 
-def _device(device) -> torch.device:
-    """Return `device` as a torch.device this machine has (None: the best one), or raise saying what to pass."""
-    from ..device import pick_device
-
-    return pick_device(device)
-
-
 def _dtype(dtype) -> torch.dtype:
     """Return float32 / float16 / bfloat16 given as a torch dtype or a name such as "fp16"."""
     return FORMATS[format_name(dtype)]
 
 
-def _check_run(repeats: int, warmup: int, threads: int | None = None, max_time_s: float | None = None) -> None:
+def _check_run(repeats: int, warmup: int, threads: int | None = None,
+               max_time_s: float | None = None) -> None:
     """Check the measurement settings the public functions share."""
     check_int("repeats", repeats, 1)
     check_int("warmup", warmup, 0)
@@ -88,8 +84,8 @@ def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) 
     (the seconds per call the work should take here, when known).
     """
     if isinstance(times_s, (str, bytes)) or not isinstance(times_s, Sequence):
-        raise TypeError("times_s phải là danh sách (list/tuple) số giây của từng lần đo, vd [0.012, 0.011, 0.013], "
-                        f"không phải {type(times_s).__name__}")
+        raise TypeError("times_s phải là danh sách (list/tuple) số giây của từng lần đo, "
+                        f"vd [0.012, 0.011, 0.013], không phải {type(times_s).__name__}")
     if len(times_s) == 0:
         raise ValueError("times_s không được rỗng: cần ít nhất một lần đo")
     for value in times_s:
@@ -104,8 +100,8 @@ def _signs(times: Sequence[float], expected_s: float | None) -> list[str]:
     seen = []
     fastest, slowest = min(times), max(times)
     if len(times) > 1 and slowest > SPREAD_LIMIT * fastest:
-        seen.append(f"lần chậm nhất gấp {slowest / fastest:.1f}× lần nhanh nhất ({format_seconds(slowest)} so với "
-                    f"{format_seconds(fastest)}, {len(times)} lần đo)")
+        seen.append(f"lần chậm nhất gấp {slowest / fastest:.1f}× lần nhanh nhất ({format_seconds(slowest)} "
+                    f"so với {format_seconds(fastest)}, {len(times)} lần đo)")
     median = statistics.median(times)
     if expected_s is not None and median > SLOW_LIMIT * expected_s:
         seen.append(f"trung vị {format_seconds(median)} gấp {median / expected_s:.1f}× mức dự kiến "
@@ -119,7 +115,8 @@ def _noise_line(seen: Sequence[str]) -> str | None:
         return None
     advice = "chạy lại ô khi máy rảnh, hoặc tăng số lần lặp (repeats=)"
     if detect_platform() in ("colab", "kaggle"):
-        advice += "; trên CPU miễn phí của Colab/Kaggle (2 vCPU trên một máy chủ dùng chung) nhiễu này hay gặp"
+        advice += ("; trên CPU miễn phí của Colab/Kaggle (2 vCPU trên một máy chủ dùng chung) "
+                   "nhiễu này hay gặp")
     return f"⚠️ số đo nhiễu (máy bận?): {'; '.join(seen)}. Nên {advice}."
 
 
@@ -144,12 +141,11 @@ class Timing(_Printable):
     number: int
     flops: float | None = None
     label: str = ""
-    expected_s: float | None = None
 
     @property
     def noise(self) -> str | None:
-        """The "⚠️ số đo nhiễu" line when the repeats disagree or the median is far above `expected_s`."""
-        return _noise_line(_signs(self.times_s, self.expected_s))
+        """The "⚠️ số đo nhiễu" line when the repeats disagree, else None."""
+        return _noise_line(_signs(self.times_s, None))
 
     @property
     def median_s(self) -> float:
@@ -204,25 +200,23 @@ def _timed_block(fn: Callable[[], object], number: int, device: torch.device) ->
 
 
 def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: int = 5, warmup: int = 2,
-            number: int | None = None, threads: int | None = None, flops: float | None = None, label: str = "",
-            min_block_s: float = 0.002, max_time_s: float | None = None, expected_s: float | None = None,
-            warn: bool = True) -> Timing:
-    """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats, all CPU threads.
+            number: int | None = None, threads: int | None = None, flops: float | None = None,
+            label: str = "", max_time_s: float | None = None) -> Timing:
+    """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats.
+
+    Prints the "⚠️ số đo nhiễu" line when the repeats disagree (``noise_warning``).
 
     Args:
         fn: A function without arguments doing the work, e.g. ``lambda: a @ b``.
         device: Where the work runs ("cpu", "cuda", "mps"); it is synchronized around each timed block.
         repeats: Timed blocks; the median is reported.
         warmup: Untimed calls first.
-        number: Calls per timed block; None: enough for a block of at least `min_block_s`.
+        number: Calls per timed block; None: enough for a block of at least 2 ms.
         threads: CPU threads for PyTorch meanwhile (None: ``cpu_threads()``); restored afterwards.
         flops: Floating-point operations of one call, to report FLOP/s.
         label: What is being timed, shown in the result.
-        min_block_s: Smallest duration of a timed block when `number` is None.
         max_time_s: Time limit: fewer warm-up calls and repeats when the planned ones would not fit
             (at least one warm-up call and one timed repeat always run).
-        expected_s: Seconds per call the work should take here, to notice a median far above it.
-        warn: Print the "⚠️ số đo nhiễu" line when the result looks noisy.
     """
     if not callable(fn):
         raise TypeError(f"fn phải là một hàm không đối số, vd lambda: a @ b, không phải {type(fn).__name__}")
@@ -230,21 +224,17 @@ def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: in
     _check_run(repeats, warmup, threads, max_time_s)
     if number is not None:
         check_int("number", number, 1)
-    for name, value in (("flops", flops), ("expected_s", expected_s), ("min_block_s", min_block_s)):
-        if value is not None:
-            check_number(name, value, positive=True)
+    if flops is not None:
+        check_number("flops", flops, positive=True)
     if not isinstance(label, str):
         raise TypeError(f"label phải là str, không phải {type(label).__name__}")
-    if not isinstance(warn, bool):
-        raise TypeError(f"warn phải là True hoặc False, không phải {type(warn).__name__}")
     return _measure(fn, dev, repeats=repeats, warmup=warmup, number=number, threads=threads, flops=flops,
-                    label=label, min_block_s=min_block_s, max_time_s=max_time_s, expected_s=expected_s, warn=warn)
+                    label=label, max_time_s=max_time_s, warn=True)
 
 
 def _measure(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, warmup: int = 2,
-             number: int | None = None, threads: int | None = None, flops: float | None = None, label: str = "",
-             min_block_s: float = 0.002, max_time_s: float | None = None, expected_s: float | None = None,
-             warn: bool = False) -> Timing:
+             number: int | None = None, threads: int | None = None, flops: float | None = None,
+             label: str = "", max_time_s: float | None = None, warn: bool = False) -> Timing:
     """Do what ``measure`` does with checked arguments."""
     n_threads = cpu_threads() if threads is None else threads
     previous = torch.get_num_threads()
@@ -254,7 +244,7 @@ def _measure(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, w
         if max_time_s is not None:
             # The first call (untimed for the result) tells how many calls fit in the limit.
             first = _timed_block(fn, 1, dev)
-            number = number or (1 if first >= min_block_s else math.ceil(min_block_s / max(first, 1e-9)))
+            number = number or (1 if first >= _MIN_BLOCK_S else math.ceil(_MIN_BLOCK_S / max(first, 1e-9)))
             calls_left = max(0, int(max_time_s / max(first, 1e-9)) - 1)
             repeats = max(1, min(repeats, calls_left // number))
             extra_warmup = max(0, min(warmup - 1, calls_left - repeats * number))
@@ -270,14 +260,13 @@ def _measure(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, w
             # The fastest of up to three single calls sets the block size, so one hiccup cannot shrink it.
             if once is None:
                 once = _timed_block(fn, 1, dev)
-            if once < min_block_s:
+            if once < _MIN_BLOCK_S:
                 once = min(once, _timed_block(fn, 1, dev), _timed_block(fn, 1, dev))
-            number = 1 if once >= min_block_s else min(100_000, math.ceil(min_block_s / max(once, 1e-9)))
+            number = 1 if once >= _MIN_BLOCK_S else min(100_000, math.ceil(_MIN_BLOCK_S / max(once, 1e-9)))
         times = tuple(_timed_block(fn, number, dev) / number for _ in range(repeats))
     finally:
         torch.set_num_threads(previous)
-    timing = Timing(times, str(dev), n_threads, warmup_done, number, None if flops is None else float(flops),
-                    label, None if expected_s is None else float(expected_s))
+    timing = Timing(times, str(dev), n_threads, warmup_done, number, None if flops is None else float(flops), label)
     if warn and timing.noise:
         print(timing.noise, flush=True)
     return timing

@@ -46,7 +46,7 @@ def _as_sweeps(sweeps, name: str = "sweeps") -> list[SweepResult]:
 
 
 def _mark_noisy(ax, sweeps: list[SweepResult], values) -> None:
-    """Ring the points of sizes each sweep flags as noisy (``SweepResult.noisy_sizes``), with one legend entry."""
+    """Ring the points of the sizes each sweep flags as noisy, with one legend entry."""
     labelled = False
     for sweep in sweeps:
         noisy = set(sweep.noisy_sizes)
@@ -142,7 +142,8 @@ def plot_tflops(sweeps, spec: GpuSpec | None = None, ax=None):
     """
     sweeps = _as_sweeps(sweeps)
     if spec is not None and not isinstance(spec, GpuSpec):
-        raise TypeError(f"spec phải là GpuSpec (gpu_specs.spec_for_device()) hoặc None, không phải {type(spec).__name__}")
+        raise TypeError(f"spec phải là GpuSpec (gpu_specs.spec_for_device()) hoặc None, "
+                        f"không phải {type(spec).__name__}")
     ax = get_ax(ax)
     any_gpu = False
     for sweep in sweeps:

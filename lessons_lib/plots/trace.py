@@ -1,4 +1,4 @@
-"""Draw a profiler trace as a timeline, the way Perfetto or chrome://tracing shows it (one row per nesting level)."""
+"""Draw a profiler trace as a timeline, as Perfetto or chrome://tracing shows it (one row per nesting level)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class _Event:
 
 
 def _read_trace(path: str | os.PathLike) -> list[_Event]:
-    """Return the complete events of a trace written by ``prof.export_chrome_trace``, sorted by track and start.
+    """Return the complete events of a ``prof.export_chrome_trace`` file, sorted by track and start.
 
     Times are in µs from the first event; the track is "CPU <thread>" or "GPU <device> · stream <stream>".
     """
@@ -39,7 +39,8 @@ def _read_trace(path: str | os.PathLike) -> list[_Event]:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
-        raise ValueError(f"không có file {os.fspath(path)!r}: gọi prof.export_chrome_trace(path) trước") from None
+        raise ValueError(f"không có file {os.fspath(path)!r}: gọi prof.export_chrome_trace(path) trước"
+                         ) from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{os.fspath(path)!r} không phải JSON của một trace ({exc})") from None
     raw = data.get("traceEvents") if isinstance(data, dict) else data
@@ -80,7 +81,7 @@ def _depths(events: list[_Event]) -> list[int]:
 
 def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, min_label_share: float = 0.04,
                title: str | None = None):
-    """Draw a trace file (``prof.export_chrome_trace``) as a timeline: one bar per event, nested rows; return the axes.
+    """Draw a ``prof.export_chrome_trace`` file as a timeline: one bar per event, nested rows; return the axes.
 
     Args:
         trace: The path of the .json trace.
@@ -121,8 +122,9 @@ def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, min_label_
         fits = int(0.9 * axes_px * ev.dur_us / span / char_px) if span else 0
         if span and ev.dur_us / span >= min_label_share and fits >= 4:
             name = _short_name(ev.name)
-            ax.text((ev.start_us + ev.dur_us / 2) / 1e3, row, name if len(name) <= fits else name[:fits - 1] + "…",
-                    ha="center", va="center", fontsize=_FONT_PT, clip_on=True)
+            name = name if len(name) <= fits else name[:fits - 1] + "…"
+            ax.text((ev.start_us + ev.dur_us / 2) / 1e3, row, name, ha="center", va="center", fontsize=_FONT_PT,
+                    clip_on=True)
     for (row, color), spans in bars.items():  # one collection per row and colour: fast even for 10⁴ events
         ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=color, edgecolor="white", linewidth=0.3)
     ax.set_xlim(0, span / 1e3 * 1.01 if span else 1)
