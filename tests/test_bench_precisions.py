@@ -86,7 +86,7 @@ def test_gpu_mode_times_fp32_and_fp16_on_the_gpu_and_bounds_the_cpu(fake_gpu):
         ("cuda", torch.float32), ("cuda", torch.float16), ("cpu", torch.float32)]
     assert fake_gpu[2][2:4] == (1.0, 2.0)                 # the CPU side gets the CPU limits
     t4 = gpu_specs.T4
-    assert fake_gpu[0][4] == t4.peak_tflops("fp32") and fake_gpu[1][4] == t4.peak_tflops("fp16")  # peaks travel
+    assert (fake_gpu[0][4], fake_gpu[1][4]) == (t4.peak_tflops("fp32"), t4.peak_tflops("fp16"))  # with the sides
     text = str(result)
     assert "Tesla T4" in text and t4.source in text
     assert "Trên cùng cuda:0, fp16 (tensor core) nhanh hơn 4.0× so với fp32." in text
@@ -109,7 +109,8 @@ def test_bf16_slower_than_fp32_is_said_plainly(fake_gpu):
 
 
 def test_a_size_that_is_not_a_multiple_of_8_gets_the_tensor_core_note(fake_gpu):
-    assert any("không chia hết cho 8" in note for note in compare_dtypes(500, CUDA, torch.float16, threads=2).notes())
+    notes = compare_dtypes(500, CUDA, torch.float16, threads=2).notes()
+    assert any("không chia hết cho 8" in note for note in notes)
     assert not compare_dtypes(512, CUDA, torch.float16, threads=2).notes()
 
 
@@ -139,7 +140,7 @@ def test_compare_dtypes_on_the_cpu_runs_for_real():
     assert result.sentences()[0].startswith("Trên cùng CPU, bf16")
 
 
-# --------------------------------------------------------------------------- the size probe (shared with compare_matmul)
+# --------------------------------------------------------------------------- the size probe (also compare_matmul's)
 
 
 class _Size(int):
@@ -158,7 +159,8 @@ def _probe_with(monkeypatch, seconds_for_size, n, limit):
         return _Size(size), _Size(size)
 
     monkeypatch.setattr(bench_matmul, "_inputs", fake_inputs)
-    monkeypatch.setattr(bench_matmul, "_measure", lambda fn, dev, **kwargs: timing(seconds_for_size(fn()), device="cpu"))
+    monkeypatch.setattr(bench_matmul, "_measure",
+                        lambda fn, dev, **kwargs: timing(seconds_for_size(fn()), device="cpu"))
     return bench_matmul._probe_call_s(n, torch.device("cpu"), torch.float32, 1, limit), probed
 
 

@@ -8,8 +8,10 @@ def test_matmul_flops():
     assert matmul_flops(2, 3, 4) == 48
 
 
-@pytest.mark.parametrize(("args", "error", "match"), [((0,), ValueError, "n phải ≥ 1"), ((2, -1), ValueError, "m phải"),
-                                                      ((2.0,), TypeError, "số nguyên"), ((True,), TypeError, "n")])
+@pytest.mark.parametrize(("args", "error", "match"), [
+    ((0,), ValueError, "n phải ≥ 1"), ((2, -1), ValueError, "m phải"), ((2.0,), TypeError, "số nguyên"),
+    ((True,), TypeError, "n"),
+])
 def test_matmul_flops_rejects_bad_sizes(args, error, match):
     with pytest.raises(error, match=match):
         matmul_flops(*args)

@@ -1,4 +1,4 @@
-"""lessons_lib.profiling: the compact profile table, call counts, reading an exported trace; and plots.plot_trace."""
+"""lessons_lib.profiling (the compact profile table, call counts, compare_timings) and plots.plot_trace."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def test_gpu_mode_compares_fp32_with_fp16_at_tensor_core_friendly_sizes(gpu):
     assert all(n % 8 == 0 for n in ctrl.sizes) and 500 not in ctrl.sizes and 8192 in ctrl.sizes
     n, device, low, kwargs = gpu[0]
     assert (n, device, low) == (2048, "cuda", "fp16")
-    assert kwargs == {"threads": bench.cpu_threads(), "cpu_max_call_s": 1.0, "cpu_max_time_s": 2.0}  # CPU bounded
+    assert kwargs == {"threads": bench.cpu_threads(), "cpu_max_call_s": 1.0, "cpu_max_time_s": 2.0}
     text = ctrl.text()
     assert "fp16 (tensor core) nhanh hơn 4.0× so với fp32" in text and "⏭️ không đo N=2048 fp32 trên CPU" in text
 
