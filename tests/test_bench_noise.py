@@ -1,21 +1,23 @@
-"""Tests of lessons_lib.bench.noise and where bench prints it: measure, Timing.noise, the matmul sweep."""
+"""Tests of bench.noise_warning and where bench prints it: measure, Timing.noise, the matmul sweep."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+import torch
 
 from lessons_lib import bench
-from lessons_lib.bench import noise as bench_noise
+from lessons_lib.bench import noise_warning
 from lessons_lib.bench import sweep as bench_sweep
 from lessons_lib.bench import timing as bench_timing
-from lessons_lib.bench.noise import noise_warning
+
+CPU = torch.device("cpu")
 
 
 @pytest.fixture(autouse=True)
 def _local(monkeypatch):
-    monkeypatch.setattr(bench_noise, "detect_platform", lambda: "local")
+    monkeypatch.setattr(bench_timing, "detect_platform", lambda: "local")
 
 
 def test_consistent_repeats_give_none():
@@ -42,7 +44,7 @@ def test_median_far_above_expected_is_reported():
 
 def test_colab_and_kaggle_name_the_shared_two_vcpus(monkeypatch):
     for platform in ("colab", "kaggle"):
-        monkeypatch.setattr(bench_noise, "detect_platform", lambda platform=platform: platform)
+        monkeypatch.setattr(bench_timing, "detect_platform", lambda platform=platform: platform)
         assert "2 vCPU" in noise_warning([0.01, 0.05])
 
 
@@ -63,15 +65,6 @@ def test_bad_expected(bad, error):
         noise_warning([0.1], expected_s=bad)
 
 
-def test_noise_line_needs_a_list_of_phrases():
-    assert bench_noise.noise_line([]) is None
-    assert bench_noise.noise_line(["x"]).startswith("⚠️ số đo nhiễu (máy bận?): x.")
-    with pytest.raises(TypeError, match="seen"):
-        bench_noise.noise_line("x")
-    with pytest.raises(TypeError, match="seen"):
-        bench_noise.noise_line([1])
-
-
 def _scripted_blocks(monkeypatch, seconds):
     """Make measure's timed blocks return the given seconds, one per block."""
     it = iter(seconds)
@@ -88,23 +81,12 @@ def test_measure_prints_the_line_when_repeats_disagree(monkeypatch, capsys):
     assert t.noise is None and capsys.readouterr().out == ""
 
 
-def test_measure_checks_expected_and_can_stay_quiet(monkeypatch, capsys):
-    _scripted_blocks(monkeypatch, [0.01, 0.01, 0.01])
-    t = bench.measure(lambda: None, device="cpu", repeats=3, warmup=0, number=1, expected_s=1e-4, warn=False)
-    assert capsys.readouterr().out == ""
-    assert t.expected_s == 1e-4 and "mức dự kiến" in t.noise
-    with pytest.raises(TypeError, match="warn"):
-        bench.measure(lambda: None, device="cpu", warn="yes")
-    with pytest.raises(ValueError, match="expected_s"):
-        bench.measure(lambda: None, device="cpu", expected_s=0)
-
-
 def _timing(times, n):
     return bench.Timing(tuple(times), "cpu", 2, 1, 1, flops=bench.matmul_flops(n), label=f"matmul {n}")
 
 
 def _sweep(per_size):
-    records = [bench.MatmulRecord(n, _timing(times, n), 0.0) for n, times in per_size]
+    records = [bench_sweep.MatmulRecord(n, _timing(times, n), 0.0) for n, times in per_size]
     return bench.SweepResult("cpu", "fp32", 2, 10.0, 1.0, "all_sizes", None, records)
 
 
@@ -132,28 +114,25 @@ def test_sweep_measures_an_outlier_again_and_keeps_the_faster(monkeypatch):
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3), (128, [5e-5] * 3)]).records
     calls = []
 
-    def fake_measure(fn, *, device, label, warn, **kw):
+    def fake_measure(fn, dev, *, label, **kw):
         calls.append(label)
-        assert warn is False
+        assert not kw.get("warn")
         return _timing([4e-6] * 3, 32)
 
-    monkeypatch.setattr(bench_sweep, "measure", fake_measure)
-    notes = bench_sweep._remeasure_outliers(records, bench.resolve_device("cpu"), bench.resolve_dtype("fp32"),
-                                            2, 3, 1, 0.002, 5.0)
+    monkeypatch.setattr(bench_sweep, "_measure", fake_measure)
+    notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 1, 5.0)
     assert calls == ["matmul 32"] and records[0].seconds == 4e-6
     assert len(notes) == 1 and "N=32 20.0 ms → 4.00 µs" in notes[0]
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
-    monkeypatch.setattr(bench_sweep, "measure", lambda fn, **kw: _timing([3e-2] * 3, 32))
-    bench_sweep._remeasure_outliers(records, bench.resolve_device("cpu"), bench.resolve_dtype("fp32"),
-                                    2, 3, 1, 0.002, 5.0)
+    monkeypatch.setattr(bench_sweep, "_measure", lambda fn, dev, **kw: _timing([3e-2] * 3, 32))
+    bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 1, 5.0)
     assert records[0].seconds == 2e-2  # the re-measurement was slower: the first one stays
 
 
 def test_sweep_says_when_there_is_no_time_left_to_measure_again(monkeypatch):
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
-    monkeypatch.setattr(bench_sweep, "measure", lambda *a, **kw: pytest.fail("must not measure"))
-    notes = bench_sweep._remeasure_outliers(records, bench.resolve_device("cpu"), bench.resolve_dtype("fp32"),
-                                            2, 3, 1, 0.002, 0.01)
+    monkeypatch.setattr(bench_sweep, "_measure", lambda *a, **kw: pytest.fail("must not measure"))
+    notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 1, 0.01)
     assert notes == ["Không còn thời gian trong ngân sách để đo lại N=32."]
 
 
@@ -166,7 +145,7 @@ def test_real_sweep_records_stay_in_order_and_checked():
 def test_a_stalled_size_does_not_end_the_sweep_early(monkeypatch):
     """N=16 fast (one thread), every larger call 50 ms (a busy machine's wait for the second thread, as seen on the
     Colab replica): N³ from 50 ms would stop before N=64; the sweep goes on."""
-    monkeypatch.setattr(bench_sweep, "measure", lambda fn, *, label, flops, **kw: bench.Timing(
+    monkeypatch.setattr(bench_sweep, "_measure", lambda fn, dev, *, label, flops, **kw: bench.Timing(
         (3e-6 if "16×16" in label else 0.05,) * 3, "cpu", 2, 1, 1, flops=flops, label=label))
     result = bench.matmul_sweep("cpu", sizes=(16, 32, 64, 128), budget_s=1.0)
     assert result.sizes == [16, 32, 64, 128] and result.stop_reason == "all_sizes"

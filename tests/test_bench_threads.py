@@ -1,4 +1,4 @@
-"""Tests of lessons_lib.bench.threads (1 thread vs several, and why more can be slower) and the comparisons using it."""
+"""1 CPU thread against several (and why more can be slower), and the comparisons that say it."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ import types
 import pytest
 
 from lessons_lib import bench
-from lessons_lib.bench import noise as bench_noise
-from lessons_lib.bench import threads as bench_threads
+from lessons_lib.bench import matmul as bench_matmul
+from lessons_lib.bench import timing as bench_timing
+from lessons_lib.bench.matmul import Comparison
 
 
 @pytest.fixture(autouse=True)
 def _local(monkeypatch):
-    monkeypatch.setattr(bench_threads, "detect_platform", lambda: "local")
-    monkeypatch.setattr(bench_noise, "detect_platform", lambda: "local")
-    monkeypatch.setattr(bench_threads, "physical_cores", lambda: None)
+    monkeypatch.setattr(bench_matmul, "detect_platform", lambda: "local")
+    monkeypatch.setattr(bench_timing, "detect_platform", lambda: "local")
+    monkeypatch.setattr(bench_matmul, "_physical_cores", lambda: None)
 
 
 def test_more_threads_faster_says_by_how_much_without_excuses():
@@ -39,14 +40,14 @@ def test_a_tie_is_not_called_a_speedup():
 
 
 def test_the_reason_names_the_physical_cores_when_psutil_knows_them(monkeypatch):
-    monkeypatch.setattr(bench_threads, "physical_cores", lambda: 1)
-    assert "chỉ có 1 lõi vật lý cho 2 luồng" in bench.threads_reason(2)
-    monkeypatch.setattr(bench_threads, "physical_cores", lambda: 8)  # e.g. a container limited to 2 of 8 cores
-    assert "!lscpu" in bench.threads_reason(2)
+    monkeypatch.setattr(bench_matmul, "_physical_cores", lambda: 1)
+    assert "chỉ có 1 lõi vật lý cho 2 luồng" in bench.threads_verdict(4e-3, 8e-3, 2)
+    monkeypatch.setattr(bench_matmul, "_physical_cores", lambda: 8)  # e.g. a container limited to 2 of 8 cores
+    assert "!lscpu" in bench.threads_verdict(4e-3, 8e-3, 2)
 
 
 def test_colab_and_kaggle_get_their_two_shared_vcpus(monkeypatch):
-    monkeypatch.setattr(bench_threads, "detect_platform", lambda: "colab")
+    monkeypatch.setattr(bench_matmul, "detect_platform", lambda: "colab")
     assert "2 vCPU" in bench.threads_verdict(4e-3, 11e-3, 2)
 
 
@@ -64,22 +65,15 @@ def test_threads_verdict_bad_input(args, error, match):
         bench.threads_verdict(*args)
 
 
-def test_threads_reason_bad_input():
-    with pytest.raises(TypeError, match="threads"):
-        bench.threads_reason("2")
-    with pytest.raises(ValueError, match="threads"):
-        bench.threads_reason(0)
-
-
 def test_physical_cores_from_psutil_or_none(monkeypatch):
     monkeypatch.undo()  # the real function
     fake = types.SimpleNamespace(cpu_count=lambda logical=True: 1 if not logical else 2)
     monkeypatch.setitem(sys.modules, "psutil", fake)
-    assert bench_threads.physical_cores() == 1
+    assert bench_matmul._physical_cores() == 1
     fake.cpu_count = lambda logical=True: None  # psutil: unknown
-    assert bench_threads.physical_cores() is None
+    assert bench_matmul._physical_cores() is None
     monkeypatch.setitem(sys.modules, "psutil", None)  # not installed: import fails
-    assert bench_threads.physical_cores() is None
+    assert bench_matmul._physical_cores() is None
 
 
 def _timing(times, threads, device="cpu"):
@@ -87,28 +81,26 @@ def _timing(times, threads, device="cpu"):
 
 
 def test_cpu_comparison_where_more_threads_lose_gives_the_reason():
-    slow = bench.Comparison(500, "fp32", _timing([4e-3] * 3, 1), _timing([8e-3] * 3, 2), (0.0, 0.0), False)
-    assert slow.threads_only and slow.more_threads_not_faster
+    slow = Comparison(500, "fp32", _timing([4e-3] * 3, 1), _timing([8e-3] * 3, 2), (0.0, 0.0), False)
+    assert slow.more_threads_not_faster
     verdict = slow.verdict()
     assert "CPU 2 luồng CHẬM hơn 2.0× so với CPU 1 luồng" in verdict and "lõi vật lý" in verdict
-    fast = bench.Comparison(500, "fp32", _timing([8e-3] * 3, 1), _timing([4e-3] * 3, 2), (0.0, 0.0), False)
+    fast = Comparison(500, "fp32", _timing([8e-3] * 3, 1), _timing([4e-3] * 3, 2), (0.0, 0.0), False)
     assert not fast.more_threads_not_faster and "Lý do" not in fast.verdict()
-    gpu = bench.Comparison(500, "fp32", _timing([8e-3] * 3, 2), _timing([9e-3] * 3, 2, "cuda:0"), (0.0, 0.0), False)
-    assert not gpu.threads_only and not gpu.more_threads_not_faster
+    gpu = Comparison(500, "fp32", _timing([8e-3] * 3, 2), _timing([9e-3] * 3, 2, "cuda:0"), (0.0, 0.0), False)
+    assert not gpu.more_threads_not_faster
 
 
 def test_comparison_shows_the_noise_line_of_a_noisy_side():
-    noisy = bench.Comparison(500, "fp32", _timing([4e-3, 4e-3, 12e-3], 1), _timing([2e-3] * 3, 2), (0.0, 0.0), False)
+    noisy = Comparison(500, "fp32", _timing([4e-3, 4e-3, 12e-3], 1), _timing([2e-3] * 3, 2), (0.0, 0.0), False)
     assert noisy.noise.startswith("⚠️ số đo nhiễu (máy bận?): CPU 1 luồng: lần chậm nhất gấp 3.0×")
     assert noisy.noise in str(noisy)
-    quiet = bench.Comparison(500, "fp32", _timing([4e-3] * 3, 1), _timing([2e-3] * 3, 2), (0.0, 0.0), False)
+    quiet = Comparison(500, "fp32", _timing([4e-3] * 3, 1), _timing([2e-3] * 3, 2), (0.0, 0.0), False)
     assert quiet.noise is None and "⚠️" not in str(quiet)
 
 
 def test_a_skipped_size_says_why_and_what_to_try(monkeypatch):
-    from lessons_lib.bench import compare
-
-    monkeypatch.setattr(compare, "_probe_call_s", lambda *args: 4.3)
+    monkeypatch.setattr(bench_matmul, "_probe_call_s", lambda *args: 4.3)
     fp32 = bench.compare_matmul(500, "fp32", "cpu", max_call_s=1.0)
     assert fp32.skipped.startswith("⏭️ Không chạy N=500 fp32") and "~4.30 s > giới hạn 1 s" in fp32.skipped
     assert "hoặc fp32" not in fp32.skipped and "máy đang bận" in fp32.skipped

@@ -10,11 +10,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from lessons_lib import bench, gpu_specs, plots  # noqa: E402
+from lessons_lib.bench.sweep import MatmulRecord  # noqa: E402
 
 
 def make_sweep(times, sizes=(64, 128, 256, 512), device="cpu", dtype="fp32", name=""):
     records = [
-        bench.MatmulRecord(n, bench.Timing((t,), device, 2, 1, 1, flops=bench.matmul_flops(n)), 0.0)
+        MatmulRecord(n, bench.Timing((t,), device, 2, 1, 1, flops=bench.matmul_flops(n)), 0.0)
         for n, t in zip(sizes, times, strict=True)
     ]
     return bench.SweepResult(device, dtype, 2, 10.0, 1.0, "all_sizes", None, records, name)
@@ -71,16 +72,16 @@ def test_tflops_draws_the_documented_peak_of_each_dtype():
     ax = plots.plot_tflops([CPU, GPU32, GPU16], spec=gpu_specs.T4)
     assert ax.get_yscale() == "log" and "TFLOP/s" in ax.get_ylabel()
     peaks = {line.get_ydata()[0] for line in ax.get_lines() if len(set(line.get_ydata())) == 1}
-    assert {8.1, 65.0} <= peaks
+    assert {gpu_specs.T4.peak_tflops("fp32"), gpu_specs.T4.peak_tflops("fp16")} <= peaks
     labels = " ".join(line.get_label() for line in ax.get_lines())
-    assert "T4" in labels and "65" in labels
+    assert "T4" in labels and f"{gpu_specs.T4.peak_tflops('fp16'):g}" in labels
     curve = next(line for line in ax.get_lines() if line.get_label() == GPU16.label)
     assert list(curve.get_ydata()) == pytest.approx(GPU16.tflops)
 
 
 def test_tflops_without_a_spec_says_there_is_no_peak_line():
     ax = plots.plot_tflops([GPU32], spec=None)
-    assert any("đỉnh" in t.get_text() or "peak" in t.get_text() for t in ax.texts)
+    assert any("đỉnh" in t.get_text() for t in ax.texts)
     assert all(len(set(line.get_ydata())) > 1 for line in ax.get_lines())
 
 
@@ -106,12 +107,12 @@ def test_plots_on_a_real_sweep():
 @pytest.mark.parametrize(
     "call,error,match",
     [
-        (lambda: plots.plot_time_vs_n([]), ValueError, "empty|rỗng"),
+        (lambda: plots.plot_time_vs_n([]), ValueError, "rỗng"),
         (lambda: plots.plot_time_vs_n("cpu"), TypeError, "matmul_sweep"),
         (lambda: plots.plot_time_vs_n([1.0]), TypeError, "matmul_sweep"),
-        (lambda: plots.plot_time_vs_n(make_sweep([], sizes=())), ValueError, "budget|ngân sách"),
+        (lambda: plots.plot_time_vs_n(make_sweep([], sizes=())), ValueError, "ngân sách"),
         (lambda: plots.plot_time_vs_n(CPU, show_cubic="yes"), TypeError, "show_cubic"),
-        (lambda: plots.plot_speedup([CPU, CPU], GPU32), TypeError, "ONE|MỘT"),
+        (lambda: plots.plot_speedup([CPU, CPU], GPU32), TypeError, "MỘT"),
         (lambda: plots.plot_speedup(CPU, None), TypeError, "others"),
         (lambda: plots.plot_tflops(GPU32, spec="T4"), TypeError, "GpuSpec"),
         (lambda: plots.plot_tflops(CPU, ax="axes"), TypeError, "Axes"),

@@ -1,4 +1,4 @@
-"""lessons_lib.profiling: the compact profile table, call counts, reading an exported trace; and plots.plot_trace."""
+"""lessons_lib.profiling (the compact profile table, call counts, compare_timings) and plots.plot_trace."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from lessons_lib import i18n, profiling
+from lessons_lib import profiling
 from lessons_lib.plots import plot_trace
+from lessons_lib.plots.trace import _read_trace
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +64,7 @@ def fake_row(key, self_cpu=0.0, cpu=0.0, self_dev=0.0, dev=0.0, count=1, device_
     ("aten::mm", None, "op"),
 ])
 def test_row_kind(name, annotation, kind):
-    assert profiling.row_kind(name, annotation) == kind
-
-
-def test_row_kind_needs_a_name():
-    with pytest.raises(TypeError, match="str"):
-        profiling.row_kind(3)
+    assert profiling._row_kind(name, annotation) == kind
 
 
 # --------------------------------------------------------------------------- top_ops on a real profile
@@ -104,8 +100,6 @@ def test_top_ops_text_fits_a_cell_and_names_the_kinds(prof):
     assert lines[0].startswith("4/") and "self time CPU" in lines[0]
     assert len(lines) == 2 + 4 and max(map(len, lines)) < 100
     assert "(phép PyTorch)" in text
-    i18n.set_language("en")
-    assert "calls" in str(profiling.top_ops(prof, n=2))
 
 
 def test_top_ops_shortens_long_names():
@@ -175,7 +169,7 @@ def test_top_ops_bad_profiles():
 
 
 def test_read_trace_returns_nested_cpu_events(trace_file):
-    events = profiling.read_trace(trace_file)
+    events = _read_trace(trace_file)
     names = [e.name for e in events]
     assert "work" in names and names.count("aten::add") == 30
     assert min(e.start_us for e in events) == 0
@@ -193,27 +187,25 @@ def test_read_trace_names_gpu_streams(tmp_path):
         {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {}},
         {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1e6},
     ]}), encoding="utf-8")
-    events = profiling.read_trace(path)
+    events = _read_trace(path)
     assert [(e.name, e.track, e.start_us) for e in events] == [("aten::mm", "CPU 1", 0.0),
                                                                ("gemm", "GPU 0 · stream 7", 30.0)]
 
 
 def test_read_trace_bad_input(tmp_path):
-    with pytest.raises(TypeError, match="đường dẫn"):
-        profiling.read_trace(3)
     with pytest.raises(ValueError, match="export_chrome_trace"):
-        profiling.read_trace(tmp_path / "missing.json")
+        _read_trace(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
     with pytest.raises(ValueError, match="JSON"):
-        profiling.read_trace(bad)
+        _read_trace(bad)
     empty = tmp_path / "empty.json"
     empty.write_text('{"foo": 1}', encoding="utf-8")
     with pytest.raises(ValueError, match="traceEvents"):
-        profiling.read_trace(empty)
+        _read_trace(empty)
     nothing = tmp_path / "nothing.json"
     nothing.write_text('{"traceEvents": []}', encoding="utf-8")
-    assert profiling.read_trace(nothing) == []
+    assert _read_trace(nothing) == []
 
 
 def test_plot_trace_draws_rows_per_nesting_level(trace_file):
@@ -228,25 +220,30 @@ def test_plot_trace_draws_rows_per_nesting_level(trace_file):
     assert "nhãn (record_function)" in legend and "phép PyTorch (CPU)" in legend
 
 
-def test_plot_trace_puts_gpu_tracks_below_cpu_and_accepts_events():
-    events = [profiling.TraceEvent("k", "kernel", "GPU 0 · stream 7", 5.0, 10.0),
-              profiling.TraceEvent("aten::mm", "cpu_op", "CPU 1", 0.0, 20.0),
-              profiling.TraceEvent("odd", "python_function", "CPU 1", 1.0, 2.0)]
-    ax = plot_trace(events, max_depth=0)
+def test_plot_trace_puts_gpu_tracks_below_cpu(tmp_path):
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5.0, "dur": 10.0},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0.0, "dur": 20.0},
+        {"ph": "X", "cat": "python_function", "name": "odd", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0},
+    ]}), encoding="utf-8")
+    ax = plot_trace(path, max_depth=0)
     assert [t.get_text() for t in ax.get_yticklabels()] == ["CPU 1", "GPU 0 · stream 7"]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "kernel GPU" in legend and "khác" in legend
 
 
-@pytest.mark.parametrize(("trace", "kwargs", "error"), [
-    ([1, 2], {}, TypeError),
-    ([], {}, ValueError),
-    ([profiling.TraceEvent("a", "cpu_op", "CPU 1", 0.0, 1.0)], {"max_depth": -1}, ValueError),
-    ([profiling.TraceEvent("a", "cpu_op", "CPU 1", 0.0, 1.0)], {"min_label_share": 2}, ValueError),
-])
-def test_plot_trace_bad_input(trace, kwargs, error):
-    with pytest.raises(error):
-        plot_trace(trace, **kwargs)
+def test_plot_trace_bad_input(trace_file, tmp_path):
+    with pytest.raises(TypeError, match="đường dẫn"):
+        plot_trace([1, 2])
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"traceEvents": []}', encoding="utf-8")
+    with pytest.raises(ValueError, match="không có sự kiện"):
+        plot_trace(empty)
+    with pytest.raises(ValueError, match="max_depth"):
+        plot_trace(trace_file, max_depth=-1)
+    with pytest.raises(ValueError, match="min_label_share"):
+        plot_trace(trace_file, min_label_share=2)
 
 
 # --------------------------------------------------------------------------- compare_timings
@@ -272,8 +269,8 @@ def test_a_noisy_measurement_widens_the_band_and_says_so():
     cmp = profiling.compare_timings(noisy, _timing(1.1, 1.1, 1.1, label="compile"))
     assert cmp.factor == pytest.approx(1.7) and cmp.outcome == "same"  # 1.55× is inside that spread
     assert profiling.compare_timings(noisy, _timing(0.9, 0.9, 0.9)).outcome == "faster"
-    assert cmp.notes() == ["eager từ 1.00 s đến 6.00 s (6.0×)"]
-    assert "⚠️ số đo nhiễu: các lần lặp của eager từ 1.00 s" in str(cmp) and "chạy lại ô" in str(cmp)
+    assert cmp.notes() == ["eager: lần chậm nhất gấp 6.0× lần nhanh nhất (6.00 s so với 1.00 s, 5 lần đo)"]
+    assert "⚠️ số đo nhiễu (máy bận?): eager: lần chậm nhất gấp 6.0×" in str(cmp) and "chạy lại ô" in str(cmp)
     unsure = str(profiling.compare_timings(noisy, _timing(0.9, 0.9, 0.9)))
     assert "nhanh hơn" in unsure and "chưa chắc" in unsure
 

@@ -1,31 +1,42 @@
-"""Sweep matmul sizes N under a time budget and the free memory, into a `SweepResult`."""
+"""Sweep matmul sizes N under a time budget and the free memory, and read two sweeps against each other."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import torch
 
+from .._validate import check_int, check_number
 from ..flops import matmul_flops
-from ..i18n import tr
-from ._checks import _check_positive_int, _check_positive_number
-from .devices import cpu_threads, resolve_device, synchronize
-from .dtypes import _SHORT, resolve_dtype
-from .matmul import _assert_correct, make_matmul_inputs
-from .memory_fit import fits_in_memory
-from .noise import SLOW_LIMIT, SPREAD_LIMIT, noise_line
-from .timing import Timing, measure
-from .units import format_flops, format_seconds
-
-DEFAULT_SIZES: tuple[int, ...] = (
-    16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384,
+from ..precision import format_name
+from .matmul import _assert_correct, _fits, _inputs, _label
+from .timing import (
+    _MIN_BLOCK_S,
+    SLOW_LIMIT,
+    SPREAD_LIMIT,
+    Timing,
+    _check_run,
+    _device,
+    _dtype,
+    _format_flops,
+    _measure,
+    _noise_line,
+    _Printable,
+    cpu_threads,
+    format_seconds,
+    synchronize,
 )
-DEFAULT_BUDGET_S = {"cpu": 20.0, "accelerator": 30.0}
+
+_SIZES = (16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 _SAFETY = 1.25  # predicted cost of the next size is multiplied by this before comparing with the budget
-MODEL_LIMIT = 10.0  # a size slower than this × (fixed cost + FLOPs at the best speed measured) is off the trend
+_MODEL_LIMIT = 10.0  # slower than this × (fixed cost + FLOPs at the best speed measured): off the trend
+_STOP_REASONS = {"all_sizes": "đã đo hết các kích thước",
+                 "budget": "kích thước tiếp theo sẽ vượt ngân sách thời gian",
+                 "memory": "kích thước tiếp theo không vừa bộ nhớ còn trống"}
 
 
 @dataclass(frozen=True)
@@ -47,15 +58,8 @@ class MatmulRecord:
         return matmul_flops(self.n) / self.seconds / 1e12
 
 
-_STOP_REASONS = {
-    "all_sizes": ("đã đo hết các kích thước", "measured every size"),
-    "budget": ("kích thước tiếp theo sẽ vượt ngân sách thời gian", "the next size would exceed the time budget"),
-    "memory": ("kích thước tiếp theo không vừa bộ nhớ còn trống", "the next size does not fit in free memory"),
-}
-
-
-@dataclass
-class SweepResult:
+@dataclass(repr=False)
+class SweepResult(_Printable):
     """A matmul sweep: one ``MatmulRecord`` per size, and how and why it stopped."""
 
     device: str
@@ -70,25 +74,20 @@ class SweepResult:
     notes: list[str] = field(default_factory=list)
 
     def _noise_signs(self) -> tuple[dict[int, float], dict[int, float]]:
-        off = {r.n: f for r, f in ((r, _off_trend(self.records, i)) for i, r in enumerate(self.records)) if f}
+        off = {r.n: f for i, r in enumerate(self.records) if (f := _off_trend(self.records, i))}
         spread = {r.n: r.timing.max_s / r.timing.min_s for r in self.records
                   if r.timing.max_s > SPREAD_LIMIT * r.timing.min_s}
         return off, spread
 
     @property
     def noisy_sizes(self) -> list[int]:
-        """The sizes N that ``noise`` names (repeats far apart, or far off the trend), increasing."""
+        """The sizes N that ``noise`` names, increasing."""
         off, spread = self._noise_signs()
         return sorted(set(off) | set(spread))
 
     @property
     def noise(self) -> str | None:
-        """One "⚠️ số đo nhiễu" line naming the sizes that look noisy, or None.
-
-        A size looks noisy when its slowest repeat takes more than 2× its fastest, or when it is far off
-        what the other sizes predict (``_off_trend``): slower than 3× a larger size, or slower than 10× the
-        sweep's fixed cost (the fastest time measured) plus its FLOPs at the best speed measured.
-        """
+        """One "⚠️ số đo nhiễu" line naming the sizes whose repeats disagree or that are far off the trend."""
         off, spread = self._noise_signs()
         seen = []
         if off:
@@ -97,7 +96,7 @@ class SweepResult:
         if spread:
             seen.append(f"ở N={', '.join(map(str, spread))} lần đo chậm nhất gấp đến {max(spread.values()):.1f}× "
                         "lần nhanh nhất")
-        return noise_line(seen)
+        return _noise_line(seen)
 
     @property
     def sizes(self) -> list[int]:
@@ -123,116 +122,72 @@ class SweepResult:
     def label(self) -> str:
         """A legend label: device, dtype and threads (CPU) or GPU name."""
         if self.is_cpu:
-            return f"CPU {self.dtype} · {self.threads} " + tr("luồng", "threads")
-        name = f" · {self.device_name}" if self.device_name else ""
-        return f"{self.device} {self.dtype}{name}"
+            return f"CPU {self.dtype} · {self.threads} luồng"
+        return f"{self.device} {self.dtype}" + (f" · {self.device_name}" if self.device_name else "")
 
     def time_at(self, n: int) -> float | None:
         """Return the median seconds measured at size `n`, or None if `n` was not measured."""
-        for record in self.records:
-            if record.n == n:
-                return record.seconds
-        return None
-
-    def stop_message(self) -> str:
-        """Return why the sweep stopped, in words."""
-        vi, en = _STOP_REASONS[self.stop_reason]
-        text = tr(vi, en)
-        if self.next_size is not None and self.stop_reason != "all_sizes":
-            text += f" (N={self.next_size})"
-        return text
+        return next((r.seconds for r in self.records if r.n == n), None)
 
     def __str__(self) -> str:
-        lines = [
-            tr(f"Quét matmul {self.label}: {len(self.records)} kích thước, {self.wall_s:.1f} s / ngân sách "
-               f"{self.budget_s:g} s; dừng vì {self.stop_message()}.",
-               f"Matmul sweep {self.label}: {len(self.records)} sizes, {self.wall_s:.1f} s / budget "
-               f"{self.budget_s:g} s; stopped because {self.stop_message()}."),
-            f"{'N':>6}  {tr('thời gian (trung vị)', 'time (median)'):>20}  {tr('tốc độ', 'speed'):>13}  "
-            + tr("sai số tương đối", "relative error"),
-        ]
-        for r in self.records:
-            lines.append(f"{r.n:>6}  {format_seconds(r.seconds):>20}  {format_flops(r.tflops * 1e12):>13}  "
-                         f"{r.rel_error:.1e}")
-        lines.extend(self.notes)
-        if self.noise:
-            lines.append(self.noise)
+        stop = _STOP_REASONS[self.stop_reason]
+        if self.next_size is not None and self.stop_reason != "all_sizes":
+            stop += f" (N={self.next_size})"
+        lines = [f"Quét matmul {self.label}: {len(self.records)} kích thước, {self.wall_s:.1f} s / ngân sách "
+                 f"{self.budget_s:g} s; dừng vì {stop}.",
+                 f"{'N':>6}  {'thời gian (trung vị)':>20}  {'tốc độ':>13}  sai số tương đối"]
+        lines += [f"{r.n:>6}  {format_seconds(r.seconds):>20}  {_format_flops(r.tflops * 1e12):>13}  "
+                  f"{r.rel_error:.1e}" for r in self.records]
+        lines += self.notes + ([self.noise] if self.noise else [])
         if self.records:
             t = self.records[-1].timing
-            where = f"{self.device}, {self.threads} " + tr("luồng", "threads") if self.is_cpu else (
-                f"{self.device}, " + tr("có synchronize", "synchronized"))
-            lines.append(tr(
-                f"Điều kiện: {where} · warm-up {t.warmup} · trung vị của {t.repeats} lần đo, mỗi lần k lời gọi "
-                "liên tiếp (k tự chọn để một lần đo ≥ 2 ms).",
-                f"Conditions: {where} · warm-up {t.warmup} · median of {t.repeats} repeats of k back-to-back "
-                "calls each (k chosen so one repeat takes ≥ 2 ms)."))
+            where = f"{self.device}, {self.threads} luồng" if self.is_cpu else f"{self.device}, có synchronize"
+            lines.append(f"Điều kiện: {where} · warm-up {t.warmup} · trung vị của {t.repeats} lần đo, mỗi lần k "
+                         "lời gọi liên tiếp (k tự chọn để một lần đo ≥ 2 ms).")
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return str(self)
 
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
-        printer.text(str(self))
-
-
-def default_budget_s(device: str | torch.device) -> float:
-    """Return the default sweep budget: 20 s on the CPU, 30 s on an accelerator."""
-    dev = resolve_device(device)
-    return DEFAULT_BUDGET_S["cpu" if dev.type == "cpu" else "accelerator"]
-
-
-def _device_name(dev: torch.device) -> str:
-    if dev.type == "cuda":
-        return torch.cuda.get_device_name(dev.index if dev.index is not None else torch.cuda.current_device())
-    if dev.type == "mps":
-        return "Apple MPS"
-    return ""
+def _check_sizes(sizes) -> list[int]:
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
+        raise TypeError(f"sizes phải là danh sách số nguyên dương tăng dần, vd [64, 256, 1024], không phải "
+                        f"{type(sizes).__name__}")
+    values = list(sizes)
+    if not values:
+        raise ValueError("sizes không được rỗng")
+    for value in values:
+        check_int("N", value, 1)
+    if any(b <= a for a, b in zip(values[:-1], values[1:], strict=True)):
+        raise ValueError(f"sizes phải tăng dần nghiêm ngặt, nhận được {values}")
+    return values
 
 
-def matmul_sweep(
-    device: str | torch.device | None = None,
-    dtype: torch.dtype | str = torch.float32,
-    *,
-    sizes: Iterable[int] | None = None,
-    budget_s: float | None = None,
-    repeats: int = 3,
-    warmup: int = 1,
-    threads: int | None = None,
-    progress: bool = False,
-) -> SweepResult:
+def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | str = torch.float32, *,
+                 sizes: Iterable[int] | None = None, budget_s: float | None = None, repeats: int = 3,
+                 warmup: int = 1, threads: int | None = None, progress: bool = False) -> SweepResult:
     """Time N×N matmuls for growing N until the time budget or the free memory says stop.
 
-    Before each size the sweep predicts its cost from the last measured size (time ∝ N³, creating the
-    inputs ∝ N²; but at most 2× the larger of the last time and the FLOPs at the best speed so far, so a
-    size stalled by a busy machine does not end the sweep early), and stops growing N when that prediction would overrun `budget_s`, or when the
-    inputs and result would not fit in the device's free memory (checked before allocating). Every
-    size is checked for correctness (``matmul_error``) before it is timed, and a size that turns out
-    slower than predicted gets fewer repeats (``measure``'s ``max_time_s`` = the budget left).
+    Before each size the sweep predicts its cost from the last one (time ∝ N³, inputs ∝ N², but at most 2×
+    the larger of the last time and the FLOPs at the best speed so far, so one stalled size does not end
+    it early) and stops when that would overrun `budget_s`, or when the matrices would not fit in free
+    memory. Every size is checked against float64 before it is timed; sizes that look noisy are measured
+    once more and the faster median kept.
 
     Args:
-        device: "cpu", "cuda", "mps", ... (None: the best device here, see ``pick_device``).
-        dtype: torch.float32 / torch.float16 / torch.bfloat16 (or "fp32", "fp16", "bf16").
-        sizes: Increasing sizes to try (default ``DEFAULT_SIZES``, 16 … 16384).
-        budget_s: Wall-time budget of the whole sweep in seconds (default 20 on CPU, 30 on a GPU).
+        device: "cpu", "cuda", "mps", ... (None: the best device here).
+        dtype: torch.float32 / float16 / bfloat16 (or "fp32", "fp16", "bf16").
+        sizes: Increasing sizes to try (default 16 … 16384).
+        budget_s: Wall-time budget of the whole sweep (default 20 s on the CPU, 30 s on an accelerator).
         repeats: Timed repeats per size (median reported).
         warmup: Untimed calls per size before timing.
-        threads: CPU threads (None: all, see ``cpu_threads()``).
+        threads: CPU threads (None: all, ``cpu_threads()``).
         progress: Print one line per size as it is measured.
-
-    Returns:
-        A ``SweepResult``; its records feed ``lessons_lib.plots`` (time, speedup, TFLOP/s).
     """
-    dev = resolve_device(device)
-    dt = resolve_dtype(dtype)
-    size_list = _check_sizes(DEFAULT_SIZES if sizes is None else sizes)
-    budget = default_budget_s(dev) if budget_s is None else budget_s
-    _check_positive_number("budget_s", budget)
-    _check_positive_int("repeats", repeats)
-    _check_positive_int("warmup", warmup, minimum=0)
-    if threads is not None:
-        _check_positive_int("threads", threads)
+    dev, dt = _device(device), _dtype(dtype)
+    size_list = _check_sizes(_SIZES if sizes is None else sizes)
+    budget = (20.0 if dev.type == "cpu" else 30.0) if budget_s is None else budget_s
+    check_number("budget_s", budget, positive=True)
+    _check_run(repeats, warmup, threads)
     n_threads = cpu_threads() if threads is None else threads
-    min_block_s = 0.002
 
     start = time.perf_counter()
     records: list[MatmulRecord] = []
@@ -240,51 +195,54 @@ def matmul_sweep(
     last = None  # (n, seconds per call, seconds to create the inputs)
     best_rate = 0.0  # the best FLOP/s measured so far
     for n in size_list:
-        if not fits_in_memory(n, dev, dt):
+        if not _fits(n, dev, dt):
             stop, next_size = "memory", n
             break
-        elapsed = time.perf_counter() - start
         if last is not None:
             ratio = n / last[0]
             # N³ from the last size, unless that size was stalled (a busy machine can add a fixed wait to
             # every call): then at most 2× (the last time, or this size's FLOPs at the best speed so far).
             call = min(last[1] * ratio**3, 2 * max(last[1], matmul_flops(n) / best_rate))
             # create inputs (∝ N²) + correctness check + warm-up calls (∝ N³) + timed repeats
-            predicted = last[2] * ratio**2 + (1 + max(warmup, 1)) * call + repeats * max(call, min_block_s)
-            if elapsed + _SAFETY * predicted > budget:
+            predicted = last[2] * ratio**2 + (1 + max(warmup, 1)) * call + repeats * max(call, _MIN_BLOCK_S)
+            if time.perf_counter() - start + _SAFETY * predicted > budget:
                 stop, next_size = "budget", n
                 break
         create_start = time.perf_counter()
-        a, b = make_matmul_inputs(n, dev, dt)
+        a, b = _inputs(n, dev, dt)
         synchronize(dev)
         create = time.perf_counter() - create_start
         error = _assert_correct(a, b, a @ b, dt, dev)
         remaining = budget - (time.perf_counter() - start)
-        timing = measure(lambda a=a, b=b: a @ b, device=dev, repeats=repeats, warmup=warmup, threads=n_threads,
-                         flops=matmul_flops(n), label=f"matmul {n}×{n} {_SHORT[dt]}", min_block_s=min_block_s,
-                         max_time_s=max(remaining, min_block_s), warn=False)
+        timing = _measure(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=warmup, threads=n_threads,
+                          flops=matmul_flops(n), label=_label(n, dt),
+                          max_time_s=max(remaining, _MIN_BLOCK_S))
         del a, b
         records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
         last = (n, timing.median_s, create)
         best_rate = max(best_rate, matmul_flops(n) / timing.median_s)
         if progress:
-            print(f"  N={n:>6}: {format_seconds(timing.median_s)} · {format_flops(matmul_flops(n) / timing.median_s)}",
-                  flush=True)
-    notes = _remeasure_outliers(records, dev, dt, n_threads, repeats, warmup, min_block_s,
+            speed = _format_flops(matmul_flops(n) / timing.median_s)
+            print(f"  N={n:>6}: {format_seconds(timing.median_s)} · {speed}", flush=True)
+    notes = _remeasure_outliers(records, dev, dt, n_threads, repeats, warmup,
                                 max(budget - (time.perf_counter() - start), 0.1 * budget))
+    name = ""
     if dev.type == "cuda":
         torch.cuda.empty_cache()  # give the sweep's cached blocks back to the other cells
-    return SweepResult(device=str(dev), dtype=_SHORT[dt], threads=n_threads, budget_s=float(budget),
+        name = torch.cuda.get_device_name(dev.index if dev.index is not None else torch.cuda.current_device())
+    elif dev.type == "mps":
+        name = "Apple MPS"
+    return SweepResult(device=str(dev), dtype=format_name(dt), threads=n_threads, budget_s=float(budget),
                        wall_s=time.perf_counter() - start, stop_reason=stop, next_size=next_size,
-                       records=records, device_name=_device_name(dev), notes=notes)
+                       records=records, device_name=name, notes=notes)
 
 
 def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
     """Return how many times slower size i is than the other sizes predict, when far off; else None.
 
-    Three predictions, each generous: a smaller matmul should not take more than 3× a larger one; the
-    largest size should not take more than 3× the one before it scaled as N³; and no size should take more
-    than 10× (the fastest time in the sweep, a fixed cost per call) + (its FLOPs at the best FLOP/s measured).
+    Three generous predictions: a smaller matmul should not take more than 3× a larger one; the largest
+    size not more than 3× the one before it scaled as N³; no size more than 10× (the sweep's fastest
+    time, a fixed cost per call) + (its FLOPs at the best FLOP/s measured).
     """
     record = records[i]
     factors = []
@@ -292,43 +250,36 @@ def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
     if larger and record.seconds > SLOW_LIMIT * min(larger):
         factors.append(record.seconds / min(larger))
     if not larger and i > 0:
-        before = records[i - 1]
-        scaled = before.seconds * (record.n / before.n) ** 3
+        scaled = records[i - 1].seconds * (record.n / records[i - 1].n) ** 3
         if record.seconds > SLOW_LIMIT * scaled:
             factors.append(record.seconds / scaled)
     fixed = min(r.timing.min_s for r in records)
     best_rate = max(matmul_flops(r.n) / r.seconds for r in records)
     model = fixed + matmul_flops(record.n) / best_rate
-    if record.seconds > MODEL_LIMIT * model:
+    if record.seconds > _MODEL_LIMIT * model:
         factors.append(record.seconds / model)
     return max(factors) if factors else None
 
 
-def _looks_noisy(records: list[MatmulRecord], i: int) -> bool:
-    timing = records[i].timing
-    return timing.max_s > SPREAD_LIMIT * timing.min_s or _off_trend(records, i) is not None
-
-
 def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torch.dtype, threads: int,
-                        repeats: int, warmup: int, min_block_s: float, time_left_s: float) -> list[str]:
-    """Measure again, once, each size that looks noisy; keep the faster of the two medians; return notes.
+                        repeats: int, warmup: int, time_left_s: float) -> list[str]:
+    """Measure each noisy-looking size once more within `time_left_s`, keep the faster median; return notes.
 
-    Interference from other work only ever adds time, so of two honest measurements the faster one is the
-    closer to what this machine does undisturbed. The re-measurements share `time_left_s`.
+    Interference only ever adds time, so of two honest measurements the faster is closer to the machine.
     """
     again_seen, skipped = [], []
     deadline = time.perf_counter() + time_left_s
     for i, record in enumerate(records):
-        if not _looks_noisy(records, i):
+        if not (record.timing.max_s > SPREAD_LIMIT * record.timing.min_s or _off_trend(records, i)):
             continue
         left = deadline - time.perf_counter()
         if (warmup + repeats) * record.timing.min_s > left:
             skipped.append(f"N={record.n}")
             continue
-        a, b = make_matmul_inputs(record.n, dev, dt)
-        again = measure(lambda a=a, b=b: a @ b, device=dev, repeats=repeats, warmup=warmup, threads=threads,
-                        flops=record.timing.flops, label=record.timing.label, min_block_s=min_block_s,
-                        max_time_s=max(left, min_block_s), warn=False)
+        a, b = _inputs(record.n, dev, dt)
+        again = _measure(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads,
+                         flops=record.timing.flops, label=record.timing.label,
+                         max_time_s=max(left, _MIN_BLOCK_S))
         del a, b
         again_seen.append(f"N={record.n} {format_seconds(record.seconds)} → {format_seconds(again.median_s)}")
         if again.median_s < record.seconds:
@@ -342,19 +293,61 @@ def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torc
     return notes
 
 
-def _check_sizes(sizes) -> list[int]:
-    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
-        raise TypeError(
-            tr(f"sizes phải là danh sách số nguyên dương tăng dần, vd [64, 256, 1024], không phải {type(sizes).__name__}",
-               f"sizes must be a list of increasing positive ints, e.g. [64, 256, 1024], not {type(sizes).__name__}")
-        )
-    values = list(sizes)
-    if not values:
-        raise ValueError(tr("sizes không được rỗng", "sizes must not be empty"))
-    for value in values:
-        _check_positive_int("N", value)
-    if any(b <= a for a, b in zip(values[:-1], values[1:], strict=True)):
-        raise ValueError(
-            tr(f"sizes phải tăng dần nghiêm ngặt, nhận được {values}", f"sizes must be strictly increasing, got {values}")
-        )
-    return values
+def _check_sweep(name: str, sweep) -> None:
+    if not isinstance(sweep, SweepResult):
+        raise TypeError(f"{name} phải là kết quả của bench.matmul_sweep(...), "
+                        f"không phải {type(sweep).__name__}")
+
+
+def _speedup(baseline: SweepResult, other: SweepResult) -> list[tuple[int, float]]:
+    """Return (N, baseline time / other time) for every N both sweeps measured (>1: `other` is faster)."""
+    return [(r.n, base / r.seconds) for r in other.records if (base := baseline.time_at(r.n)) is not None]
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where `other` becomes faster than `baseline` for good.
+
+    ``status``: "crosses" (``n`` is the interpolated size), "always_faster", "never_faster" or "no_overlap".
+    """
+
+    status: str
+    n: float | None
+    message: str
+
+
+def crossover(baseline: SweepResult, other: SweepResult) -> Crossover:
+    """Return the size N from which `other` beats `baseline` at every larger N measured (interpolated)."""
+    _check_sweep("baseline", baseline)
+    _check_sweep("other", other)
+    points = _speedup(baseline, other)
+    if not points:
+        return Crossover("no_overlap", None, "Hai lần quét không có kích thước N chung.")
+    first_good = len(points)
+    while first_good > 0 and points[first_good - 1][1] >= 1.0:
+        first_good -= 1
+    if first_good == 0:
+        return Crossover("always_faster", None,
+                         f"{other.label} nhanh hơn {baseline.label} ở mọi N đã đo (từ N={points[0][0]}).")
+    if first_good == len(points):
+        return Crossover("never_faster", None,
+                         f"{other.label} chưa nhanh hơn {baseline.label} ở N lớn nhất đo chung (N={points[-1][0]}).")
+    (n0, s0), (n1, s1) = points[first_good - 1], points[first_good]
+    frac = 1.0 if s1 == s0 else -math.log(s0) / (math.log(s1) - math.log(s0))
+    n_star = math.exp(math.log(n0) + frac * (math.log(n1) - math.log(n0)))
+    return Crossover("crosses", n_star,
+                     f"{other.label} nhanh hơn {baseline.label} từ khoảng N≈{n_star:.0f} trở lên (đo được: chậm hơn "
+                     f"ở N={n0}, nhanh hơn ở N={n1}).")
+
+
+def estimate_seconds(sweep: SweepResult, n: int) -> float:
+    """Return one N×N matmul's time: measured if the sweep has N, else scaled as N³ (an estimate: say so)."""
+    _check_sweep("sweep", sweep)
+    check_int("n", n, 1)
+    if not sweep.records:
+        raise ValueError("Lần quét này chưa đo kích thước nào.")
+    measured = sweep.time_at(n)
+    if measured is not None:
+        return measured
+    base = sweep.records[-1] if n > sweep.records[-1].n else min(sweep.records, key=lambda r: abs(r.n - n))
+    return base.seconds * (n / base.n) ** 3

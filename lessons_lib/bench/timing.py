@@ -1,36 +1,138 @@
-"""Time a function correctly (warm-up, synchronize, median of repeats) into a `Timing`."""
+"""Time a function correctly (warm-up, synchronize, median of repeats) and flag repeats that disagree."""
 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from ..i18n import tr
-from ._checks import _check_positive_int, _check_positive_number
-from .devices import cpu_threads, resolve_device, synchronize
-from .noise import noise_warning
-from .units import format_flops, format_seconds
+from .._validate import check_int, check_number
+from ..device import pick_device as _device
+from ..platforms import detect_platform
+from ..precision import FORMATS, format_name
+
+SPREAD_LIMIT = 2.0  # slowest repeat / fastest repeat above this: the repeats disagree
+SLOW_LIMIT = 3.0  # median / predicted time above this: something else slowed the work down
+_MIN_BLOCK_S = 0.002  # a timed block lasts this long at least: the clock's and synchronize's cost vanish
 
 
-@dataclass(frozen=True)
-class Timing:
-    """The result of one measurement: seconds per call for each repeat, and the conditions it ran under.
+def cpu_threads() -> int:
+    """Return how many CPUs this process may run on: the "all threads" count used by default here."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS, Windows
+        return os.cpu_count() or 1
 
-    Attributes:
-        times_s: Seconds per call, one value per repeat (each repeat times `number` calls in a row).
-        device: The device that was synchronized, e.g. "cpu", "cuda:0", "mps".
-        threads: CPU threads PyTorch was set to during the measurement.
-        warmup: Untimed calls made before timing.
-        number: Calls per repeat.
-        flops: Floating-point operations of one call, when known (gives FLOP/s).
-        label: What was timed, e.g. "matmul 1024×1024 fp32".
-        expected_s: Seconds per call the caller predicted, when known (checked by `noise`).
+
+def synchronize(device: str | torch.device) -> None:
+    """Wait until every queued operation on `device` has finished (nothing to wait for on the CPU)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    elif dev.type in ("mps", "xpu"):
+        backend = getattr(torch, dev.type, None)
+        if hasattr(backend, "synchronize"):
+            backend.synchronize()
+
+
+def _dtype(dtype) -> torch.dtype:
+    """Return float32 / float16 / bfloat16 given as a torch dtype or a name such as "fp16"."""
+    return FORMATS[format_name(dtype)]
+
+
+def _check_run(repeats: int, warmup: int, threads: int | None = None,
+               max_time_s: float | None = None) -> None:
+    """Check the measurement settings the public functions share."""
+    check_int("repeats", repeats, 1)
+    check_int("warmup", warmup, 0)
+    if threads is not None:
+        check_int("threads", threads, 1)
+    if max_time_s is not None:
+        check_number("max_time_s", max_time_s, positive=True)
+
+
+def format_seconds(seconds: float) -> str:
+    """Return a duration with a readable unit: "850 ns", "12.3 µs", "4.56 ms", "1.23 s"."""
+    check_number("seconds", seconds, 0)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{_three_digits(seconds / scale)} {unit}"
+    return f"{_three_digits(seconds / 1e-9)} ns"
+
+
+def _format_flops(flops_per_s: float) -> str:
+    """Return a speed in FLOP/s with a readable unit: "925 kFLOP/s", "139 GFLOP/s", "4.20 TFLOP/s"."""
+    for unit, scale in (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6), ("kFLOP/s", 1e3)):
+        if flops_per_s >= scale:
+            return f"{_three_digits(flops_per_s / scale)} {unit}"
+    return f"{_three_digits(flops_per_s)} FLOP/s"
+
+
+def _three_digits(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) -> str | None:
+    """Return a "⚠️ số đo nhiễu" line when repeats are not trustworthy, else None.
+
+    Noisy means: the slowest repeat takes more than 2× the fastest, or the median more than 3× `expected_s`
+    (the seconds per call the work should take here, when known).
     """
+    if isinstance(times_s, (str, bytes)) or not isinstance(times_s, Sequence):
+        raise TypeError("times_s phải là danh sách (list/tuple) số giây của từng lần đo, "
+                        f"vd [0.012, 0.011, 0.013], không phải {type(times_s).__name__}")
+    if len(times_s) == 0:
+        raise ValueError("times_s không được rỗng: cần ít nhất một lần đo")
+    for value in times_s:
+        check_number("times_s[i]", value, positive=True)
+    if expected_s is not None:
+        check_number("expected_s", expected_s, positive=True)
+    return _noise_line(_signs([float(t) for t in times_s], expected_s))
+
+
+def _signs(times: Sequence[float], expected_s: float | None) -> list[str]:
+    """Return what looks noisy in one measurement's repeats, as phrases (empty when nothing does)."""
+    seen = []
+    fastest, slowest = min(times), max(times)
+    if len(times) > 1 and slowest > SPREAD_LIMIT * fastest:
+        seen.append(f"lần chậm nhất gấp {slowest / fastest:.1f}× lần nhanh nhất ({format_seconds(slowest)} "
+                    f"so với {format_seconds(fastest)}, {len(times)} lần đo)")
+    median = statistics.median(times)
+    if expected_s is not None and median > SLOW_LIMIT * expected_s:
+        seen.append(f"trung vị {format_seconds(median)} gấp {median / expected_s:.1f}× mức dự kiến "
+                    f"{format_seconds(expected_s)}")
+    return seen
+
+
+def _noise_line(seen: Sequence[str]) -> str | None:
+    """Return the "⚠️ số đo nhiễu" line for the phrases seen, with what to do; None when nothing was seen."""
+    if not seen:
+        return None
+    advice = "chạy lại ô khi máy rảnh, hoặc tăng số lần lặp (repeats=)"
+    if detect_platform() in ("colab", "kaggle"):
+        advice += ("; trên CPU miễn phí của Colab/Kaggle (2 vCPU trên một máy chủ dùng chung) "
+                   "nhiễu này hay gặp")
+    return f"⚠️ số đo nhiễu (máy bận?): {'; '.join(seen)}. Nên {advice}."
+
+
+class _Printable:
+    """Results that show their text (``str``) in a notebook and at the prompt."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
+        printer.text(str(self))
+
+
+@dataclass(frozen=True, repr=False)
+class Timing(_Printable):
+    """One measurement: seconds per call for each repeat, and the conditions it ran under."""
 
     times_s: tuple[float, ...]
     device: str
@@ -39,12 +141,11 @@ class Timing:
     number: int
     flops: float | None = None
     label: str = ""
-    expected_s: float | None = None
 
     @property
     def noise(self) -> str | None:
-        """The "⚠️ số đo nhiễu" line when the repeats disagree or the median is far above `expected_s`, else None."""
-        return noise_warning(self.times_s, expected_s=self.expected_s)
+        """The "⚠️ số đo nhiễu" line when the repeats disagree, else None."""
+        return _noise_line(_signs(self.times_s, None))
 
     @property
     def median_s(self) -> float:
@@ -71,46 +172,22 @@ class Timing:
         """Achieved FLOP/s at the median time, or None when `flops` is unknown."""
         return None if self.flops is None else self.flops / self.median_s
 
-    @property
-    def tflops(self) -> float | None:
-        """Achieved TFLOP/s at the median time, or None when `flops` is unknown."""
-        rate = self.flops_per_s
-        return None if rate is None else rate / 1e12
-
-    def percent_of_peak(self, peak_tflops: float | None) -> float | None:
-        """Return the achieved speed as % of a documented peak (None when either is unknown)."""
-        if peak_tflops is None or self.tflops is None:
-            return None
-        _check_positive_number("peak_tflops", peak_tflops)
-        return 100.0 * self.tflops / peak_tflops
-
     def conditions(self) -> str:
         """Return the measurement conditions in one phrase (device, threads, warm-up, sync, repeats)."""
-        dev = torch.device(self.device)
-        where = (f"{self.device}, {self.threads} " + tr("luồng", "threads")) if dev.type == "cpu" else (
-            f"{self.device}, " + tr("có synchronize", "synchronized"))
-        return (
-            f"{where} · warm-up {self.warmup} · "
-            + tr(f"trung vị của {self.repeats} lần × {self.number} lời gọi",
-                 f"median of {self.repeats} repeats × {self.number} calls")
-        )
+        where = f"{self.threads} luồng" if self.device.startswith("cpu") else "có synchronize"
+        return (f"{self.device}, {where} · warm-up {self.warmup} · "
+                f"trung vị của {self.repeats} lần × {self.number} lời gọi")
 
     def __str__(self) -> str:
         head = f"{self.label}: " if self.label else ""
-        text = (
-            f"{head}{format_seconds(self.median_s)} "
-            + tr("(min ", "(min ")
-            + f"{format_seconds(self.min_s)} · max {format_seconds(self.max_s)}) · {self.conditions()}"
-        )
+        text = (f"{head}{format_seconds(self.median_s)} (min {format_seconds(self.min_s)} · "
+                f"max {format_seconds(self.max_s)}) · {self.conditions()}")
         if self.flops_per_s is not None:
-            text += f" · {format_flops(self.flops_per_s)}"
+            text += f" · {_format_flops(self.flops_per_s)}"
         return text
 
     def __repr__(self) -> str:
         return f"Timing({self})"
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
-        printer.text(str(self))
 
 
 def _timed_block(fn: Callable[[], object], number: int, device: torch.device) -> float:
@@ -122,74 +199,43 @@ def _timed_block(fn: Callable[[], object], number: int, device: torch.device) ->
     return time.perf_counter() - start
 
 
-def measure(
-    fn: Callable[[], object],
-    *,
-    device: str | torch.device,
-    repeats: int = 5,
-    warmup: int = 2,
-    number: int | None = None,
-    threads: int | None = None,
-    flops: float | None = None,
-    label: str = "",
-    min_block_s: float = 0.002,
-    max_time_s: float | None = None,
-    expected_s: float | None = None,
-    warn: bool = True,
-) -> Timing:
-    """Time `fn()` correctly on `device`: warm-up, synchronize, median of repeats, all CPU threads.
+def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: int = 5, warmup: int = 2,
+            number: int | None = None, threads: int | None = None, flops: float | None = None,
+            label: str = "", max_time_s: float | None = None) -> Timing:
+    """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats.
+
+    Prints the "⚠️ số đo nhiễu" line when the repeats disagree (``noise_warning``).
 
     Args:
         fn: A function without arguments doing the work, e.g. ``lambda: a @ b``.
-        device: Where the work runs ("cpu", "cuda", "cuda:1", "mps"); that device is synchronized
-            before and after each timed block, so queued GPU work is counted.
+        device: Where the work runs ("cpu", "cuda", "mps"); it is synchronized around each timed block.
         repeats: Timed blocks; the median is reported.
         warmup: Untimed calls first.
-        number: Calls per timed block; None picks enough calls for a block of at least `min_block_s`
-            (so the clock and the synchronize cost are negligible for tiny operations).
-        threads: CPU threads for PyTorch during the measurement (None: every CPU this process may use,
-            see ``cpu_threads()``). The previous setting is restored afterwards.
+        number: Calls per timed block; None: enough for a block of at least 2 ms.
+        threads: CPU threads for PyTorch meanwhile (None: ``cpu_threads()``); restored afterwards.
         flops: Floating-point operations of one call, to report FLOP/s.
         label: What is being timed, shown in the result.
-        min_block_s: Smallest duration of a timed block when `number` is None.
-        max_time_s: Optional time limit for slow operations: the first call (a warm-up call) is timed,
-            and fewer warm-up calls and repeats are made when the planned ones would not fit in the limit
-            (at least that first call and one timed repeat always run).
-        expected_s: Seconds per call the work should take here (e.g. from its FLOPs or bytes), to notice a
-            median far above it (see ``noise_warning``).
-        warn: Print the "⚠️ số đo nhiễu" line when the result looks noisy (``Timing.noise``); helpers that
-            report several timings together pass False and show the line in their own result.
-
-    Returns:
-        A ``Timing`` (seconds per call for every repeat, and the conditions).
-
-    Raises:
-        TypeError / ValueError: an argument has the wrong type or value (the message says what to pass).
+        max_time_s: Time limit: fewer warm-up calls and repeats when the planned ones would not fit
+            (at least one warm-up call and one timed repeat always run).
     """
     if not callable(fn):
-        raise TypeError(
-            tr(f"fn phải là một hàm không đối số, vd lambda: a @ b, không phải {type(fn).__name__}",
-               f"fn must be a function without arguments, e.g. lambda: a @ b, not {type(fn).__name__}")
-        )
-    dev = resolve_device(device)
-    _check_positive_int("repeats", repeats)
-    _check_positive_int("warmup", warmup, minimum=0)
+        raise TypeError(f"fn phải là một hàm không đối số, vd lambda: a @ b, không phải {type(fn).__name__}")
+    dev = _device(device)
+    _check_run(repeats, warmup, threads, max_time_s)
     if number is not None:
-        _check_positive_int("number", number)
-    if threads is not None:
-        _check_positive_int("threads", threads)
+        check_int("number", number, 1)
     if flops is not None:
-        _check_positive_number("flops", flops)
+        check_number("flops", flops, positive=True)
     if not isinstance(label, str):
-        raise TypeError(f"label must be a str, got {type(label).__name__}")
-    _check_positive_number("min_block_s", min_block_s)
-    if max_time_s is not None:
-        _check_positive_number("max_time_s", max_time_s)
-    if expected_s is not None:
-        _check_positive_number("expected_s", expected_s)
-    if not isinstance(warn, bool):
-        raise TypeError(f"warn phải là True hoặc False, không phải {type(warn).__name__}")
+        raise TypeError(f"label phải là str, không phải {type(label).__name__}")
+    return _measure(fn, dev, repeats=repeats, warmup=warmup, number=number, threads=threads, flops=flops,
+                    label=label, max_time_s=max_time_s, warn=True)
 
+
+def _measure(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, warmup: int = 2,
+             number: int | None = None, threads: int | None = None, flops: float | None = None,
+             label: str = "", max_time_s: float | None = None, warn: bool = False) -> Timing:
+    """Do what ``measure`` does with checked arguments."""
     n_threads = cpu_threads() if threads is None else threads
     previous = torch.get_num_threads()
     torch.set_num_threads(n_threads)
@@ -198,11 +244,10 @@ def measure(
         if max_time_s is not None:
             # The first call (untimed for the result) tells how many calls fit in the limit.
             first = _timed_block(fn, 1, dev)
-            per_block = number or (1 if first >= min_block_s else math.ceil(min_block_s / max(first, 1e-9)))
-            number = per_block
+            number = number or (1 if first >= _MIN_BLOCK_S else math.ceil(_MIN_BLOCK_S / max(first, 1e-9)))
             calls_left = max(0, int(max_time_s / max(first, 1e-9)) - 1)
-            repeats = max(1, min(repeats, calls_left // per_block))
-            extra_warmup = max(0, min(warmup - 1, calls_left - repeats * per_block))
+            repeats = max(1, min(repeats, calls_left // number))
+            extra_warmup = max(0, min(warmup - 1, calls_left - repeats * number))
             warmup_done = 1 + extra_warmup
         once = None
         for i in range(extra_warmup):
@@ -215,15 +260,13 @@ def measure(
             # The fastest of up to three single calls sets the block size, so one hiccup cannot shrink it.
             if once is None:
                 once = _timed_block(fn, 1, dev)
-            if once < min_block_s:
+            if once < _MIN_BLOCK_S:
                 once = min(once, _timed_block(fn, 1, dev), _timed_block(fn, 1, dev))
-            number = 1 if once >= min_block_s else min(100_000, math.ceil(min_block_s / max(once, 1e-9)))
+            number = 1 if once >= _MIN_BLOCK_S else min(100_000, math.ceil(_MIN_BLOCK_S / max(once, 1e-9)))
         times = tuple(_timed_block(fn, number, dev) / number for _ in range(repeats))
     finally:
         torch.set_num_threads(previous)
-    timing = Timing(times_s=times, device=str(dev), threads=n_threads, warmup=warmup_done, number=number,
-                    flops=None if flops is None else float(flops), label=label,
-                    expected_s=None if expected_s is None else float(expected_s))
+    timing = Timing(times, str(dev), n_threads, warmup_done, number, None if flops is None else float(flops), label)
     if warn and timing.noise:
         print(timing.noise, flush=True)
     return timing

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..bench import SweepResult, crossover, speedup
+from ..bench.sweep import SweepResult, _speedup, crossover
 from ..gpu_specs import GpuSpec
-from ..i18n import tr
 from ._axes import get_ax
 
-_X_LABEL = ("N (ma trận N×N)", "N (N×N matrices)")
+_X_LABEL = "N (ma trận N×N)"
 
 
 def _log2_axis(ax) -> None:
@@ -32,30 +31,22 @@ def _as_sweeps(sweeps, name: str = "sweeps") -> list[SweepResult]:
     if isinstance(sweeps, SweepResult):
         sweeps = [sweeps]
     if isinstance(sweeps, (str, bytes)) or not isinstance(sweeps, Sequence):
-        raise TypeError(
-            tr(f"{name} phải là một kết quả bench.matmul_sweep(...) hoặc danh sách các kết quả đó, "
-               f"không phải {type(sweeps).__name__}",
-               f"{name} must be a bench.matmul_sweep(...) result or a list of them, not {type(sweeps).__name__}")
-        )
+        raise TypeError(f"{name} phải là một kết quả bench.matmul_sweep(...) hoặc danh sách các kết quả đó, "
+                        f"không phải {type(sweeps).__name__}")
     out = list(sweeps)
     if not out:
-        raise ValueError(tr(f"{name} không được rỗng", f"{name} must not be empty"))
+        raise ValueError(f"{name} không được rỗng")
     for sweep in out:
         if not isinstance(sweep, SweepResult):
-            raise TypeError(
-                tr(f"mỗi phần tử của {name} phải là kết quả bench.matmul_sweep(...), không phải {type(sweep).__name__}",
-                   f"every item of {name} must be a bench.matmul_sweep(...) result, not {type(sweep).__name__}")
-            )
+            raise TypeError(f"mỗi phần tử của {name} phải là kết quả bench.matmul_sweep(...), "
+                            f"không phải {type(sweep).__name__}")
         if not sweep.records:
-            raise ValueError(
-                tr(f"lần quét {sweep.label} không có kích thước nào để vẽ (ngân sách quá nhỏ?)",
-                   f"the sweep {sweep.label} has no size to plot (budget too small?)")
-            )
+            raise ValueError(f"lần quét {sweep.label} không có kích thước nào để vẽ (ngân sách quá nhỏ?)")
     return out
 
 
 def _mark_noisy(ax, sweeps: list[SweepResult], values) -> None:
-    """Ring the points of sizes each sweep flags as noisy (``SweepResult.noisy_sizes``), with one legend entry."""
+    """Ring the points of the sizes each sweep flags as noisy, with one legend entry."""
     labelled = False
     for sweep in sweeps:
         noisy = set(sweep.noisy_sizes)
@@ -80,7 +71,7 @@ def plot_time_vs_n(sweeps, ax=None, show_cubic: bool = True):
     """
     sweeps = _as_sweeps(sweeps)
     if not isinstance(show_cubic, bool):
-        raise TypeError(f"show_cubic must be True or False, got {type(show_cubic).__name__}")
+        raise TypeError(f"show_cubic phải là True hoặc False, không phải {type(show_cubic).__name__}")
     ax = get_ax(ax)
     for sweep in sweeps:
         ax.plot(sweep.sizes, sweep.seconds, marker="o", label=sweep.label)
@@ -90,12 +81,12 @@ def plot_time_vs_n(sweeps, ax=None, show_cubic: bool = True):
         n_ref, t_ref = ref.sizes[-1], ref.seconds[-1]
         xs = ref.sizes
         ax.plot(xs, [t_ref * (n / n_ref) ** 3 for n in xs], linestyle="--", color="gray", alpha=0.6,
-                label=tr("∝ N³ (tham chiếu)", "∝ N³ (guide)"))
+                label="∝ N³ (tham chiếu)")
     _log2_axis(ax)
     ax.set_yscale("log")
-    ax.set_xlabel(tr(*_X_LABEL))
-    ax.set_ylabel(tr("thời gian mỗi phép nhân (s, trung vị)", "time per matmul (s, median)"))
-    ax.set_title(tr("Thời gian matmul theo N", "Matmul time vs N"))
+    ax.set_xlabel(_X_LABEL)
+    ax.set_ylabel("thời gian mỗi phép nhân (s, trung vị)")
+    ax.set_title("Thời gian matmul theo N")
     ax.legend()
     return ax
 
@@ -112,29 +103,27 @@ def plot_speedup(baseline: SweepResult, others, ax=None):
         The matplotlib Axes. Only sizes both sweeps measured are drawn.
     """
     if not isinstance(baseline, SweepResult):
-        raise TypeError(
-            tr(f"baseline phải là MỘT kết quả bench.matmul_sweep(...) (thường là CPU), không phải {type(baseline).__name__}",
-               f"baseline must be ONE bench.matmul_sweep(...) result (usually the CPU), not {type(baseline).__name__}")
-        )
+        raise TypeError(f"baseline phải là MỘT kết quả bench.matmul_sweep(...) (thường là CPU), "
+                        f"không phải {type(baseline).__name__}")
     _as_sweeps(baseline, "baseline")
     others = _as_sweeps(others, "others")
     ax = get_ax(ax)
-    ax.axhline(1.0, color="black", linewidth=1, label=tr("hoà (speedup = 1)", "break-even (speedup = 1)"))
+    ax.axhline(1.0, color="black", linewidth=1, label="hoà (speedup = 1)")
     for index, other in enumerate(others):
-        points = speedup(baseline, other)
+        points = _speedup(baseline, other)
         if not points:
             continue
         (line,) = ax.plot([n for n, _ in points], [s for _, s in points], marker="o", label=other.label)
         cross = crossover(baseline, other)
         if cross.n is not None:
             ax.axvline(cross.n, color=line.get_color(), linestyle=":", linewidth=1.5)
-            ax.annotate(tr(f"giao cắt N≈{cross.n:.0f}", f"crossover N≈{cross.n:.0f}"), xy=(cross.n, 1.0),
+            ax.annotate(f"giao cắt N≈{cross.n:.0f}", xy=(cross.n, 1.0),
                         xytext=(6, 10 + 14 * index), textcoords="offset points", color=line.get_color())
     _log2_axis(ax)
     _plain_log_y(ax)
-    ax.set_xlabel(tr(*_X_LABEL))
-    ax.set_ylabel(tr("speedup (lần) = t(baseline) / t", "speedup (×) = t(baseline) / t"))
-    ax.set_title(tr(f"Nhanh hơn {baseline.label} bao nhiêu lần", f"Speedup over {baseline.label}"))
+    ax.set_xlabel(_X_LABEL)
+    ax.set_ylabel("speedup (lần) = t(baseline) / t")
+    ax.set_title(f"Nhanh hơn {baseline.label} bao nhiêu lần")
     ax.legend()
     return ax
 
@@ -153,10 +142,8 @@ def plot_tflops(sweeps, spec: GpuSpec | None = None, ax=None):
     """
     sweeps = _as_sweeps(sweeps)
     if spec is not None and not isinstance(spec, GpuSpec):
-        raise TypeError(
-            tr(f"spec phải là GpuSpec (gpu_specs.spec_for_device()) hoặc None, không phải {type(spec).__name__}",
-               f"spec must be a GpuSpec (gpu_specs.spec_for_device()) or None, not {type(spec).__name__}")
-        )
+        raise TypeError(f"spec phải là GpuSpec (gpu_specs.spec_for_device()) hoặc None, "
+                        f"không phải {type(spec).__name__}")
     ax = get_ax(ax)
     any_gpu = False
     for sweep in sweeps:
@@ -166,19 +153,17 @@ def plot_tflops(sweeps, spec: GpuSpec | None = None, ax=None):
         any_gpu = True
         peak = spec.peak_tflops(sweep.dtype) if spec is not None else None
         if peak is not None:
-            best = max(sweep.tflops)
+            reached = 100 * max(sweep.tflops) / peak
             ax.axhline(peak, color=line.get_color(), linestyle="--", alpha=0.8,
-                       label=tr(f"đỉnh {sweep.dtype} {spec.model} (công bố): {peak:g} TFLOP/s — đạt {100 * best / peak:.0f}%",
-                                f"{spec.model} {sweep.dtype} peak (documented): {peak:g} TFLOP/s — reached {100 * best / peak:.0f}%"))
+                       label=f"đỉnh {sweep.dtype} {spec.model} (công bố): {peak:g} TFLOP/s — đạt {reached:.0f}%")
     _mark_noisy(ax, sweeps, lambda sweep: sweep.tflops)
     if any_gpu and spec is None:
-        ax.text(0.02, 0.96, tr("Không có đường đỉnh: GPU này chưa có trong bảng số liệu công bố.",
-                               "No peak line: this GPU is not in the table of documented figures."),
+        ax.text(0.02, 0.96, "Không có đường đỉnh: GPU này chưa có trong bảng số liệu công bố.",
                 transform=ax.transAxes, va="top", fontsize=9, color="dimgray")
     _log2_axis(ax)
     _plain_log_y(ax)
-    ax.set_xlabel(tr(*_X_LABEL))
-    ax.set_ylabel(tr("TFLOP/s đạt được (2·N³ / thời gian)", "achieved TFLOP/s (2·N³ / time)"))
-    ax.set_title(tr("Tốc độ tính đạt được", "Achieved compute speed"))
+    ax.set_xlabel(_X_LABEL)
+    ax.set_ylabel("TFLOP/s đạt được (2·N³ / thời gian)")
+    ax.set_title("Tốc độ tính đạt được")
     ax.legend(fontsize=8)
     return ax

@@ -1,28 +1,62 @@
-"""Draw a profiler trace as a timeline, the way Perfetto or chrome://tracing shows it (one row per nesting level)."""
+"""Draw a profiler trace as a timeline, as Perfetto or chrome://tracing shows it (one row per nesting level)."""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .._validate import check_int
-from ..i18n import tr
-from ..profiling import TraceEvent, read_trace
 from ._axes import get_ax
 
 _COLORS = {"user_annotation": "#dd8452", "cpu_op": "#4c72b0", "cuda_runtime": "#8172b3", "kernel": "#55a868",
            "gpu_memcpy": "#c44e52", "gpu_user_annotation": "#ccb974"}
 _OTHER = "#937860"
-_LABELS = {"user_annotation": ("nhãn (record_function)", "label (record_function)"),
-           "cpu_op": ("phép PyTorch (CPU)", "PyTorch op (CPU)"),
-           "cuda_runtime": ("CUDA runtime (CPU)", "CUDA runtime (CPU)"),
-           "kernel": ("kernel GPU", "GPU kernel"),
-           "gpu_memcpy": ("chép bộ nhớ (GPU)", "memory copy (GPU)"),
-           "gpu_user_annotation": ("nhãn trên GPU", "label on the GPU")}
-
-
+_LABELS = {"user_annotation": "nhãn (record_function)", "cpu_op": "phép PyTorch (CPU)",
+           "cuda_runtime": "CUDA runtime (CPU)", "kernel": "kernel GPU", "gpu_memcpy": "chép bộ nhớ (GPU)",
+           "gpu_user_annotation": "nhãn trên GPU"}
 _FONT_PT = 7
 _PREFIXES = ("aten::", "autograd::engine::evaluate_function: ")
+
+
+@dataclass(frozen=True)
+class _Event:
+    """One complete ("X") event of a Chrome trace: name, category, track, start and duration in µs."""
+
+    name: str
+    cat: str
+    track: str
+    start_us: float
+    dur_us: float
+
+
+def _read_trace(path: str | os.PathLike) -> list[_Event]:
+    """Return the complete events of a ``prof.export_chrome_trace`` file, sorted by track and start.
+
+    Times are in µs from the first event; the track is "CPU <thread>" or "GPU <device> · stream <stream>".
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"không có file {os.fspath(path)!r}: gọi prof.export_chrome_trace(path) trước"
+                         ) from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{os.fspath(path)!r} không phải JSON của một trace ({exc})") from None
+    raw = data.get("traceEvents") if isinstance(data, dict) else data
+    if not isinstance(raw, list):
+        raise ValueError(f"{os.fspath(path)!r} không có danh sách traceEvents")
+    complete = [e for e in raw if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e and "ts" in e
+                and e.get("cat") != "Trace"]
+    origin = min((float(e["ts"]) for e in complete), default=0.0)
+    events = []
+    for e in complete:
+        gpu = str(e.get("cat", "")).startswith(("kernel", "gpu_"))
+        track = f"GPU {e.get('pid', '?')} · stream {e.get('tid', '?')}" if gpu else f"CPU {e.get('tid', '?')}"
+        events.append(_Event(str(e.get("name", "")), str(e.get("cat", "")), track, float(e["ts"]) - origin,
+                             float(e["dur"])))
+    events.sort(key=lambda ev: (ev.track, ev.start_us, -ev.dur_us))  # a parent before its children
+    return events
 
 
 def _short_name(name: str) -> str:
@@ -32,7 +66,7 @@ def _short_name(name: str) -> str:
     return name
 
 
-def _depths(events: Sequence[TraceEvent]) -> list[int]:
+def _depths(events: list[_Event]) -> list[int]:
     """Return each event's nesting level within its track (events sorted by track, then start)."""
     depths, stack, track = [], [], None
     for ev in events:
@@ -45,28 +79,26 @@ def _depths(events: Sequence[TraceEvent]) -> list[int]:
     return depths
 
 
-def plot_trace(trace: str | os.PathLike | Sequence[TraceEvent], ax=None, max_depth: int = 3,
-               min_label_share: float = 0.04, title: str | None = None):
-    """Draw a trace file (``prof.export_chrome_trace``) as a timeline: one bar per event, nested rows; return the axes.
+def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, min_label_share: float = 0.04,
+               title: str | None = None):
+    """Draw a ``prof.export_chrome_trace`` file as a timeline: one bar per event, nested rows; return the axes.
 
     Args:
-        trace: The path of the .json trace, or the events of ``profiling.read_trace``.
+        trace: The path of the .json trace.
         ax: Axes to draw on (None: a new figure).
         max_depth: Nesting levels to draw per track (0 = only the outermost events, e.g. the labels).
         min_label_share: Write an event's name on its bar when it lasts at least this share of the timeline.
         title: Optional title.
     """
-    events = read_trace(trace) if isinstance(trace, (str, os.PathLike)) else list(trace)
-    if not all(isinstance(e, TraceEvent) for e in events):
-        raise TypeError(tr("trace phải là đường dẫn file .json hoặc danh sách TraceEvent của read_trace.",
-                           "trace must be a .json file path or the TraceEvent list of read_trace."))
-    check_int("max_depth", max_depth, minimum=0)
+    if not isinstance(trace, (str, os.PathLike)):
+        raise TypeError(f"trace phải là đường dẫn tới file .json, không phải {type(trace).__name__}")
+    check_int("max_depth", max_depth, 0)
     if isinstance(min_label_share, bool) or not isinstance(min_label_share, (int, float)) or not (
             0 <= min_label_share <= 1):
-        raise ValueError(tr("min_label_share phải là số từ 0 đến 1.", "min_label_share must be a number from 0 to 1."))
+        raise ValueError("min_label_share phải là số từ 0 đến 1.")
+    events = _read_trace(trace)
     if not events:
-        raise ValueError(tr("trace không có sự kiện nào để vẽ (profiler đã ghi gì chưa?).",
-                            "the trace has no events to draw (did the profiler record anything?)."))
+        raise ValueError("trace không có sự kiện nào để vẽ (profiler đã ghi gì chưa?).")
     depths = _depths(events)
     tracks = sorted({e.track for e in events}, key=lambda t: (t.startswith("GPU"), t))
     span = max(e.start_us + e.dur_us for e in events) - min(e.start_us for e in events)
@@ -90,22 +122,23 @@ def plot_trace(trace: str | os.PathLike | Sequence[TraceEvent], ax=None, max_dep
         fits = int(0.9 * axes_px * ev.dur_us / span / char_px) if span else 0
         if span and ev.dur_us / span >= min_label_share and fits >= 4:
             name = _short_name(ev.name)
-            ax.text((ev.start_us + ev.dur_us / 2) / 1e3, row, name if len(name) <= fits else name[:fits - 1] + "…",
-                    ha="center", va="center", fontsize=_FONT_PT, clip_on=True)
+            name = name if len(name) <= fits else name[:fits - 1] + "…"
+            ax.text((ev.start_us + ev.dur_us / 2) / 1e3, row, name, ha="center", va="center", fontsize=_FONT_PT,
+                    clip_on=True)
     for (row, color), spans in bars.items():  # one collection per row and colour: fast even for 10⁴ events
         ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=color, edgecolor="white", linewidth=0.3)
     ax.set_xlim(0, span / 1e3 * 1.01 if span else 1)
     ax.set_yticks(ticks)
     ax.set_yticklabels(labels)
     ax.invert_yaxis()
-    ax.set_xlabel(tr("thời gian từ sự kiện đầu tiên (ms)", "time since the first event (ms)"))
+    ax.set_xlabel("thời gian từ sự kiện đầu tiên (ms)")
     ax.grid(axis="y", visible=False)
     from matplotlib.patches import Patch
 
     cats = {e.cat for e in events}
-    handles = [Patch(color=color, label=tr(*_LABELS[cat])) for cat, color in _COLORS.items() if cat in cats]
+    handles = [Patch(color=color, label=_LABELS[cat]) for cat, color in _COLORS.items() if cat in cats]
     if cats - set(_COLORS):
-        handles.append(Patch(color=_OTHER, label=tr("khác", "other")))
+        handles.append(Patch(color=_OTHER, label="khác"))
     ax.legend(handles=handles, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if title:
         ax.set_title(title, fontsize=10)

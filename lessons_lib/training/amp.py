@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import check_number
-from ..bench.noise import noise_warning
+from ..bench import noise_warning
 from ..device import has_native_bf16, pick_device
 from ..precision import Table
 from .data import _mlp
