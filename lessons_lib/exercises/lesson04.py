@@ -150,42 +150,31 @@ def _evaluate_split(report: Report, split_time=None) -> None:
     try:
         result = split_time(a, b, device, gpu.sync, repeats=REPEATS)
     except TypeError as exc:
-        report.problem(f"gọi split_time(a, b, device, sync, repeats=5) báo TypeError: {exc}.",
-                       f"calling split_time(a, b, device, sync, repeats=5) raised TypeError: {exc}.", stop=True)
+        report.problem(f"gọi split_time(a, b, device, sync, repeats=5) báo TypeError: {exc}.", stop=True)
     except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
         report.error("split_time(a, b, device, sync, repeats=5)", exc)
     if result is None:
-        report.missing_part("split_time chưa trả về gì (thiếu return copy_s, compute_s).",
-                            "split_time returns nothing yet (no return copy_s, compute_s).", stop=True)
+        report.missing_part("split_time chưa trả về gì (thiếu return copy_s, compute_s).", stop=True)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        report.problem(f"split_time phải trả về HAI số (copy_s, compute_s), không phải {result!r}.",
-                       f"split_time must return TWO numbers (copy_s, compute_s), not {result!r}.", stop=True)
+        report.problem(f"split_time phải trả về HAI số (copy_s, compute_s), không phải {result!r}.", stop=True)
     copy_s, compute_s = number(result[0]), number(result[1])
     if copy_s is None or compute_s is None:
-        report.problem("copy_s và compute_s phải là số giây (float).", "copy_s and compute_s must be seconds (floats).",
+        report.problem("copy_s và compute_s phải là số giây (float).",
                        stop=True)
     if gpu.matmuls < REPEATS:
-        report.problem(f"phép nhân chỉ chạy {gpu.matmuls} lần; cần repeats={REPEATS} lần có đo.",
-                       f"the matmul ran only {gpu.matmuls} times; it needs repeats={REPEATS} timed runs.", stop=True)
+        report.problem(f"phép nhân chỉ chạy {gpu.matmuls} lần; cần repeats={REPEATS} lần có đo.", stop=True)
     if gpu.uploads < 2 * REPEATS or gpu.downloads < REPEATS:
         report.problem("mỗi lần đo phải chép a và b lên device (a.to(device), b.to(device)) và chép kết quả về "
-                       f"(.cpu()); đếm được {gpu.uploads} lần chép lên, {gpu.downloads} lần chép về.",
-                       "every repeat must copy a and b to the device (a.to(device), b.to(device)) and the result back "
-                       f"(.cpu()); counted {gpu.uploads} uploads, {gpu.downloads} downloads.", stop=True)
+                       f"(.cpu()); đếm được {gpu.uploads} lần chép lên, {gpu.downloads} lần chép về.", stop=True)
     if gpu.matmuls == REPEATS:
         report.problem("thiếu warm-up: chạy một vòng chép lên → nhân → chép về TRƯỚC khi đo (lần nhân đầu trên GPU "
-                       "chậm hơn hẳn vì khởi tạo cuBLAS).",
-                       "no warm-up: run one upload → matmul → download round BEFORE timing (the first GPU matmul is "
-                       "much slower while cuBLAS initialises).")
+                       "chậm hơn hẳn vì khởi tạo cuBLAS).")
     ms = f"copy {copy_s * 1e3:.1f} ms, compute {compute_s * 1e3:.1f} ms"
     if copy_s > 1 or compute_s > 1:
-        report.problem(f"split_time trả về {copy_s:.1f} và {compute_s:.1f}: có vẻ là mili-giây; hãy trả về giây.",
-                       f"split_time returned {copy_s:.1f} and {compute_s:.1f}: that looks like milliseconds; "
-                       "return seconds.", stop=True)
+        report.problem(f"split_time trả về {copy_s:.1f} và {compute_s:.1f}: có vẻ là mili-giây; hãy trả về giây.", stop=True)
     pair = {"copy": COPY_S, "compute": COMPUTE_S}
     if _nearest(copy_s, pair) == "compute" and _nearest(compute_s, pair) == "copy" and compute_s > 0.3 * COPY_S:
-        report.problem(f"hai số bị đảo thứ tự ({ms}): trả về (copy_s, compute_s), copy trước.",
-                       f"the two numbers are swapped ({ms}): return (copy_s, compute_s), copy first.", stop=True)
+        report.problem(f"hai số bị đảo thứ tự ({ms}): trả về (copy_s, compute_s), copy trước.", stop=True)
     if compute_s < 0.3 * COMPUTE_S:
         if gpu.syncs == 0:
             why = ("không gọi sync() lần nào", "sync() is never called")
@@ -193,73 +182,36 @@ def _evaluate_split(report: Report, split_time=None) -> None:
             why = ("không gọi sync() ngay sau phép nhân", "sync() is not called right after the matmul")
         report.problem(f"đo được {ms}, nhưng phép nhân thật mất {COMPUTE_S * 1e3:.0f} ms: {why[0]}, nên đồng hồ chỉ "
                        "đo lúc XẾP HÀNG kernel; thời gian tính thật rơi vào .cpu() (nó phải chờ GPU tính xong), làm "
-                       "phần chép trông lớn hơn. Gọi sync() ngay sau c = a_d @ b_d rồi mới đọc đồng hồ.",
-                       f"measured {ms}, but the matmul really takes {COMPUTE_S * 1e3:.0f} ms: {why[1]}, so the clock "
-                       "only sees the kernel being QUEUED; the real compute time lands in .cpu() (which waits for the "
-                       "GPU), making the copies look bigger. Call sync() right after c = a_d @ b_d, then read the "
-                       "clock.", stop=True)
+                       "phần chép trông lớn hơn. Gọi sync() ngay sau c = a_d @ b_d rồi mới đọc đồng hồ.", stop=True)
     if not _within(compute_s, COMPUTE_S):
         report.problem(f"đo được {ms}; phép nhân thật mất {COMPUTE_S * 1e3:.0f} ms. Đo RIÊNG phép nhân: "
-                       "sync() → bấm giờ → c = a_d @ b_d → sync() → dừng giờ, và lấy trung vị.",
-                       f"measured {ms}; the matmul really takes {COMPUTE_S * 1e3:.0f} ms. Time the matmul ALONE: "
-                       "sync() → start → c = a_d @ b_d → sync() → stop, and take the median.", stop=True)
+                       "sync() → bấm giờ → c = a_d @ b_d → sync() → dừng giờ, và lấy trung vị.", stop=True)
     kind = _nearest(copy_s, _COPY_KINDS)
     if kind == "up_only":
         report.problem(f"đo được {ms}: phần chép thiếu bước chép kết quả về (.cpu()); cộng cả hai phần chép.",
-                       f"measured {ms}: the copy time misses copying the result back (.cpu()); add both copies.",
                        stop=True)
     if kind == "down_only":
-        report.problem(f"đo được {ms}: phần chép thiếu bước chép a, b lên device; cộng cả hai phần chép.",
-                       f"measured {ms}: the copy time misses copying a and b to the device; add both copies.", stop=True)
+        report.problem(f"đo được {ms}: phần chép thiếu bước chép a, b lên device; cộng cả hai phần chép.", stop=True)
     if kind == "with_compute" or not _within(copy_s, COPY_S):
         report.problem(f"đo được {ms}; chép thật mất {COPY_S * 1e3:.0f} ms (a, b lên + kết quả về). Đo phần chép "
-                       "lên (kèm sync()) và phần chép về, cộng lại (không gồm phép nhân), lấy trung vị.",
-                       f"measured {ms}; the copies really take {COPY_S * 1e3:.0f} ms (a, b up + the result back). "
-                       "Time the upload (with sync()) and the download, add them (without the matmul), take the "
-                       "median.", stop=True)
+                       "lên (kèm sync()) và phần chép về, cộng lại (không gồm phép nhân), lấy trung vị.", stop=True)
     if report.problems:
         return
     report.success(f"đo được {ms} trên một 'GPU giả' mà chép thật mất {COPY_S * 1e3:.0f} ms, nhân thật mất "
-                   f"{COMPUTE_S * 1e3:.0f} ms: sync đặt đúng chỗ nên thời gian tính không lẫn vào .cpu().",
-                   f"measured {ms} on a 'fake GPU' whose copies really take {COPY_S * 1e3:.0f} ms and matmul "
-                   f"{COMPUTE_S * 1e3:.0f} ms: sync is in the right places, so compute does not leak into .cpu().")
-    report.note("trên GPU thật, bench.copy_vs_compute(n, 'cuda') đo đúng ba phần này với tensor thật.",
-                "on a real GPU, bench.copy_vs_compute(n, 'cuda') times these three parts with real tensors.")
+                   f"{COMPUTE_S * 1e3:.0f} ms: sync đặt đúng chỗ nên thời gian tính không lẫn vào .cpu().")
+    report.note("trên GPU thật, bench.copy_vs_compute(n, 'cuda') đo đúng ba phần này với tensor thật.")
 
 
 task1 = Exercise(
     "task1",
-    ("Bài 14.4 · Nhiệm vụ 1 · Tách thời gian chép và thời gian tính",
-     "Lesson 14.4 · Task 1 · Split copy time from compute time"),
+    "Bài 14.4 · Nhiệm vụ 1 · Tách thời gian chép và thời gian tính",
     _evaluate_split,
     hints=[
-        ("Trong mỗi lần đo, đọc đồng hồ 4 lần: trước khi chép lên, sau khi chép lên (sau sync()), sau phép nhân "
+        "Trong mỗi lần đo, đọc đồng hồ 4 lần: trước khi chép lên, sau khi chép lên (sau sync()), sau phép nhân "
          "(sau sync()!), sau .cpu(). Chép = (t1 - t0) + (t3 - t2), tính = t2 - t1.",
-         "In each repeat read the clock 4 times: before the upload, after it (after sync()), after the matmul "
-         "(after sync()!), after .cpu(). Copy = (t1 - t0) + (t3 - t2), compute = t2 - t1."),
-        ("Trước vòng đo, chạy một vòng warm-up: (a.to(device) @ b.to(device)).cpu(). Trả về "
+        "Trước vòng đo, chạy một vòng warm-up: (a.to(device) @ b.to(device)).cpu(). Trả về "
          "statistics.median(copies), statistics.median(computes).",
-         "Before timing, run one warm-up round: (a.to(device) @ b.to(device)).cpu(). Return "
-         "statistics.median(copies), statistics.median(computes)."),
     ],
-    solution='''
-import statistics, time
-
-def split_time(a, b, device, sync, repeats=5):
-    (a.to(device) @ b.to(device)).cpu()             # warm-up: một vòng không tính giờ
-    copies, computes = [], []
-    for _ in range(repeats):
-        sync(); t0 = time.perf_counter()
-        a_d, b_d = a.to(device), b.to(device)        # chép lên
-        sync(); t1 = time.perf_counter()
-        c_d = a_d @ b_d                              # tính: chỉ XẾP HÀNG kernel...
-        sync(); t2 = time.perf_counter()             # ...nên phải chờ GPU xong rồi mới đọc đồng hồ
-        c = c_d.cpu()                                # chép về
-        t3 = time.perf_counter()
-        copies.append((t1 - t0) + (t3 - t2))
-        computes.append(t2 - t1)
-    return statistics.median(copies), statistics.median(computes)
-''',
     group=GROUP,
 )
 
@@ -292,66 +244,41 @@ def crossover_n(sizes, cpu_s, gpu_s):
 def _evaluate_crossover(report: Report, crossover_n=None) -> None:
     report.require_function(crossover_n, "crossover_n(sizes, cpu_s, gpu_s)")
     if same_code(crossover_n, CROSSOVER_STARTER):
-        report.missing_part("crossover_n chưa làm gì (thân hàm còn là ...).",
-                            "crossover_n does nothing yet (its body is still ...).", stop=True)
+        report.missing_part("crossover_n chưa làm gì (thân hàm còn là ...).", stop=True)
     for sizes, cpu_s, gpu_s, want in CROSSOVER_CASES:
         table = ", ".join(f"N={n}: CPU {c * 1e6:g} µs / GPU {g * 1e6:g} µs" for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True))
         got = report.call("crossover_n(sizes, cpu_s, gpu_s)", crossover_n, list(sizes), list(cpu_s), list(gpu_s))
         if got == want and (got is None) == (want is None):
             continue
         if want is None:
-            report.problem(f"khi GPU không bao giờ nhanh hơn ({table}), trả về None, không phải {got!r}.",
-                           f"when the GPU is never faster ({table}), return None, not {got!r}.", stop=True)
+            report.problem(f"khi GPU không bao giờ nhanh hơn ({table}), trả về None, không phải {got!r}.", stop=True)
         if got is None:
-            report.problem(f"trả về None, nhưng GPU nhanh hơn từ N={want} ({table}).",
-                           f"returned None, but the GPU is faster from N={want} ({table}).", stop=True)
+            report.problem(f"trả về None, nhưng GPU nhanh hơn từ N={want} ({table}).", stop=True)
         value = number(got)
         if value is not None and isinstance(got, int) and 0 <= got < len(sizes) and sizes[got] == want:
-            report.problem(f"trả về chỉ số {got} trong danh sách; hãy trả về chính kích thước N={want}.",
-                           f"returned the list index {got}; return the size itself, N={want}.", stop=True)
+            report.problem(f"trả về chỉ số {got} trong danh sách; hãy trả về chính kích thước N={want}.", stop=True)
         if got == _first_faster(sizes, cpu_s, gpu_s):
             report.problem(f"trả về N={got}, nơi GPU nhanh hơn LẦN ĐẦU; nhưng ở N lớn hơn nó lại chậm hơn ({table}). "
                            "Điểm giao cắt là N nhỏ nhất mà GPU nhanh hơn ở N đó VÀ mọi N lớn hơn: duyệt từ N lớn "
-                           "nhất ngược về.",
-                           f"returned N={got}, where the GPU is faster for the FIRST time; but it is slower again at a "
-                           f"larger N ({table}). The crossover is the smallest N from which the GPU is faster at that N "
-                           "AND every larger one: walk back from the largest N.", stop=True)
+                           "nhất ngược về.", stop=True)
         if got == _first_slower(sizes, cpu_s, gpu_s):
             report.problem(f"phép so sánh bị đảo: N={got} là nơi GPU CHẬM hơn CPU ({table}). GPU nhanh hơn nghĩa là "
-                           "gpu_s nhỏ hơn cpu_s.",
-                           f"the comparison is inverted: N={got} is where the GPU is SLOWER ({table}). The GPU is "
-                           "faster where gpu_s is smaller than cpu_s.", stop=True)
+                           "gpu_s nhỏ hơn cpu_s.", stop=True)
         if value is not None and not isinstance(got, int):
-            report.problem(f"trả về {got!r}; hãy trả về một kích thước N trong sizes (int), hoặc None.",
-                           f"returned {got!r}; return one of the sizes N (an int), or None.", stop=True)
-        report.problem(f"với {table}: cần N={want}, nhận được {got!r}.",
-                       f"with {table}: expected N={want}, got {got!r}.", stop=True)
+            report.problem(f"trả về {got!r}; hãy trả về một kích thước N trong sizes (int), hoặc None.", stop=True)
+        report.problem(f"với {table}: cần N={want}, nhận được {got!r}.", stop=True)
     report.success("crossover_n đúng cả 4 trường hợp: đường cong bình thường, một điểm 'ăn may' ở N nhỏ, GPU không "
-                   "bao giờ nhanh hơn (None), và nhanh hơn ngay từ N đầu.",
-                   "crossover_n is right in all 4 cases: an ordinary curve, a lucky point at small N, a GPU that is "
-                   "never faster (None), and one faster from the first N.")
+                   "bao giờ nhanh hơn (None), và nhanh hơn ngay từ N đầu.")
 
 
 task2 = Exercise(
     "task2",
-    ("Bài 14.4 · Nhiệm vụ 2 · Điểm giao cắt CPU–GPU", "Lesson 14.4 · Task 2 · The CPU–GPU crossover"),
+    "Bài 14.4 · Nhiệm vụ 2 · Điểm giao cắt CPU–GPU",
     _evaluate_crossover,
     starter=CROSSOVER_STARTER,
     hints=[
-        ("Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
-         "Walk from the largest N down; stop at the first N where the GPU is NOT faster. The answer is the N "
-         "right after it."),
-        ("Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
-         "If the GPU is slower at the largest N return None; if it is faster at every N return sizes[0]."),
+        "Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
+        "Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
     ],
-    solution='''
-def crossover_n(sizes, cpu_s, gpu_s):
-    answer = None
-    for n, c, g in reversed(list(zip(sizes, cpu_s, gpu_s))):   # từ N lớn nhất ngược về
-        if g >= c:                                             # GPU không nhanh hơn ở N này
-            break
-        answer = n
-    return answer
-''',
     group=GROUP,
 )

@@ -25,7 +25,6 @@ from torch import nn
 
 from .._validate import check_number
 from ..device import pick_device
-from ..i18n import tr
 from ._core import Exercise, Report, number, on_gpu_note
 
 GROUP = "lesson11"
@@ -101,11 +100,8 @@ def digits_tensors(device: str | torch.device | None = None) -> tuple[torch.Tens
             from sklearn.datasets import load_digits
             from sklearn.model_selection import train_test_split
         except ImportError as exc:
-            raise MissingScikitLearn(tr(
-                "bài 14.11 cần scikit-learn (Colab và Kaggle có sẵn): chạy `pip install scikit-learn` rồi "
-                "khởi động lại kernel.",
-                "lesson 14.11 needs scikit-learn (Colab and Kaggle have it): run `pip install scikit-learn`, then "
-                "restart the kernel.")) from exc
+            raise MissingScikitLearn("bài 14.11 cần scikit-learn (Colab và Kaggle có sẵn): chạy `pip install scikit-learn` rồi "
+                "khởi động lại kernel.") from exc
         digits = load_digits()
         parts = train_test_split(digits.data, digits.target, test_size=TEST_SIZE, stratify=digits.target,
                                  random_state=SPLIT_SEED)
@@ -192,74 +188,50 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
     finally:
         watch.close()
     if got is None:
-        report.missing_part("evaluate chưa trả về gì (thiếu return độ chính xác).",
-                            "evaluate returns nothing yet (no return of the accuracy).", stop=True)
+        report.missing_part("evaluate chưa trả về gì (thiếu return độ chính xác).", stop=True)
     if not watch.calls:
-        report.problem("evaluate không gọi model(X) (bộ chấm không thấy lần forward nào).",
-                       "evaluate never calls model(X) (the checker saw no forward pass).", stop=True)
+        report.problem("evaluate không gọi model(X) (bộ chấm không thấy lần forward nào).", stop=True)
     if any(training for training, *_ in watch.calls):
         report.problem("model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả "
-                       "ngẫu nhiên mỗi lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch).",
-                       "the model is still in training mode while predicting: call model.eval() first (dropout is on, "
-                       "so results are random and too low; BatchNorm would use batch statistics too).")
+                       "ngẫu nhiên mỗi lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch).")
     if any(grad for _, grad, *_ in watch.calls):
         report.problem("autograd vẫn bật khi dự đoán: bọc forward trong `with torch.no_grad():` (hoặc "
-                       "torch.inference_mode()), nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi.",
-                       "autograd is still on while predicting: wrap the forward in `with torch.no_grad():` (or "
-                       "torch.inference_mode()); otherwise PyTorch keeps a graph and activations only to throw them away.")
+                       "torch.inference_mode()), nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi.")
     if grad_left_off:
         report.problem("evaluate tắt autograd cho cả chương trình (torch.set_grad_enabled(False)) mà không bật lại: "
-                       "các ô train sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối.",
-                       "evaluate switches autograd off for the whole program (torch.set_grad_enabled(False)) and never "
-                       "back on: later training cells could not learn. Use `with torch.no_grad():` to switch it off "
-                       "only inside the block.")
+                       "các ô train sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối.")
     if isinstance(got, torch.Tensor) and got.requires_grad:
         report.problem("evaluate trả về tensor còn gắn đồ thị autograd: trả về một số Python (.item()).",
-                       "evaluate returns a tensor still attached to the autograd graph: return a Python number (.item()).",
                        stop=True)
     value = number(got)
     if value is None:
         report.problem(f"evaluate phải trả về độ chính xác là một số (vd 0.93), không phải {type(got).__name__}.",
-                       f"evaluate must return the accuracy as a number (e.g. 0.93), not {type(got).__name__}.",
                        stop=True)
     n = len(y_test)
     if not report.problems:
         if math.isclose(value, 100 * right, abs_tol=1e-2):
-            report.problem(f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f}).",
-                           f"evaluate returns a percentage ({value:.2f}); return a fraction from 0 to 1 ({right:.4f}).")
+            report.problem(f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f}).")
         elif math.isclose(value, right * n, abs_tol=0.5):
-            report.problem(f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ.",
-                           f"evaluate returns the number of right guesses ({value:.0f}); divide by len(y) = {n} "
-                           "for the fraction.")
+            report.problem(f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ.")
         elif not math.isclose(value, right, abs_tol=1e-4):
             report.problem(f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
-                           "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.",
-                           f"evaluate returns {value:.4f}, but the model gets {right:.4f} of the test images right. The "
-                           "prediction is model(X).argmax(dim=1) (the largest logit of EACH image), compared with y over "
-                           "the whole set.")
+                           "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.")
     if report.problems:
         return
     report.success(f"model.eval() + no_grad, độ chính xác {value:.1%} trên {n} ảnh test (mô hình mới train 1 epoch "
-                   "của bộ chấm).",
-                   f"model.eval() + no_grad, accuracy {value:.1%} on {n} test images (the checker's model after 1 epoch).")
-    report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).",
-                "evaluate leaves the model in eval mode: the training loop must call model.train() at the start of "
-                "every epoch (task 2).")
+                   "của bộ chấm).")
+    report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
 
 
 task1 = Exercise(
     "task1",
-    ("Nhiệm vụ 1 · Hàm evaluate đúng cách", "Task 1 · A correct evaluate"),
+    "Nhiệm vụ 1 · Hàm evaluate đúng cách",
     _evaluate_task1,
     hints=[
-        ("Hai việc trước khi dự đoán: model.eval() (tắt dropout) và `with torch.no_grad():` (tắt autograd). "
+        "Hai việc trước khi dự đoán: model.eval() (tắt dropout) và `with torch.no_grad():` (tắt autograd). "
          "Rồi pred = model(X).argmax(dim=1).",
-         "Two things before predicting: model.eval() (dropout off) and `with torch.no_grad():` (autograd off). "
-         "Then pred = model(X).argmax(dim=1)."),
-        ("Độ chính xác = (pred == y).float().mean().item(): tỉ lệ từ 0 đến 1, một số Python.",
-         "Accuracy = (pred == y).float().mean().item(): a fraction from 0 to 1, a Python number."),
+        "Độ chính xác = (pred == y).float().mean().item(): tỉ lệ từ 0 đến 1, một số Python.",
     ],
-    solution=EVALUATE_SOLUTION,
     group=GROUP,
 )
 
@@ -322,20 +294,15 @@ class _GradientWatch:
 
 def _losses(report: Report, what: str, value) -> float:
     if value is None:
-        report.missing_part("train_epoch chưa trả về loss trung bình của epoch (thiếu return).",
-                            "train_epoch does not return the epoch's mean loss yet (no return).", stop=True)
+        report.missing_part("train_epoch chưa trả về loss trung bình của epoch (thiếu return).", stop=True)
     if isinstance(value, torch.Tensor) and value.requires_grad:
         report.problem(f"{what} trả về tensor còn gắn đồ thị autograd: cộng loss.detach() và trả về .item() (giữ đồ "
-                       "thị của mọi bước là một nguyên nhân OOM).",
-                       f"{what} returns a tensor still attached to the autograd graph: add up loss.detach() and return "
-                       ".item() (keeping every step's graph is a cause of OOM).", stop=True)
+                       "thị của mọi bước là một nguyên nhân OOM).", stop=True)
     loss = number(value)
     if loss is None:
-        report.problem(f"{what} phải trả về loss trung bình của epoch (một số), không phải {type(value).__name__}.",
-                       f"{what} must return the epoch's mean loss (a number), not {type(value).__name__}.", stop=True)
+        report.problem(f"{what} phải trả về loss trung bình của epoch (một số), không phải {type(value).__name__}.", stop=True)
     if not math.isfinite(loss):
-        report.problem(f"{what} trả về loss {loss}: mô hình đã phân kỳ (NaN/inf).",
-                       f"{what} returned loss {loss}: the model diverged (NaN/inf).", stop=True)
+        report.problem(f"{what} trả về loss {loss}: mô hình đã phân kỳ (NaN/inf).", stop=True)
     return loss
 
 
@@ -381,9 +348,6 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     if len(watch.first_batches) >= 2 and torch.equal(watch.first_batches[0], watch.first_batches[1]):
         report.problem("epoch 1 và epoch 2 bắt đầu bằng cùng một batch: dữ liệu không được xáo trộn. Lấy thứ tự mới "
                        "mỗi epoch: order = torch.randperm(len(X), device=X.device), rồi idx = order[start:start + "
-                       "batch_size].",
-                       "epochs 1 and 2 start with the same batch: the data is not shuffled. Take a new order every "
-                       "epoch: order = torch.randperm(len(X), device=X.device), then idx = order[start:start + "
                        "batch_size].")
         return
     if accuracies[-1] < TARGET_ACCURACY:
@@ -398,13 +362,9 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
         return
     report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
                    f"{TARGET_ACCURACY:.0%} trong {MAX_EPOCHS} epoch) trên {device.type}, {precision}; loss trung "
-                   f"bình {losses[0]:.3f} → {losses[-1]:.3f}.",
-                   f"test accuracy {accuracies[-1]:.1%} after {len(accuracies)} epochs (target ≥ {TARGET_ACCURACY:.0%} "
-                   f"within {MAX_EPOCHS}) on {device.type}, {precision}; mean loss {losses[0]:.3f} → "
-                   f"{losses[-1]:.3f}.")
+                   f"bình {losses[0]:.3f} → {losses[-1]:.3f}.")
     on_gpu_note(report, device,
-                "cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).",
-                "the same function runs with float16 and an enabled GradScaler (the %%gpu cell of section 8).")
+                "cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
 
 
 def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module, grads: _GradientWatch) -> None:
@@ -413,78 +373,51 @@ def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module
         return
     if grads.backwards == 0:
         report.problem("không có lần backward nào: gradient không được tính. Mỗi batch gọi "
-                       "scaler.scale(loss).backward().",
-                       "there is no backward pass: no gradient is computed. Call scaler.scale(loss).backward() for "
-                       "every batch.", stop=True)
+                       "scaler.scale(loss).backward().", stop=True)
     if grads.steps and grads.zero_at_step:
         report.problem("gradient bằng 0 lúc optimizer.step(): zero_grad() phải đứng TRƯỚC backward() (hoặc sau "
-                       "step()), không phải giữa backward() và step().",
-                       "the gradients are zero at optimizer.step(): zero_grad() must come BEFORE backward() (or after "
-                       "step()), not between backward() and step().", stop=True)
+                       "step()), không phải giữa backward() và step().", stop=True)
     report.problem("sau một epoch, tham số không đổi: mô hình không học. Mỗi batch cần scaler.scale(loss).backward() "
-                   "rồi scaler.step(optimizer) (tức optimizer.step()).",
-                   "after one epoch the parameters did not change: the model does not learn. Every batch needs "
-                   "scaler.scale(loss).backward() then scaler.step(optimizer) (that is, optimizer.step()).", stop=True)
+                   "rồi scaler.step(optimizer) (tức optimizer.step()).", stop=True)
 
 
 def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch, amp_dtype, short: str) -> None:
     """Check what one epoch did: train mode, every sample once in batches of BATCH_SIZE, autocast, scaler, zero_grad."""
     if not calls:
-        report.problem("train_epoch không gọi model(...) (bộ chấm không thấy lần forward nào).",
-                       "train_epoch never calls model(...) (the checker saw no forward pass).", stop=True)
+        report.problem("train_epoch không gọi model(...) (bộ chấm không thấy lần forward nào).", stop=True)
     if any(not training for training, *_ in calls):
         report.problem("mô hình còn ở chế độ eval khi train (evaluate đã gọi model.eval()): gọi model.train() ở đầu "
-                       "train_epoch, nếu không dropout bị tắt suốt quá trình train.",
-                       "the model is still in eval mode while training (evaluate called model.eval()): call "
-                       "model.train() at the start of train_epoch, or dropout stays off for the whole training.")
+                       "train_epoch, nếu không dropout bị tắt suốt quá trình train.")
     rows = [r for *_, r, _ in calls]
     seen, largest = sum(rows), max(rows)
     if largest > BATCH_SIZE:
         report.problem(f"một lần forward nhận {largest} ảnh, lớn hơn batch_size={BATCH_SIZE}: mỗi bước chỉ đưa vào "
-                       "X[idx] với idx là batch_size chỉ số.",
-                       f"one forward pass got {largest} images, more than batch_size={BATCH_SIZE}: each step feeds only "
-                       "X[idx], idx being batch_size indices.")
+                       "X[idx] với idx là batch_size chỉ số.")
     elif seen < n_rows and n_rows - seen < BATCH_SIZE:
         report.problem(f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: vòng lặp bỏ sót batch cuối (dùng "
-                       "range(0, len(X), batch_size), batch cuối có thể ngắn hơn).",
-                       f"one epoch feeds only {seen}/{n_rows} images to the model: the loop drops the last batch (use "
-                       "range(0, len(X), batch_size); the last batch may be shorter).")
+                       "range(0, len(X), batch_size), batch cuối có thể ngắn hơn).")
     elif seen < n_rows:
         report.problem(f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: các batch phải phủ hết tập train, "
-                       "bước nhảy của vòng for bằng đúng kích thước batch (idx = order[start:start + batch_size]).",
-                       f"one epoch feeds only {seen}/{n_rows} images to the model: the batches must cover the whole "
-                       "training set, the loop's step equal to the batch size (idx = order[start:start + batch_size]).")
+                       "bước nhảy của vòng for bằng đúng kích thước batch (idx = order[start:start + batch_size]).")
     elif seen > n_rows:
         report.problem(f"một epoch đưa {seen} lượt ảnh vào mô hình, trong khi tập train có {n_rows}: mỗi ảnh chỉ "
-                       "nên đi qua đúng một lần mỗi epoch.",
-                       f"one epoch feeds {seen} images to the model while the training set has {n_rows}: each image "
-                       "should go through exactly once per epoch.")
+                       "nên đi qua đúng một lần mỗi epoch.")
     elif largest < BATCH_SIZE:
-        report.problem(f"batch lớn nhất chỉ có {largest} ảnh: dùng tham số batch_size={BATCH_SIZE}.",
-                       f"the largest batch has only {largest} images: use the batch_size={BATCH_SIZE} argument.")
+        report.problem(f"batch lớn nhất chỉ có {largest} ảnh: dùng tham số batch_size={BATCH_SIZE}.")
     out_dtypes = {dtype for *_, dtype in calls}
     if amp_dtype is not None and amp_dtype not in out_dtypes:
         report.problem(f"với amp_dtype={short}, đầu ra của mô hình vẫn là {sorted(map(str, out_dtypes))}: forward và "
                        "loss phải nằm trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
-                       "enabled=amp_dtype is not None):`.",
-                       f"with amp_dtype={short} the model still outputs {sorted(map(str, out_dtypes))}: the forward and "
-                       "the loss must be inside `with torch.autocast(X.device.type, dtype=amp_dtype, "
                        "enabled=amp_dtype is not None):`.")
     if grads.steps == 0:
         report.problem("optimizer được truyền vào không được step lần nào: sau backward gọi scaler.step(optimizer) "
-                       "với chính optimizer là tham số của train_epoch (đừng tạo optimizer mới trong hàm).",
-                       "the optimizer passed in is never stepped: after backward call scaler.step(optimizer) with the "
-                       "optimizer that is train_epoch's argument (do not create a new optimizer inside).")
+                       "với chính optimizer là tham số của train_epoch (đừng tạo optimizer mới trong hàm).")
     elif grads.steps > len(calls):
         report.problem(f"{grads.steps} lần optimizer.step() cho {len(calls)} batch: scaler.step(optimizer) đã gọi "
-                       "optimizer.step() rồi, đừng gọi thêm.",
-                       f"{grads.steps} optimizer.step() calls for {len(calls)} batches: scaler.step(optimizer) already "
-                       "calls optimizer.step(); do not call it again.")
+                       "optimizer.step() rồi, đừng gọi thêm.")
     if grads.stale:
         report.problem("gradient của batch trước còn nguyên khi backward batch sau: gọi optimizer.zero_grad() mỗi "
-                       "batch, nếu không gradient cộng dồn qua mọi bước.",
-                       "the previous batch's gradients are still there at the next backward: call "
-                       "optimizer.zero_grad() every batch, or the gradients add up over all steps.")
+                       "batch, nếu không gradient cộng dồn qua mọi bước.")
     missing = [name for name, count in grads.scaler_calls.items() if count == 0]
     if missing:
         report.problem("chưa dùng " + ", ".join(f"scaler.{name}(...)" for name in missing) + ": với float16 trên GPU, "
@@ -498,25 +431,17 @@ def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch
 
 task2 = Exercise(
     "task2",
-    ("Nhiệm vụ 2 · Vòng train một epoch (AMP)", "Task 2 · One training epoch (AMP)"),
+    "Nhiệm vụ 2 · Vòng train một epoch (AMP)",
     _evaluate_task2,
     hints=[
-        ("Khung của một epoch: model.train(); order = torch.randperm(len(X), device=X.device); rồi với start chạy "
+        "Khung của một epoch: model.train(); order = torch.randperm(len(X), device=X.device); rồi với start chạy "
          "range(0, len(X), batch_size): idx = order[start:start + batch_size], forward + loss trên X[idx], y[idx].",
-         "The shape of an epoch: model.train(); order = torch.randperm(len(X), device=X.device); then for start in "
-         "range(0, len(X), batch_size): idx = order[start:start + batch_size], forward + loss on X[idx], y[idx]."),
-        ("Mỗi batch: forward + F.cross_entropy trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
+        "Mỗi batch: forward + F.cross_entropy trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
          "enabled=amp_dtype is not None):`; rồi optimizer.zero_grad(), scaler.scale(loss).backward(), "
          "scaler.step(optimizer), scaler.update().",
-         "Each batch: forward + F.cross_entropy inside `with torch.autocast(X.device.type, dtype=amp_dtype, "
-         "enabled=amp_dtype is not None):`; then optimizer.zero_grad(), scaler.scale(loss).backward(), "
-         "scaler.step(optimizer), scaler.update()."),
-        ("Loss trung bình: total += loss.detach().float() * len(idx) trong vòng lặp (không đồng bộ GPU mỗi bước), "
+        "Loss trung bình: total += loss.detach().float() * len(idx) trong vòng lặp (không đồng bộ GPU mỗi bước), "
          "cuối epoch return (total / len(X)).item().",
-         "Mean loss: total += loss.detach().float() * len(idx) inside the loop (no GPU sync every step), then "
-         "return (total / len(X)).item() at the end of the epoch."),
     ],
-    solution=TRAIN_SOLUTION,
     group=GROUP,
 )
 
