@@ -1,30 +1,22 @@
-"""Checked tasks of lesson 03 (device mismatch): find the misplaced tensors of a model, load a GPU checkpoint anywhere.
+"""Lesson 03's checked tasks: find the misplaced tensors of a model, load a GPU checkpoint anywhere.
 
-``task1`` checks ``misplaced(model, device)``: the names of the parameters and buffers that are not on
-`device`. Its models live on the ``meta`` device and the CPU, so the check needs no GPU; one case passes
-``cpu:0``, which is the same place as ``cpu`` but not an equal ``torch.device`` (just as ``cuda`` and
-``cuda:0`` on a GPU), so a bare ``t.device != device`` is caught.
-
-``task2`` checks ``load_weights(model, path, device)`` with a checkpoint whose tensors are tagged with a GPU
-this machine does not have (what ``torch.save`` writes on a GPU machine), so forgetting ``map_location``
-fails here exactly as it fails for a learner loading a Colab checkpoint on a laptop.
+``misplaced`` is tried on ``meta``/CPU models, once with ``cpu:0`` (the same place as ``cpu`` but an unequal
+``torch.device``, like ``cuda`` and ``cuda:0``); ``load_weights`` gets a checkpoint tagged with a GPU this
+machine lacks, so a forgotten ``map_location`` fails here as it does on a laptop.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from unittest import mock
 
 import torch
 import torch.nn as nn
 
 from ..device import pick_device
-from ._core import Exercise, Report, on_gpu_note, same_device
+from ._core import Exercise, Report, same_device
 from ._tracking import MoveTracker
-
-GROUP = "lesson03"
-
-# =========================================================================== task 1: misplaced(model, device)
 
 
 class _Probe(nn.Module):
@@ -59,22 +51,15 @@ def _cases() -> list[tuple[str, nn.Module, torch.device, set[str]]]:
     ]
 
 
-def _as_names(value) -> list | None:
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return list(value)
-    return None
-
-
 def _evaluate_misplaced(report: Report, misplaced=None) -> None:
     report.require_function(misplaced, "misplaced(model, device)")
     for what, model, device, expected in _cases():
         got = report.call(f"misplaced(model, {str(device)!r})", misplaced, model, device)
         if got is None:
-            report.missing_part("misplaced chưa trả về gì (thiếu return).",
-                                stop=True)
-        names = _as_names(got)
-        if names is None:
+            report.missing_part("misplaced chưa trả về gì (thiếu return).", stop=True)
+        if not isinstance(got, (list, tuple, set, frozenset)):
             report.problem(f"misplaced phải trả về một list tên (str), không phải {type(got).__name__}.", stop=True)
+        names = list(got)
         if any(isinstance(n, torch.Tensor) for n in names):
             report.problem("misplaced trả về tensor; hãy trả về TÊN của chúng, vd 'head.bias': "
                            "named_parameters() cho cả (tên, tensor).", stop=True)
@@ -101,8 +86,7 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
             report.problem(f"kết quả bị đảo ngược ({what}): cần tên các tensor KHÔNG nằm trên device, nhận được "
                            f"các tensor đang nằm đúng chỗ.", stop=True)
         if found == everything and expected != everything:
-            report.problem(f"trả về mọi tên ({what}); chỉ lấy tensor có t.device khác device.",
-                           stop=True)
+            report.problem(f"trả về mọi tên ({what}); chỉ lấy tensor có t.device khác device.", stop=True)
         if expected and found == short:
             report.problem(f"tên thiếu phần đầu: cần tên đầy đủ như named_parameters() trả về ({sorted(expected)}), "
                            f"không phải {sorted(found)}.", stop=True)
@@ -121,46 +105,19 @@ task1 = Exercise(
         "torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
          "want = torch.empty(0, device=device).device.",
     ],
-    group=GROUP,
+    group="lesson03",
 )
 
 
-# =========================================================================== task 2: load_weights(model, path, device)
-
-
 def _missing_gpu() -> str:
-    """A GPU name this machine does not have: cuda:0 without CUDA, cuda:N with N GPUs."""
+    """Return a GPU name this machine does not have: cuda:0 without CUDA, cuda:N with N GPUs."""
     return f"cuda:{torch.cuda.device_count() if torch.cuda.is_available() else 0}"
 
 
 def _save_as_if_on_gpu(state: dict, path: str, tag: str) -> None:
     """Save `state` with every storage tagged `tag` (e.g. "cuda:0"), as torch.save does on that GPU."""
-    real = torch.serialization.location_tag
-    torch.serialization.location_tag = lambda storage: tag
-    try:
+    with mock.patch.object(torch.serialization, "location_tag", lambda storage: tag):
         torch.save(state, path)
-    finally:
-        torch.serialization.location_tag = real
-
-
-class _LoadRecorder:
-    """Wrap torch.load while checking, to see the keyword arguments the learner passes."""
-
-    def __init__(self):
-        self.calls: list[dict] = []
-        self.real = torch.load
-
-    def __call__(self, *args, **kwargs):
-        self.calls.append(dict(kwargs))
-        return self.real(*args, **kwargs)
-
-    def __enter__(self):
-        torch.load = self
-        return self
-
-    def __exit__(self, *exc):
-        torch.load = self.real
-        return False
 
 
 def _evaluate_load(report: Report, load_weights=None) -> None:
@@ -174,7 +131,7 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "trained_on_gpu.pt")
         _save_as_if_on_gpu(saved, path, tag)
-        with _LoadRecorder() as loads, MoveTracker() as tracker:
+        with mock.patch.object(torch, "load", wraps=torch.load) as load, MoveTracker() as tracker:
             try:
                 result = load_weights(model, path, device)
             except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
@@ -183,15 +140,15 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
                 report.problem(f"torch.load báo lỗi: file được lưu trên {tag}, máy này không có GPU đó. Thêm "
                                "map_location=\"cpu\" (hoặc map_location=device) vào torch.load.", stop=True)
             tracker.mark_used(result)
-    if result is None and not loads.calls:
+    loads = [call.kwargs for call in load.call_args_list]
+    if result is None and not loads:
         report.missing_part("load_weights chưa làm gì (thân hàm còn là ...).", stop=True)
-    if not loads.calls:
-        report.problem("load_weights không gọi torch.load(path, ...).",
-                       stop=True)
-    if any(call.get("weights_only") is False for call in loads.calls):
+    if not loads:
+        report.problem("load_weights không gọi torch.load(path, ...).", stop=True)
+    if any(call.get("weights_only") is False for call in loads):
         report.problem("đừng tắt weights_only: weights_only=False cho phép file chạy code tuỳ ý khi nạp. "
                        "state_dict chỉ có tensor, nên weights_only=True là đủ.")
-    elif not all("weights_only" in call for call in loads.calls):
+    elif not all("weights_only" in call for call in loads):
         report.note("ghi rõ weights_only=True: từ PyTorch 2.6 đây là mặc định, nhưng bản cũ hơn mặc định False.")
     if result is None:
         report.missing_part("load_weights chưa trả về mô hình (thiếu return model).", stop=True)
@@ -206,7 +163,8 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
     moved = any(m.source is p for m in tracker.moves for p in params)
     if not moved:
         report.problem("chưa đưa mô hình lên device: thêm model.to(device) (map_location chỉ quyết định nơi tensor "
-                       "của FILE được nạp vào; load_state_dict chép chúng vào tham số, tham số đang ở đâu thì vẫn ở đó).", stop=True)
+                       "của FILE được nạp vào; load_state_dict chép chúng vào tham số, tham số đang ở đâu thì vẫn ở đó).",
+                       stop=True)
     wrong = [name for name, p in model.named_parameters() if not same_device(p.device, device)]
     if wrong:
         report.problem(f"sau load_weights, {', '.join(wrong)} không nằm trên {device}.", stop=True)
@@ -215,8 +173,9 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
             report.problem(f"trọng số {name} không khớp file: gọi model.load_state_dict(torch.load(path, ...)).",
                            stop=True)
     report.success(f"file lưu trên {tag} (GPU mà máy này không có) được nạp, trọng số khớp, mô hình nằm trên {device}.")
-    on_gpu_note(report, device, "cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
-                "và ngược lại.")
+    if device.type == "cpu":
+        report.note("Trên GPU: cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
+                    "và ngược lại.")
 
 
 task2 = Exercise(
@@ -229,5 +188,5 @@ task2 = Exercise(
         "map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "
          "Cần cả hai.",
     ],
-    group=GROUP,
+    group="lesson03",
 )
