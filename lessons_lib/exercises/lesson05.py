@@ -1,11 +1,9 @@
-"""Checked task of notebook 05 (mixed precision): one AMP training step with gradient clipping, in the right order.
+"""Lesson 05's checked task: one AMP training step with gradient clipping, in the right order.
 
-``task1.check(amp_step)``: the learner writes ``amp_step(model, x, y, optimizer, scaler, amp_dtype, max_norm)``.
-The checker calls it twice on a small MLP (CUDA with float16 when there is a GPU, else the CPU with bfloat16,
-always with an enabled ``torch.amp.GradScaler`` so its order matters) while watching the scaler's calls and the
-gradients at each of them: the norm before ``unscale_`` tells a clip done too early, the norm when
-``scaler.step`` starts tells a missing clip or a missing ``unscale_``. The result is then compared with the
-reference step (``torch.allclose`` on the weights).
+``amp_step`` runs twice on a small MLP (CUDA float16, else CPU bfloat16; the GradScaler is always enabled so its
+order matters) while the scaler's calls and the gradient norm at each are recorded: the norm before
+``unscale_`` shows a clip done too early, the norm when ``scaler.step`` starts a missing clip or ``unscale_``.
+The weights are then compared with the lesson's solution.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ import torch.nn.functional as F
 from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, number
 
-MAX_NORM = 0.1
+_MAX_NORM = 0.1
 _INIT_SCALE = 2.0**10
 _TOL = 1e-3
 
@@ -36,17 +34,11 @@ def _grad_norm(model: torch.nn.Module) -> float:
     return float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
 
 
-def reference_step(model, x, y, optimizer, scaler, amp_dtype, max_norm) -> float:
-    """Run the reference AMP step with clipping (the task's solution)."""
-    optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device_type=x.device.type, dtype=amp_dtype):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.unscale_(optimizer)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
+def _reference_step():
+    """Return the lesson's solution ``amp_step`` (its SOLUTION region, run as the notebook would)."""
+    scope = {"torch": torch, "F": F}
+    exec(task1.solution_code, scope)  # noqa: S102 - the lesson's own solution
+    return scope["amp_step"]
 
 
 @contextlib.contextmanager
@@ -128,20 +120,20 @@ def _check_call(report: Report, events: list[tuple], amp_dtype: torch.dtype, sho
         report.problem("trọng số chưa được cập nhật: thiếu scaler.step(optimizer).", stop=True)
     unscale = _first(events, "unscale_")
     if unscale is None:
-        if math.isclose(step[2], MAX_NORM, rel_tol=_TOL):
+        if math.isclose(step[2], _MAX_NORM, rel_tol=_TOL):
             report.problem(f"clip chạy trên gradient còn mang hệ số S = {scaled:g}: chuẩn của chúng bị kẹp về "
-                           f"{MAX_NORM} khi còn nhân S, rồi scaler.step mới chia cho S, nên bước cập nhật nhỏ đi "
+                           f"{_MAX_NORM} khi còn nhân S, rồi scaler.step mới chia cho S, nên bước cập nhật nhỏ đi "
                            f"{scaled:g} lần. Gọi scaler.unscale_(optimizer) TRƯỚC clip_grad_norm_.")
         else:
             report.problem(f"gradient chưa được clip: chuẩn của nó lúc scaler.step bắt đầu là {step[2]:.3g} (vẫn nhân S) "
-                           f"> max_norm = {MAX_NORM}. Gọi scaler.unscale_(optimizer), rồi "
+                           f"> max_norm = {_MAX_NORM}. Gọi scaler.unscale_(optimizer), rồi "
                            "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).")
-    elif unscale[2] <= MAX_NORM * (1 + _TOL):
+    elif unscale[2] <= _MAX_NORM * (1 + _TOL):
         report.problem("clip trước unscale_: lúc clip, gradient còn nhân S nên bị kẹp sai, rồi unscale_ chia tiếp cho S "
                        f"(chuẩn còn {unscale[3]:.2g}, bước cập nhật gần như bằng 0). Đổi thứ tự: unscale_ rồi mới clip.")
-    elif step[2] > MAX_NORM * (1 + _TOL):
+    elif step[2] > _MAX_NORM * (1 + _TOL):
         report.problem(f"đã unscale_ nhưng chưa clip: chuẩn gradient lúc scaler.step là {step[2]:.3g} > max_norm = "
-                       f"{MAX_NORM}. Gọi torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) giữa "
+                       f"{_MAX_NORM}. Gọi torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) giữa "
                        "unscale_ và scaler.step.")
     update = _index(events, "update")
     if update is None:
@@ -162,10 +154,11 @@ def _evaluate(report: Report, amp_step=None) -> None:
     ref_optimizer = torch.optim.SGD(ref_model.parameters(), lr=0.5)
     scaler = torch.amp.GradScaler(device.type, init_scale=_INIT_SCALE)
     ref_scaler = torch.amp.GradScaler(device.type, init_scale=_INIT_SCALE)
-    what = f"amp_step(model, x, y, optimizer, scaler, {amp_dtype}, max_norm={MAX_NORM})"
+    reference = _reference_step()
+    what = f"amp_step(model, x, y, optimizer, scaler, {amp_dtype}, max_norm={_MAX_NORM})"
     for call in range(2):
         with _watch(model, scaler, optimizer) as events:
-            value = report.call(what, amp_step, model, x, y, optimizer, scaler, amp_dtype, MAX_NORM)
+            value = report.call(what, amp_step, model, x, y, optimizer, scaler, amp_dtype, _MAX_NORM)
         if call == 0 and not any(e[0] in ("forward", "scale", "step", "update", "optimizer.step") for e in events):
             report.missing_part("hàm chưa làm gì (chưa có forward, chưa gọi scaler).", stop=True)
         _check_call(report, events, amp_dtype, short, _INIT_SCALE)
@@ -176,7 +169,7 @@ def _evaluate(report: Report, amp_step=None) -> None:
         loss = number(value)
         if loss is None:
             report.problem(f"amp_step phải trả về loss.item() (một số), không phải {type(value).__name__}.", stop=True)
-        ref_loss = reference_step(ref_model, x, y, ref_optimizer, ref_scaler, amp_dtype, MAX_NORM)
+        ref_loss = reference(ref_model, x, y, ref_optimizer, ref_scaler, amp_dtype, _MAX_NORM)
         if not math.isclose(loss, ref_loss, rel_tol=1e-2, abs_tol=1e-3):
             report.problem(f"loss trả về là {loss:.4f}, bước chuẩn cho {ref_loss:.4f}: trả về loss của batch này "
                            "(cross_entropy tính trong autocast), gọi .item().", stop=True)
@@ -189,7 +182,7 @@ def _evaluate(report: Report, amp_step=None) -> None:
                        "đúng: kiểm tra loss (F.cross_entropy(model(x), y)) và max_norm truyền cho clip.")
         return
     report.success(f"đúng thứ tự: autocast ({short}) → scaler.scale(loss).backward() → unscale_ → clip về "
-                   f"{MAX_NORM} → scaler.step → scaler.update; sau hai bước trọng số khớp bước chuẩn.")
+                   f"{_MAX_NORM} → scaler.step → scaler.update; sau hai bước trọng số khớp bước chuẩn.")
     if device.type == "cpu":
         report.note("bộ chấm chạy trên CPU với bfloat16 và vẫn bật GradScaler để kiểm tra thứ tự; BF16 thật ra không "
                     "cần nó. Trên T4 (float16), GradScaler là bắt buộc và thứ tự này y hệt.")

@@ -1,9 +1,5 @@
-"""Checked task of notebook 06 (GPU memory): count the bytes of parameters, gradients and Adam state by hand.
-
-``task1.check(training_bytes)``: the learner writes ``training_bytes(model) -> (params, grads, adam)``; the
-checker runs it on three models (the lesson's float32 MLP, the same with a frozen first layer, a bfloat16
-MLP) and compares with the bytes the real tensors hold after a real ``torch.optim.Adam`` step.
-"""
+"""Lesson 06's checked task: ``training_bytes(model) -> (params, grads, adam)`` by hand, compared on three models
+(float32, a frozen first layer, bfloat16) with the bytes real tensors hold after a real Adam step."""
 
 from __future__ import annotations
 
@@ -20,18 +16,17 @@ def _lesson_mlp(dtype: torch.dtype = torch.float32) -> nn.Sequential:
     return nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).to(dtype)
 
 
-def _cases() -> list[tuple[str, str, nn.Module]]:
+def _cases() -> list[tuple[str, nn.Module]]:
     frozen = _lesson_mlp()
     frozen[0].requires_grad_(False)                       # e.g. a pretrained first layer kept fixed
     return [
-        ("MLP 128-256-256-10 (float32)", "MLP 128-256-256-10 (float32)", _lesson_mlp()),
-        ("cùng MLP, lớp đầu bị đóng băng (requires_grad=False)", "the same MLP with its first layer frozen "
-         "(requires_grad=False)", frozen),
-        ("cùng MLP ở bfloat16", "the same MLP in bfloat16", _lesson_mlp(torch.bfloat16)),
+        ("MLP 128-256-256-10 (float32)", _lesson_mlp()),
+        ("cùng MLP, lớp đầu bị đóng băng (requires_grad=False)", frozen),
+        ("cùng MLP ở bfloat16", _lesson_mlp(torch.bfloat16)),
     ]
 
 
-def measured_bytes(model: nn.Module) -> tuple[int, int, int]:
+def _measured_bytes(model: nn.Module) -> tuple[int, int, int]:
     """Return (params, grads, Adam exp_avg + exp_avg_sq) bytes after one real Adam step on a copy of `model`."""
     twin = copy.deepcopy(model)
     trainable = [p for p in twin.parameters() if p.requires_grad]
@@ -45,7 +40,7 @@ def measured_bytes(model: nn.Module) -> tuple[int, int, int]:
     return params, grads, state.get("exp_avg", 0) + state.get("exp_avg_sq", 0)
 
 
-def _as_triple(report: Report, value) -> tuple[float, float, float] | None:
+def _as_triple(report: Report, value) -> tuple[float, float, float]:
     if value is None:
         report.missing_part("training_bytes chưa trả về gì (thiếu return params, grads, adam).", stop=True)
     if not isinstance(value, (tuple, list)) or len(value) != 3:
@@ -61,67 +56,66 @@ def _as_triple(report: Report, value) -> tuple[float, float, float] | None:
     return tuple(numbers)
 
 
-def _diagnose(report: Report, label: tuple[str, str], model: nn.Module, got: tuple[float, float, float]) -> bool:
+def _diagnose(report: Report, where: str, model: nn.Module, got: tuple[float, float, float]) -> bool:
     """Record what is wrong with `got` for `model`; return True when it is right."""
-    params, grads, adam = measured_bytes(model)
+    params, grads, adam = _measured_bytes(model)
     all_numel = sum(p.numel() for p in model.parameters())
     trainable_numel = sum(p.numel() for p in model.parameters() if p.requires_grad)
     size = next(model.parameters()).element_size()
     weights_only = sum(m.weight.numel() * m.weight.element_size() for m in model.modules() if isinstance(m, nn.Linear))
-    where_vi, where_en = label
     g_params, g_grads, g_adam = got
     ok = True
     if g_params != params:
         ok = False
         if g_params == all_numel:
-            report.problem(f"[{where_vi}] params = {g_params:,.0f} là số phần tử, chưa phải số byte: nhân với "
+            report.problem(f"[{where}] params = {g_params:,.0f} là số phần tử, chưa phải số byte: nhân với "
                            "p.element_size() (4 với float32, 2 với bfloat16).")
         elif g_params == 8 * params:
-            report.problem(f"[{where_vi}] params lớn gấp 8 lần: đó là số bit; hỏi số byte.")
+            report.problem(f"[{where}] params lớn gấp 8 lần: đó là số bit; hỏi số byte.")
         elif g_params == 4 * all_numel and size != 4:
-            report.problem(f"[{where_vi}] params = số phần tử × 4, nhưng mô hình này mỗi số chỉ {size} byte: đừng viết "
+            report.problem(f"[{where}] params = số phần tử × 4, nhưng mô hình này mỗi số chỉ {size} byte: đừng viết "
                            "cứng 4, dùng p.element_size().")
         elif g_params == weights_only:
-            report.problem(f"[{where_vi}] params chỉ tính weight của các lớp Linear, quên bias: cộng mọi tensor trong "
+            report.problem(f"[{where}] params chỉ tính weight của các lớp Linear, quên bias: cộng mọi tensor trong "
                            "model.parameters().")
         else:
-            report.problem(f"[{where_vi}] params = {g_params:,.0f} byte, đúng là {params:,} ({format_bytes(params)}).")
+            report.problem(f"[{where}] params = {g_params:,.0f} byte, đúng là {params:,} ({format_bytes(params)}).")
     if g_grads != grads:
         ok = False
         if g_grads == params and grads != params:
-            report.problem(f"[{where_vi}] grads = params, nhưng tham số requires_grad=False không có gradient: chỉ cộng "
+            report.problem(f"[{where}] grads = params, nhưng tham số requires_grad=False không có gradient: chỉ cộng "
                            "các p có p.requires_grad.")
         elif g_grads == trainable_numel:
-            report.problem(f"[{where_vi}] grads là số phần tử, chưa nhân số byte mỗi phần tử.")
+            report.problem(f"[{where}] grads là số phần tử, chưa nhân số byte mỗi phần tử.")
         elif g_grads == 4 * trainable_numel and size != 4:
-            report.problem(f"[{where_vi}] grads viết cứng 4 byte/số; gradient có cùng dtype với tham số ({size} byte).")
+            report.problem(f"[{where}] grads viết cứng 4 byte/số; gradient có cùng dtype với tham số ({size} byte).")
         else:
-            report.problem(f"[{where_vi}] grads = {g_grads:,.0f} byte, đúng là {grads:,}: gradient có đúng kích thước "
+            report.problem(f"[{where}] grads = {g_grads:,.0f} byte, đúng là {grads:,}: gradient có đúng kích thước "
                            "và dtype của tham số được train.")
     steps = 4 * sum(1 for p in model.parameters() if p.requires_grad)   # one float32 `step` counter per tensor
     if g_adam not in (adam, adam + steps):
         ok = False
         if g_adam == grads:
-            report.problem(f"[{where_vi}] adam = grads: Adam giữ HAI buffer cho mỗi tham số được train (exp_avg và "
+            report.problem(f"[{where}] adam = grads: Adam giữ HAI buffer cho mỗi tham số được train (exp_avg và "
                            "exp_avg_sq), tức 2 × grads.")
         elif g_adam == 2 * params and params != grads:
-            report.problem(f"[{where_vi}] adam = 2 × params, nhưng Adam chỉ giữ trạng thái cho tham số được train "
+            report.problem(f"[{where}] adam = 2 × params, nhưng Adam chỉ giữ trạng thái cho tham số được train "
                            "(requires_grad): 2 × grads.")
         elif g_adam in (2 * adam, adam + grads + params, adam + params):
-            report.problem(f"[{where_vi}] adam quá lớn: chỉ tính hai buffer exp_avg và exp_avg_sq (2 × grads), không "
+            report.problem(f"[{where}] adam quá lớn: chỉ tính hai buffer exp_avg và exp_avg_sq (2 × grads), không "
                            "cộng tham số hay gradient vào.")
         else:
-            report.problem(f"[{where_vi}] adam = {g_adam:,.0f} byte, đúng là {adam:,} (exp_avg + exp_avg_sq).")
+            report.problem(f"[{where}] adam = {g_adam:,.0f} byte, đúng là {adam:,} (exp_avg + exp_avg_sq).")
     return ok
 
 
 def _evaluate(report: Report, training_bytes=None) -> None:
     report.require_function(training_bytes, "training_bytes(model)")
-    for label_vi, label_en, model in _cases():
+    for where, model in _cases():
         got = _as_triple(report, report.call("training_bytes(model)", training_bytes, model))
-        if not _diagnose(report, (label_vi, label_en), model, got):
+        if not _diagnose(report, where, model, got):
             return                                         # one model's problems at a time
-    params, grads, adam = measured_bytes(_cases()[1][2])
+    params, grads, adam = _measured_bytes(_cases()[1][1])
     report.success("đúng trên cả ba mô hình, kể cả khi có lớp đóng băng (không gradient, không trạng thái Adam) và "
                    f"khi tham số là bfloat16 (2 byte/số). Mô hình có lớp đóng băng: tham số {format_bytes(params)}, "
                    f"gradient {format_bytes(grads)}, Adam {format_bytes(adam)}.")
