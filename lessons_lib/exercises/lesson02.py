@@ -1,14 +1,7 @@
-"""Lesson 02's checked tasks: create tensors where they are used, and move a nested batch keeping its types.
+"""Lesson 02's checked tasks: make the noise on x's device, and move a nested batch keeping its types.
 
-- ``task1``: ``add_noise(x, std)`` returns ``x`` plus Gaussian noise made directly on ``x``'s device and in
-  its dtype. Checked on a ``meta`` float16 tensor (a device other than the CPU on every machine) under a
-  `MoveTracker`, so "made on the CPU, then copied" shows up without a GPU, then on a CPU tensor for values.
-- ``task2``: ``move_keep(batch, device)`` moves every tensor of a nested batch (dict, list, tuple,
-  namedtuple) and keeps everything else, and the container types, as they were. Checked with ``meta``.
-
-    from lessons_lib.exercises.lesson02 import task1, task2
-    task1.check(add_noise)
-    task2.check(move_keep)
+``add_noise`` is tried on a ``meta`` float16 tensor under a `MoveTracker` (so "made on the CPU, then copied"
+shows without a GPU), then on a CPU tensor for its values; ``move_keep`` moves a nested batch to ``meta``.
 """
 
 from __future__ import annotations
@@ -19,14 +12,10 @@ from collections import namedtuple
 
 import torch
 
-from ._core import Exercise, Report, Stop
+from ._core import Exercise, Report
 from ._tracking import MoveTracker
 
-GROUP = "lesson02"
-META = torch.device("meta")
-
-# --------------------------------------------------------------------------- task 1: add_noise
-
+_META = torch.device("meta")
 
 def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float, tracker: MoveTracker | None = None):
     what = f"add_noise(x, {std})"
@@ -35,8 +24,6 @@ def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float, tracker:
             return add_noise(x, std)
         with tracker:
             return add_noise(x, std)
-    except Stop:
-        raise
     except NotImplementedError as exc:
         if x.device.type == "meta" and "copy out of meta" in str(exc):
             report.problem("add_noise chép tensor về CPU (.cpu(), .to('cpu'), .item(), .numpy()…): với x ở meta "
@@ -54,15 +41,14 @@ def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float, tracker:
 
 
 def _check_noise_on_meta(report: Report, add_noise) -> None:
-    x = torch.zeros(4, 8, device=META, dtype=torch.float16)
+    x = torch.zeros(4, 8, device=_META, dtype=torch.float16)
     tracker = MoveTracker()
     result = _call_noise(report, add_noise, x, 0.1, tracker)
     if result is None:
-        report.missing_part("add_noise chưa trả về gì (thiếu return).",
-                            stop=True)
+        report.missing_part("add_noise chưa trả về gì (thiếu return).", stop=True)
     if not isinstance(result, torch.Tensor):
         report.problem(f"add_noise phải trả về một tensor, không phải {type(result).__name__}.", stop=True)
-    if result.device != META:
+    if result.device != _META:
         report.problem(f"với x ở meta, kết quả lại ở {result.device}: kết quả phải ở đúng thiết bị của x "
                        "(đừng chuyển nó đi đâu cả).", stop=True)
     if tuple(result.shape) != tuple(x.shape):
@@ -128,22 +114,20 @@ task1 = Exercise(
         "Nhiễu phải có cùng shape, dtype và thiết bị với x. Hàm *_like của PyTorch lấy cả ba từ một tensor có sẵn.",
         "return x + std * torch.randn_like(x)",
     ],
-    group=GROUP,
+    group="lesson02",
 )
 
-# --------------------------------------------------------------------------- task 2: move_keep
-
-Box = namedtuple("Box", "coords label")
-Sample = namedtuple("Sample", "image caption")
+_Box = namedtuple("Box", "coords label")
+_Sample = namedtuple("Sample", "image caption")
 
 
-def sample_batch() -> dict:
+def _sample_batch() -> dict:
     """Return the nested CPU batch the checker moves (dict, list, tuple, two namedtuples, str, float)."""
     return {
         "pixels": torch.rand(2, 3), "labels": torch.tensor([0, 1]),
-        "boxes": [Box(torch.rand(2, 4), "mèo"), Box(torch.rand(1, 4), "chó")],
+        "boxes": [_Box(torch.rand(2, 4), "mèo"), _Box(torch.rand(1, 4), "chó")],
         "pair": (torch.zeros(2), "x"), "ids": ("a", "b"), "scale": 0.5,
-        "extra": {"deep": [Sample(torch.ones(1), "ảnh 1")]},
+        "extra": {"deep": [_Sample(torch.ones(1), "ảnh 1")]},
     }
 
 
@@ -170,7 +154,7 @@ def _compare(report: Report, before, after, path: str) -> None:
     if isinstance(before, torch.Tensor):
         if not isinstance(after, torch.Tensor):
             report.problem(f"{path} là tensor nhưng kết quả ở đó là {type(after).__name__}.", stop=True)
-        if after.device != META:
+        if after.device != _META:
             report.problem(f"{path} vẫn ở {after.device}, chưa sang meta: hàm chưa đi vào tới chỗ này (đệ quy vào "
                            "mọi dict, list, tuple, namedtuple).", stop=True)
         if after.dtype != before.dtype or after.shape != before.shape:
@@ -213,9 +197,7 @@ def _names_box(fn) -> bool:
 
 def _call_move(report: Report, move_keep, batch, what: str):
     try:
-        return move_keep(batch, META)
-    except Stop:
-        raise
+        return move_keep(batch, _META)
     except AttributeError as exc:
         if "'to'" in str(exc):
             report.problem(f"{what}: gọi .to() trên một giá trị không phải tensor ({exc}). Chuỗi, số… không có "
@@ -239,7 +221,7 @@ def _call_move(report: Report, move_keep, batch, what: str):
 
 def _evaluate_move(report: Report, move_keep=None) -> None:
     report.require_function(move_keep, "move_keep(batch, device)")
-    batch = sample_batch()
+    batch = _sample_batch()
     saved = _leaves(batch, "batch", [])
     result = _call_move(report, move_keep, batch, "move_keep(batch, 'meta')")
     changed = [path for (path, obj), (_, now) in zip(saved, _leaves(batch, "batch", []), strict=False)
@@ -254,7 +236,7 @@ def _evaluate_move(report: Report, move_keep=None) -> None:
                             stop=True)
     _compare(report, batch, result, "batch")
     single = _call_move(report, move_keep, torch.ones(2), "move_keep(torch.ones(2), 'meta')")
-    if not isinstance(single, torch.Tensor) or single.device != META:
+    if not isinstance(single, torch.Tensor) or single.device != _META:
         report.problem("move_keep(torch.ones(2), 'meta') phải trả về chính tensor đó trên meta (batch có thể chỉ là "
                        "một tensor).", stop=True)
     report.success("mọi tensor (kể cả trong list lồng trong dict, và trong namedtuple) đã sang meta; dict, list, "
@@ -273,5 +255,5 @@ task2 = Exercise(
         "Thứ tự các nhánh: tensor → dict → namedtuple (hasattr(batch, '_fields')) → list/tuple → còn lại trả về "
          "nguyên giá trị. Mỗi nhánh container gọi lại move_keep cho từng phần tử.",
     ],
-    group=GROUP,
+    group="lesson02",
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -73,16 +74,12 @@ def _watch(model: torch.nn.Module, scaler: torch.amp.GradScaler, optimizer: torc
         events.append(("update", self is scaler))
         return originals["update"](self, new_scale)
 
-    replacements = {"scale": scale, "unscale_": unscale_, "step": step, "update": update}
     forward = model.register_forward_hook(lambda _m, _i, out: events.append(("forward", out.dtype)))
     optimizer_step = optimizer.register_step_post_hook(lambda *_: events.append(("optimizer.step",)))
-    for name, fn in replacements.items():
-        setattr(cls, name, fn)
     try:
-        yield events
+        with mock.patch.multiple(cls, scale=scale, unscale_=unscale_, step=step, update=update):
+            yield events
     finally:
-        for name, fn in originals.items():
-            setattr(cls, name, fn)
         forward.remove()
         optimizer_step.remove()
 

@@ -1,13 +1,8 @@
-"""Checked tasks of lesson 09 (profiling): name the dominant op of a profile, pick ``num_workers`` from measurements.
+"""Lesson 09's checked tasks: name the dominant op of a profile, pick ``num_workers`` from measurements.
 
-    from lessons_lib.exercises.lesson09 import task1, task2
-    task1.check(dominant_op)          # dominant_op(prof) -> "aten::..."
-    task2.check(pick_num_workers)     # pick_num_workers(loader_sps, step_sps) -> int
-
-``task1`` runs the learner's function on profiles it records itself, where the right answer is known and
-each typical mistake (a ``record_function`` label, sorting by total time or by call count, the smallest
-instead of the largest) gives a different name. ``task2`` runs the learner's rule on measured-looking
-cases where each typical mistake picks a different number of workers.
+The checker records its own profiles and cases, built so that each typical mistake (a ``record_function``
+label, sorting by total time or call count, min instead of max; a strict >, an unsorted dict…) gives a
+different answer.
 """
 
 from __future__ import annotations
@@ -24,36 +19,28 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from ._core import Exercise, Report
 
-GROUP = "lesson09"
-
-# --------------------------------------------------------------------------- task 1: the dominant op
 
 @contextlib.contextmanager
 def _quiet_fd2():
-    """Hide what C++ libraries write straight to file descriptor 2 (Kineto's log lines) while the checker profiles."""
+    """Hide what C++ libraries (Kineto's log lines) write straight to file descriptor 2."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
     except (OSError, ValueError, AttributeError):  # no real fd 2 here: nothing to hide
-        saved = None
-    devnull = os.open(os.devnull, os.O_WRONLY) if saved is not None else None
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
     try:
-        if saved is not None:
-            os.dup2(devnull, 2)
         yield
     finally:
-        if saved is not None:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(devnull)
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _profile_with_traps():
-    """Record a profile whose dominant op is aten::mm, with a Python-only label and many cheap calls.
-
-    The label's sleep is twice the measured time of the real work, so it has the largest self time of all
-    rows however busy the machine is; the matmuls are large enough that no cheap op can overtake them.
-    """
+    """Record a profile dominated by aten::mm, with a label whose sleep (2× the work) has the largest self time."""
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(384, 384, generator=gen)
     with torch.random.fork_rng(devices=[]):
@@ -86,10 +73,6 @@ def _profile_of_tiny_ops():
     return prof
 
 
-def _ops(prof) -> list:
-    return [row for row in prof.key_averages() if row.key.startswith("aten::")]
-
-
 def _evaluate_dominant(report: Report, dominant_op=None) -> None:
     report.require_function(dominant_op, "dominant_op(prof)")
     answers = []
@@ -97,12 +80,11 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
         with _quiet_fd2():
             prof = make()
         rows = prof.key_averages()
-        ops = _ops(prof)
+        ops = [row for row in rows if row.key.startswith("aten::")]
         right = max(ops, key=lambda r: r.self_cpu_time_total).key
         got = report.call(f"dominant_op({label})", dominant_op, prof)
         if got is None:
-            report.missing_part("dominant_op chưa trả về gì (thiếu return).",
-                                stop=True)
+            report.missing_part("dominant_op chưa trả về gì (thiếu return).", stop=True)
         if hasattr(got, "key") and hasattr(got, "self_cpu_time_total"):
             report.problem("dominant_op trả về cả dòng của profiler; hãy trả về TÊN của nó: row.key (một chuỗi "
                            "như 'aten::mm').", stop=True)
@@ -133,14 +115,9 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
             report.problem(f"{label}: '{got}' là phép có self time NHỎ nhất; cần lớn nhất (max, không phải min).",
                            stop=True)
         report.problem(f"{label}: '{got}' chưa phải phép có self CPU time lớn nhất; đáp án là '{right}' "
-                       f"({_self_ms(ops, right):.2f} ms so với {row.self_cpu_time_total / 1e3:.2f} ms).", stop=True)
+                       f"({by_key[right].self_cpu_time_total / 1e3:.2f} ms so với {row.self_cpu_time_total / 1e3:.2f} ms).", stop=True)
     report.success(f"đúng trên cả hai profile: một profile mà nhãn Python, CPU total và số lần gọi đều chỉ sai chỗ "
                    f"(đáp án {answers[0]}), và một profile toàn phép nhỏ (đáp án {answers[1]}).")
-
-
-def _self_ms(ops, name: str) -> float:
-    """Return the self CPU time of the row `name` among `ops`, in ms."""
-    return next(r.self_cpu_time_total for r in ops if r.key == name) / 1e3
 
 
 task1 = Exercise(
@@ -153,14 +130,11 @@ task1 = Exercise(
         "Lọc: [r for r in prof.key_averages() if r.key.startswith('aten::')], rồi max(..., key=lambda r: "
          "r.self_cpu_time_total) và trả về .key của dòng đó.",
     ],
-    group=GROUP,
+    group="lesson09",
 )
 
-
-# --------------------------------------------------------------------------- task 2: pick num_workers
-
 #: (loader samples/s by num_workers, step samples/s, right answer, what the case is about).
-WORKER_CASES = (
+_WORKER_CASES = (
     ({0: 400.0, 1: 800.0, 2: 1500.0, 4: 2900.0}, 1000.0, 2, "needs-workers"),
     ({0: 2000.0, 1: 3900.0, 2: 7000.0}, 1000.0, 0, "already-fast"),
     ({0: 300.0, 1: 550.0, 2: 800.0}, 1000.0, 2, "none-enough"),
@@ -171,7 +145,7 @@ WORKER_CASES = (
 
 def _evaluate_workers(report: Report, pick_num_workers=None) -> None:
     report.require_function(pick_num_workers, "pick_num_workers(loader_sps, step_sps)")
-    for number, (loader_sps, step_sps, right, case) in enumerate(WORKER_CASES):
+    for number, (loader_sps, step_sps, right, case) in enumerate(_WORKER_CASES):
         shown = dict(loader_sps)
         got = report.call(f"pick_num_workers({shown}, {step_sps:g})", pick_num_workers, dict(loader_sps), step_sps)
         if got is None and number == 0:
@@ -229,5 +203,5 @@ task2 = Exercise(
         "Duyệt số worker từ nhỏ đến lớn (sorted(loader_sps)); số đầu tiên có loader_sps[w] >= step_sps là đáp án.",
         "Nếu không số nào đủ nhanh, trả về số worker nhanh nhất: max(loader_sps, key=loader_sps.get).",
     ],
-    group=GROUP,
+    group="lesson09",
 )
