@@ -169,7 +169,8 @@ def _check_machine(report: Report, choose_device, machine: _Machine) -> None:
                            stop=True)
         if machine.built == "cuda":
             report.problem(f"trên {machine.name}, hàm trả về cuda dù máy không có GPU. Chỉ chọn cuda khi "
-                           "torch.cuda.is_available() là True (câu hỏi lúc chạy: có driver, có GPU).", stop=True)
+                           "torch.cuda.is_available() là True (câu hỏi lúc chạy: có driver, có GPU).",
+                           stop=True)
         report.problem("trên máy chỉ có CPU, hàm trả về cuda: viết cứng 'cuda' sẽ lỗi ở đây. Chỉ chọn cuda khi "
                        "torch.cuda.is_available() là True.", stop=True)
     if machine.best == "mps":
@@ -178,7 +179,8 @@ def _check_machine(report: Report, choose_device, machine: _Machine) -> None:
                        "nhánh elif torch.backends.mps.is_available().", stop=True)
     if machine.best == "cuda":
         report.problem(f"trên máy có GPU CUDA, hàm trả về {device.type}: thiếu nhánh torch.cuda.is_available(), "
-                       "hoặc nó đứng sau nhánh khác. Thứ tự là cuda > mps > cpu: hỏi CUDA trước tiên.", stop=True)
+                       "hoặc nó đứng sau nhánh khác. Thứ tự là cuda > mps > cpu: hỏi CUDA trước tiên.",
+                       stop=True)
     report.problem(f"trên {machine.name}, hàm trả về {device}, đúng phải là {machine.best}.", stop=True)
 
 

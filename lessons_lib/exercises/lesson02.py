@@ -34,7 +34,8 @@ def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float, tracker:
         if x.device.type == "meta" and "device" in str(exc):
             report.problem("nhiễu được tạo trên CPU trong khi x nằm ở thiết bị khác (ở đây là meta; trên GPU là "
                            "cuda:0), nên phép cộng báo lỗi lệch thiết bị. Tạo nhiễu ngay trên thiết bị của x: "
-                           "torch.randn_like(x), hoặc torch.randn(x.shape, device=x.device, dtype=x.dtype).", stop=True)
+                           "torch.randn_like(x), hoặc torch.randn(x.shape, device=x.device, dtype=x.dtype).",
+                           stop=True)
         report.error(what, exc)
     except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
         report.error(what, exc)
@@ -57,7 +58,8 @@ def _check_noise_on_meta(report: Report, add_noise) -> None:
     if result.dtype != x.dtype:
         report.problem(f"kết quả là {str(result.dtype).replace('torch.', '')} trong khi x là float16: torch.randn "
                        "mặc định tạo float32 và phép cộng đẩy cả kết quả lên float32 (gấp đôi bộ nhớ, và lỗi dtype "
-                       "ở lớp sau). Thêm dtype=x.dtype, hoặc dùng torch.randn_like(x) (giữ shape, dtype, device).", stop=True)
+                       "ở lớp sau). Thêm dtype=x.dtype, hoặc dùng torch.randn_like(x) (giữ shape, dtype, device).",
+                       stop=True)
     copied = [m for m in tracker.moves if m.source.device.type == "cpu" and m.target.type == "meta"
               and m.source.numel() > 1]
     if copied:
@@ -76,14 +78,16 @@ def _check_noise_values(report: Report, add_noise) -> None:
         report.problem("add_noise sửa x tại chỗ (x += ..., x.add_(...)): hàm phải trả về tensor MỚI và để nguyên x "
                        "(x có thể là đầu vào mà autograd còn cần).", stop=True)
     if not isinstance(result, torch.Tensor) or result.shape != x.shape or not result.is_floating_point():
-        report.problem("với x = torch.full((20000,), 3.0), kết quả phải là tensor float cùng shape với x.", stop=True)
+        report.problem("với x = torch.full((20000,), 3.0), kết quả phải là tensor float cùng shape với x.",
+                       stop=True)
     mean, spread = float(result.mean()), float(result.std())
     if abs(mean) < 0.1:
         report.problem(f"với x toàn số 3, kết quả có trung bình {mean:.2f}: bạn trả về nhiễu mà quên cộng x. "
                        "Trả về x + std * nhiễu.", stop=True)
     if abs(mean - 3.25) < 0.02 and abs(spread - 0.5 / 12**0.5) < 0.02:
         report.problem("nhiễu có trung bình 0,25 chứ không quanh 0: torch.rand / rand_like cho phân phối đều trên "
-                       "[0, 1). Nhiễu Gauss dùng torch.randn / randn_like (phân phối chuẩn, trung bình 0, độ lệch 1).", stop=True)
+                       "[0, 1). Nhiễu Gauss dùng torch.randn / randn_like (phân phối chuẩn, trung bình 0, độ lệch 1).",
+                       stop=True)
     if abs(mean - 3.0) > 0.05:
         report.problem(f"với x toàn số 3, kết quả có trung bình {mean:.2f}, lẽ ra ≈ 3 (nhiễu có trung bình 0).",
                        stop=True)

@@ -58,7 +58,8 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
         if got is None:
             report.missing_part("misplaced chưa trả về gì (thiếu return).", stop=True)
         if not isinstance(got, (list, tuple, set, frozenset)):
-            report.problem(f"misplaced phải trả về một list tên (str), không phải {type(got).__name__}.", stop=True)
+            report.problem(f"misplaced phải trả về một list tên (str), không phải {type(got).__name__}.",
+                           stop=True)
         names = list(got)
         if any(isinstance(n, torch.Tensor) for n in names):
             report.problem("misplaced trả về tensor; hãy trả về TÊN của chúng, vd 'head.bias': "
@@ -159,7 +160,8 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
         report.problem("load_state_dict(...) trả về danh sách khoá thiếu/thừa, không phải mô hình: gọi nó rồi "
                        "return model.", stop=True)
     if result is not model:
-        report.problem(f"hãy trả về chính model được truyền vào, không phải {type(result).__name__}.", stop=True)
+        report.problem(f"hãy trả về chính model được truyền vào, không phải {type(result).__name__}.",
+                       stop=True)
     moved = any(m.source is p for m in tracker.moves for p in params)
     if not moved:
         report.problem("chưa đưa mô hình lên device: thêm model.to(device) (map_location chỉ quyết định nơi tensor "

@@ -48,7 +48,7 @@ class _FakeDevice:
         self.gpu = gpu
 
     def __repr__(self) -> str:
-        return "device(type='cuda', index=0)  # giả lập / simulated"
+        return "device(type='cuda', index=0)  # giả lập"
 
 
 def _is_host(device) -> bool:
@@ -154,13 +154,15 @@ def _evaluate_split(report: Report, split_time=None) -> None:
         report.problem(f"phép nhân chỉ chạy {gpu.matmuls} lần; cần repeats={_REPEATS} lần có đo.", stop=True)
     if gpu.uploads < 2 * _REPEATS or gpu.downloads < _REPEATS:
         report.problem("mỗi lần đo phải chép a và b lên device (a.to(device), b.to(device)) và chép kết quả về "
-                       f"(.cpu()); đếm được {gpu.uploads} lần chép lên, {gpu.downloads} lần chép về.", stop=True)
+                       f"(.cpu()); đếm được {gpu.uploads} lần chép lên, {gpu.downloads} lần chép về.",
+                       stop=True)
     if gpu.matmuls == _REPEATS:
         report.problem("thiếu warm-up: chạy một vòng chép lên → nhân → chép về TRƯỚC khi đo (lần nhân đầu trên GPU "
                        "chậm hơn hẳn vì khởi tạo cuBLAS).")
     ms = f"copy {copy_s * 1e3:.1f} ms, compute {compute_s * 1e3:.1f} ms"
     if copy_s > 1 or compute_s > 1:
-        report.problem(f"split_time trả về {copy_s:.1f} và {compute_s:.1f}: có vẻ là mili-giây; hãy trả về giây.", stop=True)
+        report.problem(f"split_time trả về {copy_s:.1f} và {compute_s:.1f}: có vẻ là mili-giây; hãy trả về giây.",
+                       stop=True)
     pair = {"copy": _COPY_S, "compute": _COMPUTE_S}
     if _nearest(copy_s, pair) == "compute" and _nearest(compute_s, pair) == "copy" and compute_s > 0.3 * _COPY_S:
         report.problem(f"hai số bị đảo thứ tự ({ms}): trả về (copy_s, compute_s), copy trước.", stop=True)
@@ -168,18 +170,22 @@ def _evaluate_split(report: Report, split_time=None) -> None:
         why = "không gọi sync() lần nào" if gpu.syncs == 0 else "không gọi sync() ngay sau phép nhân"
         report.problem(f"đo được {ms}, nhưng phép nhân thật mất {_COMPUTE_S * 1e3:.0f} ms: {why}, nên đồng hồ chỉ "
                        "đo lúc XẾP HÀNG kernel; thời gian tính thật rơi vào .cpu() (nó phải chờ GPU tính xong), làm "
-                       "phần chép trông lớn hơn. Gọi sync() ngay sau c = a_d @ b_d rồi mới đọc đồng hồ.", stop=True)
+                       "phần chép trông lớn hơn. Gọi sync() ngay sau c = a_d @ b_d rồi mới đọc đồng hồ.",
+                       stop=True)
     if not _within(compute_s, _COMPUTE_S):
         report.problem(f"đo được {ms}; phép nhân thật mất {_COMPUTE_S * 1e3:.0f} ms. Đo RIÊNG phép nhân: "
                        "sync() → bấm giờ → c = a_d @ b_d → sync() → dừng giờ, và lấy trung vị.", stop=True)
     kind = _nearest(copy_s, _COPY_KINDS)
     if kind == "up_only":
-        report.problem(f"đo được {ms}: phần chép thiếu bước chép kết quả về (.cpu()); cộng cả hai phần chép.", stop=True)
+        report.problem(f"đo được {ms}: phần chép thiếu bước chép kết quả về (.cpu()); cộng cả hai phần chép.",
+                       stop=True)
     if kind == "down_only":
-        report.problem(f"đo được {ms}: phần chép thiếu bước chép a, b lên device; cộng cả hai phần chép.", stop=True)
+        report.problem(f"đo được {ms}: phần chép thiếu bước chép a, b lên device; cộng cả hai phần chép.",
+                       stop=True)
     if kind == "with_compute" or not _within(copy_s, _COPY_S):
         report.problem(f"đo được {ms}; chép thật mất {_COPY_S * 1e3:.0f} ms (a, b lên + kết quả về). Đo phần chép "
-                       "lên (kèm sync()) và phần chép về, cộng lại (không gồm phép nhân), lấy trung vị.", stop=True)
+                       "lên (kèm sync()) và phần chép về, cộng lại (không gồm phép nhân), lấy trung vị.",
+                       stop=True)
     if report.problems:  # only the missing warm-up is recorded without stopping
         return
     report.success(f"đo được {ms} trên một 'GPU giả' mà chép thật mất {_COPY_S * 1e3:.0f} ms, nhân thật mất "
@@ -233,12 +239,14 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
         if got == want and (got is None) == (want is None):
             continue
         if want is None:
-            report.problem(f"khi GPU không bao giờ nhanh hơn ({table}), trả về None, không phải {got!r}.", stop=True)
+            report.problem(f"khi GPU không bao giờ nhanh hơn ({table}), trả về None, không phải {got!r}.",
+                           stop=True)
         if got is None:
             report.problem(f"trả về None, nhưng GPU nhanh hơn từ N={want} ({table}).", stop=True)
         value = number(got)
         if value is not None and isinstance(got, int) and 0 <= got < len(sizes) and sizes[got] == want:
-            report.problem(f"trả về chỉ số {got} trong danh sách; hãy trả về chính kích thước N={want}.", stop=True)
+            report.problem(f"trả về chỉ số {got} trong danh sách; hãy trả về chính kích thước N={want}.",
+                           stop=True)
         if got == _first_faster(sizes, cpu_s, gpu_s):
             report.problem(f"trả về N={got}, nơi GPU nhanh hơn LẦN ĐẦU; nhưng ở N lớn hơn nó lại chậm hơn ({table}). "
                            "Điểm giao cắt là N nhỏ nhất mà GPU nhanh hơn ở N đó VÀ mọi N lớn hơn: duyệt từ N lớn "
@@ -247,7 +255,8 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
             report.problem(f"phép so sánh bị đảo: N={got} là nơi GPU CHẬM hơn CPU ({table}). GPU nhanh hơn nghĩa là "
                            "gpu_s nhỏ hơn cpu_s.", stop=True)
         if value is not None and not isinstance(got, int):
-            report.problem(f"trả về {got!r}; hãy trả về một kích thước N trong sizes (int), hoặc None.", stop=True)
+            report.problem(f"trả về {got!r}; hãy trả về một kích thước N trong sizes (int), hoặc None.",
+                           stop=True)
         report.problem(f"với {table}: cần N={want}, nhận được {got!r}.", stop=True)
     report.success("crossover_n đúng cả 4 trường hợp: đường cong bình thường, một điểm 'ăn may' ở N nhỏ, GPU không "
                    "bao giờ nhanh hơn (None), và nhanh hơn ngay từ N đầu.")

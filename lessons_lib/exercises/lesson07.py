@@ -66,15 +66,18 @@ def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
         report.problem(f"mô hình nhận một batch {max(seen)} mẫu, lớn hơn micro-batch ({MICRO}): đưa TỪNG micro-batch "
                        "vào mô hình, đó là chỗ tiết kiệm bộ nhớ.", stop=True)
     if len(seen) < N_MICRO:
-        report.problem(f"chỉ có {len(seen)} lần forward cho {N_MICRO} micro-batch: mỗi micro-batch một lần.", stop=True)
+        report.problem(f"chỉ có {len(seen)} lần forward cho {N_MICRO} micro-batch: mỗi micro-batch một lần.",
+                       stop=True)
     if not steps:
-        report.problem("không có optimizer.step() nào: gradient được cộng dồn nhưng trọng số không bao giờ cập nhật.", stop=True)
+        report.problem("không có optimizer.step() nào: gradient được cộng dồn nhưng trọng số không bao giờ cập nhật.",
+                       stop=True)
     if len(steps) == N_MICRO:
         report.problem(f"optimizer.step() sau MỖI micro-batch ({len(steps)} lần): khi đó không còn là tích luỹ. Chỉ step "
                        "khi (i + 1) % accum_steps == 0, tức 2 lần cho 8 micro-batch.", stop=True)
     if len(steps) != N_MICRO // ACCUM:
         report.problem(f"optimizer.step() được gọi {len(steps)} lần; với {N_MICRO} micro-batch và accum_steps = {ACCUM} "
-                       f"phải là {N_MICRO // ACCUM} lần, sau micro-batch thứ 4 và thứ 8 ((i + 1) % accum_steps == 0).", stop=True)
+                       f"phải là {N_MICRO // ACCUM} lần, sau micro-batch thứ 4 và thứ 8 ((i + 1) % accum_steps == 0).",
+                       stop=True)
     got = [p.detach() for p in model.parameters()]
     cadence = {i for i in range(N_MICRO) if (i + 1) % ACCUM == 0}
     right = _replay(start, batches, scale=1 / ACCUM, steps_after=cadence, zero_before=set(), zero_after_step=True)
@@ -171,7 +174,8 @@ def _evaluate_sharding(report: Report, per_gpu_bytes=None) -> None:
             report.missing_part("per_gpu_bytes chưa trả về gì (thiếu return).", stop=True)
         got = number(value)
         if got is None:
-            report.problem(f"per_gpu_bytes phải trả về một số byte, không phải {type(value).__name__}.", stop=True)
+            report.problem(f"per_gpu_bytes phải trả về một số byte, không phải {type(value).__name__}.",
+                           stop=True)
         want = sharded_training_memory(n, num_gpus=gpus, stage=stage).total
         if not math.isclose(got, want, rel_tol=1e-6, abs_tol=16 * gpus):   # n / gpus or ceil(n / gpus): both fine
             _diagnose_sharding(report, n, gpus, stage, got, want)

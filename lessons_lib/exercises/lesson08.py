@@ -159,7 +159,8 @@ def _evaluate_memory(report: Report, per_gpu_gb=None) -> None:
                 report.missing_part("per_gpu_gb chưa trả về gì (thiếu return).", stop=True)
             value = number(raw)
             if value is None or not math.isfinite(value):
-                report.problem(f"per_gpu_gb phải trả về một số GB (float), không phải {type(raw).__name__}.", stop=True)
+                report.problem(f"per_gpu_gb phải trả về một số GB (float), không phải {type(raw).__name__}.",
+                               stop=True)
             answers[(n, g, stage)] = value
     wrong = [(k, v) for k, v in answers.items() if not _close(v, _expected_gb(*k))]
     if not wrong:

@@ -115,7 +115,8 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
             report.problem(f"{label}: '{got}' là phép có self time NHỎ nhất; cần lớn nhất (max, không phải min).",
                            stop=True)
         report.problem(f"{label}: '{got}' chưa phải phép có self CPU time lớn nhất; đáp án là '{right}' "
-                       f"({by_key[right].self_cpu_time_total / 1e3:.2f} ms so với {row.self_cpu_time_total / 1e3:.2f} ms).", stop=True)
+                       f"({by_key[right].self_cpu_time_total / 1e3:.2f} ms so với {row.self_cpu_time_total / 1e3:.2f} ms).",
+                       stop=True)
     report.success(f"đúng trên cả hai profile: một profile mà nhãn Python, CPU total và số lần gọi đều chỉ sai chỗ "
                    f"(đáp án {answers[0]}), và một profile toàn phép nhỏ (đáp án {answers[1]}).")
 
@@ -152,7 +153,8 @@ def _evaluate_workers(report: Report, pick_num_workers=None) -> None:
             report.missing_part("pick_num_workers chưa trả về gì (thiếu return).", stop=True)
         if got is None:
             report.problem(f"pick_num_workers({shown}, {step_sps:g}) trả về None. Khi không cấu hình nào đủ nhanh, "
-                           "vẫn phải chọn một: cấu hình nhanh nhất, max(loader_sps, key=loader_sps.get).", stop=True)
+                           "vẫn phải chọn một: cấu hình nhanh nhất, max(loader_sps, key=loader_sps.get).",
+                           stop=True)
         if isinstance(got, bool):
             report.problem("pick_num_workers phải trả về SỐ worker (int), không phải True/False.", stop=True)
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import linecache
 import math
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -168,7 +169,9 @@ class _GradientWatch:
         self.stale = False
         self.zero_at_step = False
         self._since_step = 0
-        self.scaler_calls = {"scale": 0, "step": 0, "update": 0}
+        self.scaler_calls = {name: mock.Mock(wraps=getattr(scaler, name)) for name in ("scale", "step", "update")}
+        for name, spy in self.scaler_calls.items():
+            setattr(scaler, name, spy)
         param = next(model.parameters())
         self._param = param
         self._handles = [
@@ -176,14 +179,6 @@ class _GradientWatch:
             optimizer.register_step_pre_hook(self._pre_step),
             optimizer.register_step_post_hook(self._post_step),
         ]
-        for name in self.scaler_calls:
-            original = getattr(scaler, name)
-
-            def counted(*args, _name=name, _original=original, **kwargs):
-                self.scaler_calls[_name] += 1
-                return _original(*args, **kwargs)
-
-            setattr(scaler, name, counted)
 
     def _before_accumulate(self, grad):
         self.backwards += 1
@@ -330,7 +325,7 @@ def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch
     if grads.stale:
         report.problem("gradient của batch trước còn nguyên khi backward batch sau: gọi optimizer.zero_grad() mỗi "
                        "batch, nếu không gradient cộng dồn qua mọi bước.")
-    missing = [name for name, count in grads.scaler_calls.items() if count == 0]
+    missing = [name for name, spy in grads.scaler_calls.items() if not spy.called]
     if missing:
         report.problem("chưa dùng " + ", ".join(f"scaler.{name}(...)" for name in missing) + ": với float16 trên GPU, "
                        "scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update() giữ gradient nhỏ "
