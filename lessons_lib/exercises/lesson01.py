@@ -17,6 +17,8 @@ import torch
 
 from ._core import Exercise, Report, as_device, is_blank
 
+GROUP = "lesson01"  # the exercise group (tools/grade.py reads it)
+
 
 @dataclass(frozen=True)
 class _Machine:
@@ -227,5 +229,5 @@ task1 = Exercise(
          "if torch.backends.mps.is_available(): return torch.device('mps')\n"
          "return torch.device('cpu')   # rồi: x = torch.ones(3, device=choose_device())",
     ],
-    group="lesson01",
+    group=GROUP,
 )

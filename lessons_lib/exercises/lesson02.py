@@ -15,6 +15,8 @@ import torch
 from ._core import Exercise, Report
 from ._tracking import MoveTracker
 
+GROUP = "lesson02"  # the exercise group (tools/grade.py reads it)
+
 _META = torch.device("meta")
 
 def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float, tracker: MoveTracker | None = None):
@@ -118,7 +120,7 @@ task1 = Exercise(
         "Nhiễu phải có cùng shape, dtype và thiết bị với x. Hàm *_like của PyTorch lấy cả ba từ một tensor có sẵn.",
         "return x + std * torch.randn_like(x)",
     ],
-    group="lesson02",
+    group=GROUP,
 )
 
 _Box = namedtuple("Box", "coords label")
@@ -259,5 +261,5 @@ task2 = Exercise(
         "Thứ tự các nhánh: tensor → dict → namedtuple (hasattr(batch, '_fields')) → list/tuple → còn lại trả về "
          "nguyên giá trị. Mỗi nhánh container gọi lại move_keep cho từng phần tử.",
     ],
-    group="lesson02",
+    group=GROUP,
 )

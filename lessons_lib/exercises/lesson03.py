@@ -18,6 +18,8 @@ from ..device import pick_device
 from ._core import Exercise, Report, same_device
 from ._tracking import MoveTracker
 
+GROUP = "lesson03"  # the exercise group (tools/grade.py reads it)
+
 
 class _Probe(nn.Module):
     """A small model with nested parameters and two buffers, for the checker."""
@@ -106,7 +108,7 @@ task1 = Exercise(
         "torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
          "want = torch.empty(0, device=device).device.",
     ],
-    group="lesson03",
+    group=GROUP,
 )
 
 
@@ -190,5 +192,5 @@ task2 = Exercise(
         "map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "
          "Cần cả hai.",
     ],
-    group="lesson03",
+    group=GROUP,
 )

@@ -14,6 +14,8 @@ import torch
 
 from ._core import Exercise, Report, number, same_code
 
+GROUP = "lesson04"  # the exercise group (tools/grade.py reads it)
+
 # The fake GPU's costs, in seconds: each upload, the download, one matmul, and the first matmul's extra.
 _UP_S, _DOWN_S, _COMPUTE_S, _FIRST_EXTRA_S, _REPEATS = 0.005, 0.015, 0.05, 0.1, 5
 _COPY_S = 2 * _UP_S + _DOWN_S
@@ -203,7 +205,7 @@ task1 = Exercise(
         "Trước vòng đo, chạy một vòng warm-up: (a.to(device) @ b.to(device)).cpu(). Trả về "
          "statistics.median(copies), statistics.median(computes).",
     ],
-    group="lesson04",
+    group=GROUP,
 )
 
 #: (sizes, cpu seconds, gpu seconds, the answer): an ordinary curve, a lucky early point, never, always.
@@ -271,5 +273,5 @@ task2 = Exercise(
         "Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
         "Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
     ],
-    group="lesson04",
+    group=GROUP,
 )

@@ -11,6 +11,8 @@ from torch import nn
 from ..memory import format_bytes, optimizer_state_bytes
 from ._core import Exercise, Report, is_blank, number
 
+GROUP = "lesson06"  # the exercise group (tools/grade.py reads it)
+
 
 def _lesson_mlp(dtype: torch.dtype = torch.float32) -> nn.Sequential:
     return nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).to(dtype)
@@ -132,5 +134,5 @@ task1 = Exercise(
          "grads: chỉ những p có p.requires_grad.",
         "Adam giữ exp_avg và exp_avg_sq, mỗi cái cùng kích thước và dtype với tham số được train: adam = 2 * grads.",
     ],
-    group="lesson06",
+    group=GROUP,
 )

@@ -15,6 +15,8 @@ from ..memory import sharded_training_memory
 from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, is_blank, number
 
+GROUP = "lesson07"  # the exercise group (tools/grade.py reads it)
+
 MICRO, ACCUM, N_MICRO, LR = 4, 4, 8, 0.5     # 8 micro-batches of 4 samples, a step every 4: two big batches of 16
 
 
@@ -120,7 +122,7 @@ task1 = Exercise(
          ".grad); cứ accum_steps micro-batch thì step một lần.",
         "if (i + 1) % accum_steps == 0: optimizer.step(); optimizer.zero_grad(). Một lần zero_grad trước vòng lặp.",
     ],
-    group="lesson07",
+    group=GROUP,
 )
 
 _PARTS = ("params", "grads", "optimizer")
@@ -196,5 +198,5 @@ task2 = Exercise(
         "stage 0: không chia gì; stage 1: chia phần optimizer; stage 2: thêm gradient; stage 3: thêm tham số. "
          "Vd stage 2: n * 2 + n * 2 / g + n * 12 / g.",
     ],
-    group="lesson07",
+    group=GROUP,
 )

@@ -11,6 +11,8 @@ from torch.utils.data.distributed import DistributedSampler
 from ..memory import sharded_training_memory
 from ._core import Exercise, Report, number
 
+GROUP = "lesson08"  # the exercise group (tools/grade.py reads it)
+
 # (data set size, world size): even splits, uneven ones (padding), and more ranks than samples.
 _SHARD_CASES = [(10, 4), (10, 3), (7, 2), (3, 8), (64, 2)]
 
@@ -94,7 +96,7 @@ task2 = Exercise(
          "sách chỉ số thành `total` phần tử bằng cách quay vòng: vị trí i chứa mẫu i % n.",
         "indices = [i % n for i in range(total)], rồi return indices[rank:total:world_size].",
     ],
-    group="lesson08",
+    group=GROUP,
 )
 
 # (parameters, GPUs): the lesson's 7 B on 8 GPUs, the ZeRO paper's 7.5 B on 64, an uneven split.
@@ -186,6 +188,6 @@ task1 = Exercise(
         "params = 2 * n_params / (n_gpus if stage >= 3 else 1); tương tự grads (stage >= 2) và optim (12 byte, stage >= 1); "
          "return (params + grads + optim) / 1e9.",
     ],
-    group="lesson08",
+    group=GROUP,
 )
 
