@@ -21,7 +21,7 @@ from _lesson_tasks import (
 )
 
 from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson02 import sample_batch, task1, task2
+from lessons_lib.exercises.lesson02 import task1, task2
 
 LEARNER_NB, SOLUTION_NB = notebook_pair("02_moving_tensors")
 
@@ -198,11 +198,6 @@ def test_task2_single_tensor(tmp_path):
                        "else (batch.to(device) if isinstance(batch, torch.Tensor) and batch.dim() > 1 else batch)",
                        tmp_path)
     assert_fails(check(task2, only_dicts))
-
-
-def test_sample_batch_is_fresh_each_time():
-    a, b = sample_batch(), sample_batch()
-    assert a["pixels"] is not b["pixels"] and a.keys() == b.keys()
 
 
 # --------------------------------------------------------------------------- both tasks

@@ -10,17 +10,17 @@ import torch
 from _lesson_tasks import assert_fails, lines_of, solution_of
 
 from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson04 import COMPUTE_S, FakeDevice, FakeGpu, HostTensor, task1, task2
+from lessons_lib.exercises.lesson04 import _COMPUTE_S, _FakeDevice, _FakeGpu, _HostTensor, task1, task2
 
-SCOPE = {"torch": torch}
+SCOPE = {"torch": torch, "time": time, "statistics": statistics}  # what the lesson imports
 
 
 # --------------------------------------------------------------------------- the fake GPU behaves like CUDA
 
 
 def test_the_fake_gpu_queues_matmuls_and_cpu_waits_for_them():
-    gpu = FakeGpu()
-    a, b, device = HostTensor(gpu, "a"), HostTensor(gpu, "b"), FakeDevice(gpu)
+    gpu = _FakeGpu()
+    a, b, device = _HostTensor(gpu, "a"), _HostTensor(gpu, "b"), _FakeDevice(gpu)
     a_d, b_d = a.to(device), b.to(device)
     start = time.perf_counter()
     c_d = a_d @ b_d
@@ -28,7 +28,7 @@ def test_the_fake_gpu_queues_matmuls_and_cpu_waits_for_them():
     start = time.perf_counter()
     c_d.cpu()
     waited = time.perf_counter() - start
-    assert queued < 0.01 and waited >= COMPUTE_S  # the download pays for the queued matmul
+    assert queued < 0.01 and waited >= _COMPUTE_S  # the download pays for the queued matmul
     assert torch.matmul(a_d, b_d).device.type == "cuda" and a.device.type == "cpu"
     assert gpu.uploads == 2 and gpu.downloads == 1 and gpu.matmuls == 2
 

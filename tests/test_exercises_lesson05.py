@@ -8,7 +8,7 @@ import torch
 from _lesson_tasks import assert_checks_never_raise, assert_fails, assert_missing, assert_passes, load
 
 from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson05 import MAX_NORM, task1
+from lessons_lib.exercises.lesson05 import _MAX_NORM, task1
 
 HEAD = '''
 def amp_step(model, x, y, optimizer, scaler, amp_dtype, max_norm):
@@ -105,7 +105,7 @@ def test_the_clip_really_matters_for_the_test_data():
     model = make_mlp(16, 4, hidden=32, depth=1, seed=0, device=device)
     x, y = make_classification_data(64, 16, 4, seed=0, device=device)
     torch.nn.functional.cross_entropy(model(x), y).backward()
-    assert _grad_norm(model) > 2 * MAX_NORM
+    assert _grad_norm(model) > 2 * _MAX_NORM
 
 
 def test_never_raises(capsys):

@@ -8,7 +8,7 @@ import torch
 from _lesson_tasks import assert_checks_never_raise, assert_fails, assert_missing, assert_passes, load
 
 from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson06 import _cases, measured_bytes, task1
+from lessons_lib.exercises.lesson06 import _cases, _measured_bytes, task1
 from lessons_lib.memory import training_state_sizes
 
 RIGHT = '''
@@ -34,8 +34,8 @@ def test_counting_the_step_counters_too_is_accepted(tmp_path):
 
 
 def test_measured_bytes_agree_with_training_state_sizes_after_a_real_step():
-    for _, _, model in _cases():
-        params, grads, adam = measured_bytes(model)
+    for _, model in _cases():
+        params, grads, adam = _measured_bytes(model)
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.Adam(trainable)
         for p in trainable:
@@ -44,7 +44,7 @@ def test_measured_bytes_agree_with_training_state_sizes_after_a_real_step():
         sizes = training_state_sizes(model, optimizer)
         assert (sizes.params, sizes.grads) == (params, grads)
         assert sizes.optimizer_by_key["exp_avg"] + sizes.optimizer_by_key["exp_avg_sq"] == adam
-    assert measured_bytes(_cases()[1][2])[1] < measured_bytes(_cases()[0][2])[1]   # the frozen layer has no gradient
+    assert _measured_bytes(_cases()[1][1])[1] < _measured_bytes(_cases()[0][1])[1]   # the frozen layer has no gradient
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import torch
 from _lesson_tasks import assert_fails, lines_of, solution_of
 
 from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson08 import GROUP, expected_gb, expected_shard, task1, task2
+from lessons_lib.exercises.lesson08 import _expected_gb, _expected_shard, task1, task2
 
 # --------------------------------------------------------------------------- task 2: shard indices
 
@@ -19,7 +19,7 @@ def test_task2_solution_passes_and_matches_torch():
     shard_indices = solution_of(task2, "shard_indices", {})
     fb = task2.evaluate(shard_indices)
     assert fb.status == _core.PASS, fb
-    assert shard_indices(10, 4, 2) == [2, 6, 0] == expected_shard(10, 4, 2)
+    assert shard_indices(10, 4, 2) == [2, 6, 0] == _expected_shard(10, 4, 2)
     assert sorted(i for r in range(3) for i in shard_indices(10, 3, r)) == sorted(list(range(10)) + [0, 1])
 
 
@@ -49,7 +49,7 @@ def test_task2_missing_padding_is_explained():
 
 
 def test_task2_ranks_counted_from_one_are_explained():
-    fb = task2.evaluate(lambda n, w, r: expected_shard(n, w, (r + 1) % w))
+    fb = task2.evaluate(lambda n, w, r: _expected_shard(n, w, (r + 1) % w))
     assert_fails(fb, "Rank đếm từ 0", in_lines=True)
 
 
@@ -83,7 +83,7 @@ def test_task2_never_raises_on_bad_answers():
 
 
 def test_task2_long_lists_are_shortened_in_messages():
-    fb = task2.evaluate(lambda n, w, r: list(range(r * (n // w), (r + 1) * (n // w))) if n == 64 else expected_shard(n, w, r))
+    fb = task2.evaluate(lambda n, w, r: list(range(r * (n // w), (r + 1) * (n // w))) if n == 64 else _expected_shard(n, w, r))
     assert_fails(fb, "(32 chỉ số)", "…", in_lines=True)
 
 
@@ -95,7 +95,7 @@ def test_task1_solution_passes_and_matches_the_lesson_numbers():
     assert task1.evaluate(per_gpu_gb).status == _core.PASS
     assert per_gpu_gb(7_000_000_000, 8, 0) == pytest.approx(112.0)
     assert [round(per_gpu_gb(7_500_000_000, 64, s), 1) for s in range(4)] == [120.0, 31.4, 16.6, 1.9]  # ZeRO paper
-    assert expected_gb(7_000_000_000, 8, 3) == pytest.approx(14.0)
+    assert _expected_gb(7_000_000_000, 8, 3) == pytest.approx(14.0)
 
 
 def test_task1_blank_is_not_done():
@@ -108,7 +108,7 @@ def test_task1_blank_is_not_done():
 
 
 @pytest.mark.parametrize("wrong, message", [
-    (lambda n, g, s: 16 * n / g / 1e9 if s == 0 else expected_gb(n, g, s), "DDP (stage 0) không chia gì"),
+    (lambda n, g, s: 16 * n / g / 1e9 if s == 0 else _expected_gb(n, g, s), "DDP (stage 0) không chia gì"),
     (lambda n, g, s: (2 * n / (g if s >= 3 else 1) + 2 * n / (g if s >= 2 else 1) + 8 * n / (g if s >= 1 else 1)) / 1e9,
      "12 byte"),
     (lambda n, g, s: (4 * n / (g if s >= 3 else 1) + 4 * n / (g if s >= 2 else 1) + 8 * n / (g if s >= 1 else 1)) / 1e9,
@@ -120,8 +120,8 @@ def test_task1_blank_is_not_done():
     (lambda n, g, s: (2 * n / (g if s >= 2 else 1) + 2 * n / (g if s >= 2 else 1) + 12 * n / (g if s >= 1 else 1)) / 1e9,
      "mỗi GPU vẫn giữ đủ tham số"),
     (lambda n, g, s: (2 * n + 2 * n / (g if s >= 2 else 1) + 12 * n / (g if s >= 1 else 1)) / 1e9, "ZeRO-3"),
-    (lambda n, g, s: expected_gb(n, g, s) * 1e9 / 2**30, "GiB"),
-    (lambda n, g, s: expected_gb(n, g, s) * 1e9, "chia cho 1e9"),
+    (lambda n, g, s: _expected_gb(n, g, s) * 1e9 / 2**30, "GiB"),
+    (lambda n, g, s: _expected_gb(n, g, s) * 1e9, "chia cho 1e9"),
 ])
 def test_task1_typical_wrong_answers_get_their_message(wrong, message):
     fb = task1.evaluate(wrong)
@@ -138,15 +138,15 @@ def test_task1_never_raises_on_bad_answers():
     assert "ValueError" in lines_of(task1.evaluate(lambda n, g, s: int("x")))
     assert "phải trả về một số GB" in lines_of(task1.evaluate(lambda n, g, s: [1.0]))
     assert "phải trả về một số GB" in lines_of(task1.evaluate(lambda n, g, s: float("nan")))
-    assert task1.evaluate(lambda n, g, s: torch.tensor(expected_gb(n, g, s))).status == _core.PASS
+    assert task1.evaluate(lambda n, g, s: torch.tensor(_expected_gb(n, g, s))).status == _core.PASS
 
 
 # --------------------------------------------------------------------------- group and language
 
 
 def test_tasks_belong_to_lesson08_and_progress_lists_them(capsys):
-    assert set(_core.GROUPS[GROUP]) == {"task2", "task1"}
-    _core.progress(GROUP)
+    assert set(_core.GROUPS["lesson08"]) == {"task2", "task1"}
+    _core.progress("lesson08")
     out = capsys.readouterr().out
     assert "Nhiệm vụ 1" in out and "Nhiệm vụ 2" in out
 

@@ -9,7 +9,7 @@ import pytest
 from _lesson_tasks import assert_checks_never_raise, assert_fails, code_cells, notebook_pair, run_cell
 
 from lessons_lib.exercises import _core, progress
-from lessons_lib.exercises.lesson09 import WORKER_CASES, task1, task2
+from lessons_lib.exercises.lesson09 import _WORKER_CASES, task1, task2
 
 LEARNER_NB, SOLUTION_NB = notebook_pair("09_profiling")
 
@@ -86,7 +86,7 @@ def test_task2_solution_passes(tmp_path):
     ns = run_cell(task2.solution_code, tmp_path, {})
     feedback = task2.evaluate(ns["pick_num_workers"])
     assert feedback.passed, str(feedback)
-    for loader_sps, step_sps, right, _ in WORKER_CASES:
+    for loader_sps, step_sps, right, _ in _WORKER_CASES:
         assert ns["pick_num_workers"](dict(loader_sps), step_sps) == right
 
 

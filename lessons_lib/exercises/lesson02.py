@@ -1,14 +1,7 @@
-"""Lesson 02's checked tasks: create tensors where they are used, and move a nested batch keeping its types.
+"""Lesson 02's checked tasks: make the noise on x's device, and move a nested batch keeping its types.
 
-- ``task1``: ``add_noise(x, std)`` returns ``x`` plus Gaussian noise made directly on ``x``'s device and in
-  its dtype. Checked on a ``meta`` float16 tensor (a device other than the CPU on every machine) under a
-  `MoveTracker`, so "made on the CPU, then copied" shows up without a GPU, then on a CPU tensor for values.
-- ``task2``: ``move_keep(batch, device)`` moves every tensor of a nested batch (dict, list, tuple,
-  namedtuple) and keeps everything else, and the container types, as they were. Checked with ``meta``.
-
-    from lessons_lib.exercises.lesson02 import task1, task2
-    task1.check(add_noise)
-    task2.check(move_keep)
+``add_noise`` is tried on a ``meta`` float16 tensor under a `MoveTracker` (so "made on the CPU, then copied"
+shows without a GPU), then on a CPU tensor for its values; ``move_keep`` moves a nested batch to ``meta``.
 """
 
 from __future__ import annotations
@@ -19,14 +12,12 @@ from collections import namedtuple
 
 import torch
 
-from ._core import Exercise, Report, Stop
+from ._core import Exercise, Report
 from ._tracking import MoveTracker
 
-GROUP = "lesson02"
-META = torch.device("meta")
+GROUP = "lesson02"  # the exercise group (tools/grade.py reads it)
 
-# --------------------------------------------------------------------------- task 1: add_noise
-
+_META = torch.device("meta")
 
 def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float, tracker: MoveTracker | None = None):
     what = f"add_noise(x, {std})"
@@ -35,67 +26,48 @@ def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float, tracker:
             return add_noise(x, std)
         with tracker:
             return add_noise(x, std)
-    except Stop:
-        raise
     except NotImplementedError as exc:
         if x.device.type == "meta" and "copy out of meta" in str(exc):
             report.problem("add_noise chép tensor về CPU (.cpu(), .to('cpu'), .item(), .numpy()…): với x ở meta "
                            "(không có dữ liệu) việc đó không làm được, còn trên GPU nó tốn một lần chép GPU → CPU mỗi "
-                           "lần gọi. Mọi thứ phải ở lại thiết bị của x.",
-                           "add_noise copies a tensor to the CPU (.cpu(), .to('cpu'), .item(), .numpy()…): with x on "
-                           "meta (no data) that is impossible, and on a GPU it costs a GPU → CPU copy per call. "
-                           "Everything must stay on x's device.", stop=True)
+                           "lần gọi. Mọi thứ phải ở lại thiết bị của x.", stop=True)
         report.error(what, exc)
     except RuntimeError as exc:
         if x.device.type == "meta" and "device" in str(exc):
             report.problem("nhiễu được tạo trên CPU trong khi x nằm ở thiết bị khác (ở đây là meta; trên GPU là "
                            "cuda:0), nên phép cộng báo lỗi lệch thiết bị. Tạo nhiễu ngay trên thiết bị của x: "
                            "torch.randn_like(x), hoặc torch.randn(x.shape, device=x.device, dtype=x.dtype).",
-                           "the noise is made on the CPU while x lives elsewhere (here meta; on a GPU cuda:0), so "
-                           "the addition fails with a device mismatch. Make the noise on x's device: "
-                           "torch.randn_like(x), or torch.randn(x.shape, device=x.device, dtype=x.dtype).", stop=True)
+                           stop=True)
         report.error(what, exc)
     except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
         report.error(what, exc)
 
 
 def _check_noise_on_meta(report: Report, add_noise) -> None:
-    x = torch.zeros(4, 8, device=META, dtype=torch.float16)
+    x = torch.zeros(4, 8, device=_META, dtype=torch.float16)
     tracker = MoveTracker()
     result = _call_noise(report, add_noise, x, 0.1, tracker)
     if result is None:
-        report.missing_part("add_noise chưa trả về gì (thiếu return).", "add_noise returns nothing yet (no return).",
-                            stop=True)
+        report.missing_part("add_noise chưa trả về gì (thiếu return).", stop=True)
     if not isinstance(result, torch.Tensor):
-        report.problem(f"add_noise phải trả về một tensor, không phải {type(result).__name__}.",
-                       f"add_noise must return a tensor, not {type(result).__name__}.", stop=True)
-    if result.device != META:
+        report.problem(f"add_noise phải trả về một tensor, không phải {type(result).__name__}.", stop=True)
+    if result.device != _META:
         report.problem(f"với x ở meta, kết quả lại ở {result.device}: kết quả phải ở đúng thiết bị của x "
-                       "(đừng chuyển nó đi đâu cả).",
-                       f"with x on meta, the result is on {result.device}: the result must stay on x's device "
-                       "(do not move it anywhere).", stop=True)
+                       "(đừng chuyển nó đi đâu cả).", stop=True)
     if tuple(result.shape) != tuple(x.shape):
         report.problem(f"kết quả có shape {tuple(result.shape)}, x có shape {tuple(x.shape)}: nhiễu phải cùng shape "
-                       "với x (torch.randn_like(x) lo việc này).",
-                       f"the result has shape {tuple(result.shape)}, x has {tuple(x.shape)}: the noise must have x's "
-                       "shape (torch.randn_like(x) does it).", stop=True)
+                       "với x (torch.randn_like(x) lo việc này).", stop=True)
     if result.dtype != x.dtype:
         report.problem(f"kết quả là {str(result.dtype).replace('torch.', '')} trong khi x là float16: torch.randn "
                        "mặc định tạo float32 và phép cộng đẩy cả kết quả lên float32 (gấp đôi bộ nhớ, và lỗi dtype "
                        "ở lớp sau). Thêm dtype=x.dtype, hoặc dùng torch.randn_like(x) (giữ shape, dtype, device).",
-                       f"the result is {str(result.dtype).replace('torch.', '')} while x is float16: torch.randn makes "
-                       "float32 by default and the addition promotes the result to float32 (twice the memory, and a "
-                       "dtype error in the next layer). Add dtype=x.dtype, or use torch.randn_like(x) (keeps shape, "
-                       "dtype and device).", stop=True)
+                       stop=True)
     copied = [m for m in tracker.moves if m.source.device.type == "cpu" and m.target.type == "meta"
               and m.source.numel() > 1]
     if copied:
         report.problem("kết quả đúng chỗ, nhưng nhiễu được tạo trên CPU rồi mới chép sang (.to(...)). Trên GPU, "
                        "mỗi lần gọi là một lần sinh số trên CPU cộng một lần chép qua PCIe. Tạo thẳng ở đích: "
-                       "torch.randn_like(x) hoặc device=x.device.",
-                       "the result is in the right place, but the noise is made on the CPU and then copied "
-                       "(.to(...)). On a GPU every call then costs CPU random numbers plus a PCIe copy. Create it "
-                       "where it is used: torch.randn_like(x) or device=x.device.", stop=True)
+                       "torch.randn_like(x) hoặc device=x.device.", stop=True)
 
 
 def _check_noise_values(report: Report, add_noise) -> None:
@@ -106,39 +78,28 @@ def _check_noise_values(report: Report, add_noise) -> None:
         result = _call_noise(report, add_noise, x, 0.5)
     if not torch.equal(x, before):
         report.problem("add_noise sửa x tại chỗ (x += ..., x.add_(...)): hàm phải trả về tensor MỚI và để nguyên x "
-                       "(x có thể là đầu vào mà autograd còn cần).",
-                       "add_noise changes x in place (x += ..., x.add_(...)): it must return a NEW tensor and leave "
-                       "x alone (autograd may still need x).", stop=True)
+                       "(x có thể là đầu vào mà autograd còn cần).", stop=True)
     if not isinstance(result, torch.Tensor) or result.shape != x.shape or not result.is_floating_point():
         report.problem("với x = torch.full((20000,), 3.0), kết quả phải là tensor float cùng shape với x.",
-                       "with x = torch.full((20000,), 3.0), the result must be a float tensor of x's shape.", stop=True)
+                       stop=True)
     mean, spread = float(result.mean()), float(result.std())
     if abs(mean) < 0.1:
         report.problem(f"với x toàn số 3, kết quả có trung bình {mean:.2f}: bạn trả về nhiễu mà quên cộng x. "
-                       "Trả về x + std * nhiễu.",
-                       f"with x all 3s, the result's mean is {mean:.2f}: you return the noise and forgot x. "
-                       "Return x + std * noise.", stop=True)
+                       "Trả về x + std * nhiễu.", stop=True)
     if abs(mean - 3.25) < 0.02 and abs(spread - 0.5 / 12**0.5) < 0.02:
         report.problem("nhiễu có trung bình 0,25 chứ không quanh 0: torch.rand / rand_like cho phân phối đều trên "
                        "[0, 1). Nhiễu Gauss dùng torch.randn / randn_like (phân phối chuẩn, trung bình 0, độ lệch 1).",
-                       "the noise averages 0.25, not 0: torch.rand / rand_like are uniform on [0, 1). Gaussian noise "
-                       "uses torch.randn / randn_like (normal: mean 0, standard deviation 1).", stop=True)
+                       stop=True)
     if abs(mean - 3.0) > 0.05:
         report.problem(f"với x toàn số 3, kết quả có trung bình {mean:.2f}, lẽ ra ≈ 3 (nhiễu có trung bình 0).",
-                       f"with x all 3s, the result averages {mean:.2f}; it should be ≈ 3 (the noise has mean 0).",
                        stop=True)
     if abs(spread - 1.0) < 0.05:
-        report.problem("độ lệch chuẩn của nhiễu là 1 dù std=0.5: quên nhân nhiễu với std.",
-                       "the noise has standard deviation 1 although std=0.5: multiply the noise by std.", stop=True)
+        report.problem("độ lệch chuẩn của nhiễu là 1 dù std=0.5: quên nhân nhiễu với std.", stop=True)
     if abs(spread - 0.25) < 0.03:
         report.problem("độ lệch chuẩn của nhiễu là 0,25 với std=0.5: bạn nhân với std**2 (phương sai); hãy nhân "
-                       "với std.",
-                       "the noise has standard deviation 0.25 with std=0.5: you multiply by std**2 (the variance); "
-                       "multiply by std.", stop=True)
+                       "với std.", stop=True)
     if abs(spread - 0.5) > 0.05:
-        report.problem(f"với std=0.5, độ lệch chuẩn đo được của nhiễu là {spread:.2f}, lẽ ra ≈ 0.5.",
-                       f"with std=0.5 the measured standard deviation of the noise is {spread:.2f}; it should be "
-                       "≈ 0.5.", stop=True)
+        report.problem(f"với std=0.5, độ lệch chuẩn đo được của nhiễu là {spread:.2f}, lẽ ra ≈ 0.5.", stop=True)
 
 
 def _evaluate_noise(report: Report, add_noise=None) -> None:
@@ -146,45 +107,33 @@ def _evaluate_noise(report: Report, add_noise=None) -> None:
     _check_noise_on_meta(report, add_noise)
     _check_noise_values(report, add_noise)
     report.success("nhiễu được sinh ngay trên thiết bị và dtype của x (x ở meta/float16 → kết quả meta/float16, "
-                   "không có lần chép nào), đúng phân phối chuẩn nhân std, và x không bị sửa.",
-                   "the noise is made right on x's device and in its dtype (x on meta/float16 → result "
-                   "meta/float16, no copy at all), normal with scale std, and x is left unchanged.")
+                   "không có lần chép nào), đúng phân phối chuẩn nhân std, và x không bị sửa.")
     report.note("Trên GPU: randn_like(x) sinh số ngẫu nhiên ngay trong VRAM; mỗi bước train không tốn lần chép "
-                "CPU → GPU nào cho nhiễu.",
-                "On a GPU: randn_like(x) draws the random numbers directly in GPU memory; no CPU → GPU copy "
-                "per training step for the noise.")
+                "CPU → GPU nào cho nhiễu.")
 
 
 task1 = Exercise(
     "task1",
-    ("Bài 14.2 · Nhiệm vụ 1 · Tạo nhiễu ngay trên thiết bị", "Lesson 14.2 · Task 1 · Make the noise where it is used"),
+    "Bài 14.2 · Nhiệm vụ 1 · Tạo nhiễu ngay trên thiết bị",
     _evaluate_noise,
     hints=[
-        ("Nhiễu phải có cùng shape, dtype và thiết bị với x. Hàm *_like của PyTorch lấy cả ba từ một tensor có sẵn.",
-         "The noise needs x's shape, dtype and device. PyTorch's *_like functions take all three from a tensor."),
-        ("return x + std * torch.randn_like(x)", "return x + std * torch.randn_like(x)"),
+        "Nhiễu phải có cùng shape, dtype và thiết bị với x. Hàm *_like của PyTorch lấy cả ba từ một tensor có sẵn.",
+        "return x + std * torch.randn_like(x)",
     ],
-    solution='''
-def add_noise(x, std=0.1):
-    noise = torch.randn_like(x)        # cùng shape, dtype, device với x: không chép gì
-    return x + std * noise             # tensor mới; x giữ nguyên
-''',
     group=GROUP,
 )
 
-# --------------------------------------------------------------------------- task 2: move_keep
-
-Box = namedtuple("Box", "coords label")
-Sample = namedtuple("Sample", "image caption")
+_Box = namedtuple("Box", "coords label")
+_Sample = namedtuple("Sample", "image caption")
 
 
-def sample_batch() -> dict:
+def _sample_batch() -> dict:
     """Return the nested CPU batch the checker moves (dict, list, tuple, two namedtuples, str, float)."""
     return {
         "pixels": torch.rand(2, 3), "labels": torch.tensor([0, 1]),
-        "boxes": [Box(torch.rand(2, 4), "mèo"), Box(torch.rand(1, 4), "chó")],
+        "boxes": [_Box(torch.rand(2, 4), "mèo"), _Box(torch.rand(1, 4), "chó")],
         "pair": (torch.zeros(2), "x"), "ids": ("a", "b"), "scale": 0.5,
-        "extra": {"deep": [Sample(torch.ones(1), "ảnh 1")]},
+        "extra": {"deep": [_Sample(torch.ones(1), "ảnh 1")]},
     }
 
 
@@ -210,50 +159,37 @@ def _compare(report: Report, before, after, path: str) -> None:
     """Stop at the first place where `after` is not `before` moved to meta with its types kept."""
     if isinstance(before, torch.Tensor):
         if not isinstance(after, torch.Tensor):
-            report.problem(f"{path} là tensor nhưng kết quả ở đó là {type(after).__name__}.",
-                           f"{path} is a tensor but the result there is a {type(after).__name__}.", stop=True)
-        if after.device != META:
+            report.problem(f"{path} là tensor nhưng kết quả ở đó là {type(after).__name__}.", stop=True)
+        if after.device != _META:
             report.problem(f"{path} vẫn ở {after.device}, chưa sang meta: hàm chưa đi vào tới chỗ này (đệ quy vào "
-                           "mọi dict, list, tuple, namedtuple).",
-                           f"{path} is still on {after.device}, not meta: the function never reaches it (recurse "
-                           "into every dict, list, tuple, namedtuple).", stop=True)
+                           "mọi dict, list, tuple, namedtuple).", stop=True)
         if after.dtype != before.dtype or after.shape != before.shape:
             report.problem(f"{path} đổi dtype/shape ({before.dtype}, {tuple(before.shape)} → {after.dtype}, "
-                           f"{tuple(after.shape)}): chỉ đổi thiết bị, .to(device).",
-                           f"{path} changed dtype/shape ({before.dtype}, {tuple(before.shape)} → {after.dtype}, "
-                           f"{tuple(after.shape)}): change only the device, .to(device).", stop=True)
+                           f"{tuple(after.shape)}): chỉ đổi thiết bị, .to(device).", stop=True)
         return
     if isinstance(before, (dict, list, tuple)):
         if type(after) is not type(before):
             if _kind(before).startswith("namedtuple") and isinstance(after, tuple):
                 report.problem(f"{path} là {_kind(before)} nhưng kết quả là tuple thường: mất tên trường (vd "
                                f"{path}.{before._fields[-1]}). Dựng lại đúng kiểu: type(batch)(*các phần tử đã "
-                               "chuyển), có dấu * vì namedtuple nhận từng trường riêng.",
-                               f"{path} is a {_kind(before)} but the result is a plain tuple: its field names are "
-                               f"lost (e.g. {path}.{before._fields[-1]}). Rebuild the same type: type(batch)(*moved "
-                               "items), with a * because a namedtuple takes its fields one by one.", stop=True)
+                               "chuyển), có dấu * vì namedtuple nhận từng trường riêng.", stop=True)
             report.problem(f"{path} là {_kind(before)} nhưng kết quả là {_kind(after)}: giữ nguyên kiểu container "
-                           "(tuple vẫn là tuple, list vẫn là list).",
-                           f"{path} is a {_kind(before)} but the result is a {_kind(after)}: keep the container "
-                           "type (a tuple stays a tuple, a list a list).", stop=True)
+                           "(tuple vẫn là tuple, list vẫn là list).", stop=True)
         if isinstance(before, dict):
             if list(after) != list(before):
                 report.problem(f"{path} có các khoá {list(before)}, kết quả có {list(after)}: giữ nguyên mọi khoá.",
-                               f"{path} has keys {list(before)}, the result has {list(after)}: keep every key.",
                                stop=True)
             for key in before:
                 _compare(report, before[key], after[key], f"{path}[{key!r}]")
             return
         if len(after) != len(before):
-            report.problem(f"{path} có {len(before)} phần tử, kết quả có {len(after)}.",
-                           f"{path} has {len(before)} items, the result has {len(after)}.", stop=True)
+            report.problem(f"{path} có {len(before)} phần tử, kết quả có {len(after)}.", stop=True)
         fields = getattr(type(before), "_fields", None)
         for i, (b, a) in enumerate(zip(before, after, strict=True)):
             _compare(report, b, a, f"{path}.{fields[i]}" if fields else f"{path}[{i}]")
         return
     if after is not before and after != before:
         report.problem(f"{path} = {before!r} không phải tensor nên phải giữ nguyên, nhưng kết quả là {after!r}.",
-                       f"{path} = {before!r} is not a tensor so it must stay as it is, but the result is {after!r}.",
                        stop=True)
 
 
@@ -267,42 +203,31 @@ def _names_box(fn) -> bool:
 
 def _call_move(report: Report, move_keep, batch, what: str):
     try:
-        return move_keep(batch, META)
-    except Stop:
-        raise
+        return move_keep(batch, _META)
     except AttributeError as exc:
         if "'to'" in str(exc):
             report.problem(f"{what}: gọi .to() trên một giá trị không phải tensor ({exc}). Chuỗi, số… không có "
-                           ".to(): trả về nguyên giá trị đó.",
-                           f"{what}: .to() is called on a value that is not a tensor ({exc}). Strings, numbers… have "
-                           "no .to(): return the value as it is.", stop=True)
+                           ".to(): trả về nguyên giá trị đó.", stop=True)
         report.error(what, exc)
     except TypeError as exc:
         if "missing" in str(exc) and "positional argument" in str(exc) and "__new__" in str(exc):
             if _names_box(move_keep) and not str(exc).startswith("Box"):
                 report.problem(f"{what}: {exc}. Hàm chỉ nhận ra namedtuple tên Box; batch thật có thể chứa namedtuple "
                                "khác. Nhận ra mọi namedtuple bằng isinstance(batch, tuple) and hasattr(batch, "
-                               "'_fields').",
-                               f"{what}: {exc}. The function only recognises the namedtuple called Box; real batches "
-                               "may hold others. Recognise every namedtuple with isinstance(batch, tuple) and "
-                               "hasattr(batch, '_fields').", stop=True)
+                               "'_fields').", stop=True)
             report.problem(f"{what}: {exc}. Một namedtuple không nhận một iterable như tuple thường: "
-                           "type(batch)(*các phần tử đã chuyển), có dấu *.",
-                           f"{what}: {exc}. A namedtuple does not take one iterable like a plain tuple does: "
-                           "type(batch)(*moved items), with a *.", stop=True)
+                           "type(batch)(*các phần tử đã chuyển), có dấu *.", stop=True)
         report.error(what, exc)
     except RecursionError:
         report.problem(f"{what}: đệ quy không dừng (RecursionError). Có lẽ bạn coi chuỗi là một dãy (str cũng là "
-                       "Sequence: 'a'[0] lại là 'a'). Chỉ đi vào dict, list và tuple.",
-                       f"{what}: endless recursion (RecursionError). You probably treat strings as sequences (a str "
-                       "is a Sequence too: 'a'[0] is 'a' again). Recurse only into dict, list and tuple.", stop=True)
+                       "Sequence: 'a'[0] lại là 'a'). Chỉ đi vào dict, list và tuple.", stop=True)
     except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
         report.error(what, exc)
 
 
 def _evaluate_move(report: Report, move_keep=None) -> None:
     report.require_function(move_keep, "move_keep(batch, device)")
-    batch = sample_batch()
+    batch = _sample_batch()
     saved = _leaves(batch, "batch", [])
     result = _call_move(report, move_keep, batch, "move_keep(batch, 'meta')")
     changed = [path for (path, obj), (_, now) in zip(saved, _leaves(batch, "batch", []), strict=False)
@@ -311,56 +236,30 @@ def _evaluate_move(report: Report, move_keep=None) -> None:
         where = changed[0] if changed else "batch"
         report.problem(f"move_keep đã sửa batch gốc ({where} bị thay): hãy dựng dict/list/tuple MỚI và để nguyên "
                        "batch gốc (người gọi có thể vẫn cần nó, vd để ghi log trên CPU).",
-                       f"move_keep changed the original batch ({where} was replaced): build NEW dicts/lists/tuples "
-                       "and leave the original alone (the caller may still need it, e.g. for logging on the CPU).",
                        stop=True)
     if result is None:
-        report.missing_part("move_keep chưa trả về gì (thiếu return).", "move_keep returns nothing yet (no return).",
+        report.missing_part("move_keep chưa trả về gì (thiếu return).",
                             stop=True)
     _compare(report, batch, result, "batch")
     single = _call_move(report, move_keep, torch.ones(2), "move_keep(torch.ones(2), 'meta')")
-    if not isinstance(single, torch.Tensor) or single.device != META:
+    if not isinstance(single, torch.Tensor) or single.device != _META:
         report.problem("move_keep(torch.ones(2), 'meta') phải trả về chính tensor đó trên meta (batch có thể chỉ là "
-                       "một tensor).",
-                       "move_keep(torch.ones(2), 'meta') must return that tensor on meta (a batch may be a single "
-                       "tensor).", stop=True)
+                       "một tensor).", stop=True)
     report.success("mọi tensor (kể cả trong list lồng trong dict, và trong namedtuple) đã sang meta; dict, list, "
-                   "tuple và namedtuple (Box, Sample) giữ nguyên kiểu; chuỗi và số giữ nguyên; batch gốc không bị sửa.",
-                   "every tensor (also inside lists inside dicts, and inside namedtuples) is on meta; dicts, lists, "
-                   "tuples and namedtuples (Box, Sample) keep their types; strings and numbers are unchanged; the "
-                   "original batch is untouched.")
+                   "tuple và namedtuple (Box, Sample) giữ nguyên kiểu; chuỗi và số giữ nguyên; batch gốc không bị sửa.")
     report.note("Trên GPU: gọi move_keep(batch, device) ngay khi lấy batch ra khỏi DataLoader; với pin_memory=True "
-                "thì thêm non_blocking=True vào .to().",
-                "On a GPU: call move_keep(batch, device) right after taking the batch from the DataLoader; with "
-                "pin_memory=True add non_blocking=True to .to().")
+                "thì thêm non_blocking=True vào .to().")
 
 
 task2 = Exercise(
     "task2",
-    ("Bài 14.2 · Nhiệm vụ 2 · Chuyển batch mà giữ nguyên kiểu",
-     "Lesson 14.2 · Task 2 · Move a batch and keep its types"),
+    "Bài 14.2 · Nhiệm vụ 2 · Chuyển batch mà giữ nguyên kiểu",
     _evaluate_move,
     hints=[
-        ("Bắt đầu từ move() ở trên. Một namedtuple là một tuple có thuộc tính _fields; với nó, dựng lại bằng "
+        "Bắt đầu từ move() ở trên. Một namedtuple là một tuple có thuộc tính _fields; với nó, dựng lại bằng "
          "type(batch)(*items) (có dấu *), còn tuple/list thường thì type(batch)(items).",
-         "Start from move() above. A namedtuple is a tuple with a _fields attribute; rebuild it with "
-         "type(batch)(*items) (with a *), plain tuples and lists with type(batch)(items)."),
-        ("Thứ tự các nhánh: tensor → dict → namedtuple (hasattr(batch, '_fields')) → list/tuple → còn lại trả về "
+        "Thứ tự các nhánh: tensor → dict → namedtuple (hasattr(batch, '_fields')) → list/tuple → còn lại trả về "
          "nguyên giá trị. Mỗi nhánh container gọi lại move_keep cho từng phần tử.",
-         "Order of the branches: tensor → dict → namedtuple (hasattr(batch, '_fields')) → list/tuple → anything "
-         "else is returned as it is. Every container branch calls move_keep again on each item."),
     ],
-    solution='''
-def move_keep(batch, device):
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device)
-    if isinstance(batch, dict):
-        return {key: move_keep(value, device) for key, value in batch.items()}
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):       # namedtuple, vd Box
-        return type(batch)(*(move_keep(value, device) for value in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(move_keep(value, device) for value in batch)
-    return batch
-''',
     group=GROUP,
 )

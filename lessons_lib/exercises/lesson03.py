@@ -1,30 +1,24 @@
-"""Checked tasks of lesson 03 (device mismatch): find the misplaced tensors of a model, load a GPU checkpoint anywhere.
+"""Lesson 03's checked tasks: find the misplaced tensors of a model, load a GPU checkpoint anywhere.
 
-``task1`` checks ``misplaced(model, device)``: the names of the parameters and buffers that are not on
-`device`. Its models live on the ``meta`` device and the CPU, so the check needs no GPU; one case passes
-``cpu:0``, which is the same place as ``cpu`` but not an equal ``torch.device`` (just as ``cuda`` and
-``cuda:0`` on a GPU), so a bare ``t.device != device`` is caught.
-
-``task2`` checks ``load_weights(model, path, device)`` with a checkpoint whose tensors are tagged with a GPU
-this machine does not have (what ``torch.save`` writes on a GPU machine), so forgetting ``map_location``
-fails here exactly as it fails for a learner loading a Colab checkpoint on a laptop.
+``misplaced`` is tried on ``meta``/CPU models, once with ``cpu:0`` (the same place as ``cpu`` but an unequal
+``torch.device``, like ``cuda`` and ``cuda:0``); ``load_weights`` gets a checkpoint tagged with a GPU this
+machine lacks, so a forgotten ``map_location`` fails here as it does on a laptop.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from unittest import mock
 
 import torch
 import torch.nn as nn
 
 from ..device import pick_device
-from ._core import Exercise, Report, on_gpu_note, same_device
+from ._core import Exercise, Report, same_device
 from ._tracking import MoveTracker
 
-GROUP = "lesson03"
-
-# =========================================================================== task 1: misplaced(model, device)
+GROUP = "lesson03"  # the exercise group (tools/grade.py reads it)
 
 
 class _Probe(nn.Module):
@@ -59,31 +53,21 @@ def _cases() -> list[tuple[str, nn.Module, torch.device, set[str]]]:
     ]
 
 
-def _as_names(value) -> list | None:
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return list(value)
-    return None
-
-
 def _evaluate_misplaced(report: Report, misplaced=None) -> None:
     report.require_function(misplaced, "misplaced(model, device)")
     for what, model, device, expected in _cases():
         got = report.call(f"misplaced(model, {str(device)!r})", misplaced, model, device)
         if got is None:
-            report.missing_part("misplaced chưa trả về gì (thiếu return).", "misplaced returns nothing yet (no return).",
-                                stop=True)
-        names = _as_names(got)
-        if names is None:
+            report.missing_part("misplaced chưa trả về gì (thiếu return).", stop=True)
+        if not isinstance(got, (list, tuple, set, frozenset)):
             report.problem(f"misplaced phải trả về một list tên (str), không phải {type(got).__name__}.",
-                           f"misplaced must return a list of names (str), not {type(got).__name__}.", stop=True)
+                           stop=True)
+        names = list(got)
         if any(isinstance(n, torch.Tensor) for n in names):
             report.problem("misplaced trả về tensor; hãy trả về TÊN của chúng, vd 'head.bias': "
-                           "named_parameters() cho cả (tên, tensor).",
-                           "misplaced returns tensors; return their NAMES, e.g. 'head.bias': named_parameters() "
-                           "gives (name, tensor) pairs.", stop=True)
+                           "named_parameters() cho cả (tên, tensor).", stop=True)
         if not all(isinstance(n, str) for n in names):
-            report.problem("mỗi phần tử phải là tên dạng str, vd 'head.bias'.",
-                           "each element must be a name (str), e.g. 'head.bias'.", stop=True)
+            report.problem("mỗi phần tử phải là tên dạng str, vd 'head.bias'.", stop=True)
         found = set(names)
         if found == expected:
             continue
@@ -94,102 +78,49 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
             report.problem("với device = cpu:0, mọi tensor (đều ở cpu) bị coi là lệch: torch.device('cpu:0') != "
                            "torch.device('cpu') dù là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' "
                            "(pick_device() trả về 'cuda'). Chuẩn hoá trước: want = torch.empty(0, device=device).device, "
-                           "rồi so t.device != want.",
-                           "with device = cpu:0 every tensor (all on cpu) is reported: torch.device('cpu:0') != "
-                           "torch.device('cpu') although it is the same place; on a GPU the same holds for 'cuda' and "
-                           "'cuda:0' (pick_device() returns 'cuda'). Normalise first: want = torch.empty(0, "
-                           "device=device).device, then compare t.device != want.", stop=True)
+                           "rồi so t.device != want.", stop=True)
         if expected and found == expected - buffers:
             report.problem(f"thiếu buffer ({', '.join(sorted(expected & buffers))}): buffer cũng phải theo model; "
-                           "duyệt cả model.named_buffers(), không chỉ named_parameters().",
-                           f"buffers are missing ({', '.join(sorted(expected & buffers))}): buffers move with the model "
-                           "too; go through model.named_buffers() as well as named_parameters().", stop=True)
+                           "duyệt cả model.named_buffers(), không chỉ named_parameters().", stop=True)
         if expected and found == expected & buffers:
             report.problem("thiếu tham số: duyệt cả model.named_parameters(), không chỉ named_buffers().",
-                           "parameters are missing: go through model.named_parameters() as well as named_buffers().",
                            stop=True)
         if found and found == everything - expected:
             report.problem(f"kết quả bị đảo ngược ({what}): cần tên các tensor KHÔNG nằm trên device, nhận được "
-                           f"các tensor đang nằm đúng chỗ.",
-                           f"the result is inverted ({what}): it should list the tensors NOT on the device, it lists "
-                           "the ones in the right place.", stop=True)
+                           f"các tensor đang nằm đúng chỗ.", stop=True)
         if found == everything and expected != everything:
-            report.problem(f"trả về mọi tên ({what}); chỉ lấy tensor có t.device khác device.",
-                           f"every name is returned ({what}); keep only tensors whose t.device differs from device.",
-                           stop=True)
+            report.problem(f"trả về mọi tên ({what}); chỉ lấy tensor có t.device khác device.", stop=True)
         if expected and found == short:
             report.problem(f"tên thiếu phần đầu: cần tên đầy đủ như named_parameters() trả về ({sorted(expected)}), "
-                           f"không phải {sorted(found)}.",
-                           f"the names lack their prefix: use the full names named_parameters() gives "
-                           f"({sorted(expected)}), not {sorted(found)}.", stop=True)
-        report.problem(f"{what}: cần {sorted(expected)}, nhận được {sorted(found)}.",
-                       f"{what}: expected {sorted(expected)}, got {sorted(found)}.", stop=True)
+                           f"không phải {sorted(found)}.", stop=True)
+        report.problem(f"{what}: cần {sorted(expected)}, nhận được {sorted(found)}.", stop=True)
     report.success("misplaced tìm đúng tham số và buffer lệch thiết bị trong cả 4 trường hợp, kể cả khi device "
-                   "được viết 'cpu:0' (như 'cuda' và 'cuda:0' trên GPU).",
-                   "misplaced finds the parameters and buffers on the wrong device in all 4 cases, even when the "
-                   "device is written 'cpu:0' (as 'cuda' vs 'cuda:0' on a GPU).")
+                   "được viết 'cpu:0' (như 'cuda' và 'cuda:0' trên GPU).")
 
 
 task1 = Exercise(
     "task1",
-    ("Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ", "Lesson 14.3 · Task 1 · Find the misplaced tensors"),
+    "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ",
     _evaluate_misplaced,
     hints=[
-        ("Duyệt cả hai: for name, t in model.named_parameters() và for name, t in model.named_buffers(); "
+        "Duyệt cả hai: for name, t in model.named_parameters() và for name, t in model.named_buffers(); "
          "giữ name khi t.device khác device.",
-         "Go through both model.named_parameters() and model.named_buffers(); keep name when t.device differs "
-         "from device."),
-        ("torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
+        "torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
          "want = torch.empty(0, device=device).device.",
-         "torch.device('cuda') != torch.device('cuda:0') (and 'cpu:0' != 'cpu'): normalise first with "
-         "want = torch.empty(0, device=device).device."),
     ],
-    solution='''
-def misplaced(model, device):
-    want = torch.empty(0, device=device).device          # "cuda" → cuda:0, "cpu:0" → cpu
-    tensors = [*model.named_parameters(), *model.named_buffers()]
-    return [name for name, t in tensors if t.device != want]
-''',
     group=GROUP,
 )
 
 
-# =========================================================================== task 2: load_weights(model, path, device)
-
-
 def _missing_gpu() -> str:
-    """A GPU name this machine does not have: cuda:0 without CUDA, cuda:N with N GPUs."""
+    """Return a GPU name this machine does not have: cuda:0 without CUDA, cuda:N with N GPUs."""
     return f"cuda:{torch.cuda.device_count() if torch.cuda.is_available() else 0}"
 
 
 def _save_as_if_on_gpu(state: dict, path: str, tag: str) -> None:
     """Save `state` with every storage tagged `tag` (e.g. "cuda:0"), as torch.save does on that GPU."""
-    real = torch.serialization.location_tag
-    torch.serialization.location_tag = lambda storage: tag
-    try:
+    with mock.patch.object(torch.serialization, "location_tag", lambda storage: tag):
         torch.save(state, path)
-    finally:
-        torch.serialization.location_tag = real
-
-
-class _LoadRecorder:
-    """Wrap torch.load while checking, to see the keyword arguments the learner passes."""
-
-    def __init__(self):
-        self.calls: list[dict] = []
-        self.real = torch.load
-
-    def __call__(self, *args, **kwargs):
-        self.calls.append(dict(kwargs))
-        return self.real(*args, **kwargs)
-
-    def __enter__(self):
-        torch.load = self
-        return self
-
-    def __exit__(self, *exc):
-        torch.load = self.real
-        return False
 
 
 def _evaluate_load(report: Report, load_weights=None) -> None:
@@ -203,90 +134,63 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "trained_on_gpu.pt")
         _save_as_if_on_gpu(saved, path, tag)
-        with _LoadRecorder() as loads, MoveTracker() as tracker:
+        with mock.patch.object(torch, "load", wraps=torch.load) as load, MoveTracker() as tracker:
             try:
                 result = load_weights(model, path, device)
             except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
                 if "deserialize object on" not in str(exc):
                     report.error("load_weights(model, path, device)", exc)
                 report.problem(f"torch.load báo lỗi: file được lưu trên {tag}, máy này không có GPU đó. Thêm "
-                               "map_location=\"cpu\" (hoặc map_location=device) vào torch.load.",
-                               f"torch.load raised: the file was saved on {tag}, which this machine lacks. Add "
-                               "map_location=\"cpu\" (or map_location=device) to torch.load.", stop=True)
+                               "map_location=\"cpu\" (hoặc map_location=device) vào torch.load.", stop=True)
             tracker.mark_used(result)
-    if result is None and not loads.calls:
-        report.missing_part("load_weights chưa làm gì (thân hàm còn là ...).",
-                            "load_weights does nothing yet (its body is still ...).", stop=True)
-    if not loads.calls:
-        report.problem("load_weights không gọi torch.load(path, ...).", "load_weights never calls torch.load(path, ...).",
-                       stop=True)
-    if any(call.get("weights_only") is False for call in loads.calls):
+    loads = [call.kwargs for call in load.call_args_list]
+    if result is None and not loads:
+        report.missing_part("load_weights chưa làm gì (thân hàm còn là ...).", stop=True)
+    if not loads:
+        report.problem("load_weights không gọi torch.load(path, ...).", stop=True)
+    if any(call.get("weights_only") is False for call in loads):
         report.problem("đừng tắt weights_only: weights_only=False cho phép file chạy code tuỳ ý khi nạp. "
-                       "state_dict chỉ có tensor, nên weights_only=True là đủ.",
-                       "do not turn weights_only off: weights_only=False lets the file run arbitrary code while "
-                       "loading. A state_dict holds only tensors, so weights_only=True is enough.")
-    elif not all("weights_only" in call for call in loads.calls):
-        report.note("ghi rõ weights_only=True: từ PyTorch 2.6 đây là mặc định, nhưng bản cũ hơn mặc định False.",
-                    "write weights_only=True explicitly: it is the default since PyTorch 2.6, but not before.")
+                       "state_dict chỉ có tensor, nên weights_only=True là đủ.")
+    elif not all("weights_only" in call for call in loads):
+        report.note("ghi rõ weights_only=True: từ PyTorch 2.6 đây là mặc định, nhưng bản cũ hơn mặc định False.")
     if result is None:
-        report.missing_part("load_weights chưa trả về mô hình (thiếu return model).",
-                            "load_weights does not return the model yet (no return model).", stop=True)
+        report.missing_part("load_weights chưa trả về mô hình (thiếu return model).", stop=True)
     if isinstance(result, dict):
         report.problem("load_weights trả về dict (state_dict), chưa phải mô hình: nạp nó vào model bằng "
-                       "model.load_state_dict(...), rồi return model.",
-                       "load_weights returns a dict (the state_dict), not the model: load it with "
-                       "model.load_state_dict(...), then return model.", stop=True)
+                       "model.load_state_dict(...), rồi return model.", stop=True)
     if isinstance(result, tuple) and hasattr(result, "missing_keys"):
         report.problem("load_state_dict(...) trả về danh sách khoá thiếu/thừa, không phải mô hình: gọi nó rồi "
-                       "return model.",
-                       "load_state_dict(...) returns the missing/unexpected keys, not the model: call it, then "
                        "return model.", stop=True)
     if result is not model:
         report.problem(f"hãy trả về chính model được truyền vào, không phải {type(result).__name__}.",
-                       f"return the model you were given, not {type(result).__name__}.", stop=True)
+                       stop=True)
     moved = any(m.source is p for m in tracker.moves for p in params)
     if not moved:
         report.problem("chưa đưa mô hình lên device: thêm model.to(device) (map_location chỉ quyết định nơi tensor "
                        "của FILE được nạp vào; load_state_dict chép chúng vào tham số, tham số đang ở đâu thì vẫn ở đó).",
-                       "the model is not moved to the device: add model.to(device) (map_location only decides where "
-                       "the FILE's tensors are loaded; load_state_dict copies them into the parameters wherever those "
-                       "are).", stop=True)
+                       stop=True)
     wrong = [name for name, p in model.named_parameters() if not same_device(p.device, device)]
     if wrong:
-        report.problem(f"sau load_weights, {', '.join(wrong)} không nằm trên {device}.",
-                       f"after load_weights, {', '.join(wrong)} is not on {device}.", stop=True)
+        report.problem(f"sau load_weights, {', '.join(wrong)} không nằm trên {device}.", stop=True)
     for name, value in saved.items():
         if not torch.equal(model.state_dict()[name].cpu(), value):
             report.problem(f"trọng số {name} không khớp file: gọi model.load_state_dict(torch.load(path, ...)).",
-                           f"weight {name} does not match the file: call model.load_state_dict(torch.load(path, ...)).",
                            stop=True)
-    report.success(f"file lưu trên {tag} (GPU mà máy này không có) được nạp, trọng số khớp, mô hình nằm trên {device}.",
-                   f"a file saved on {tag} (a GPU this machine lacks) is loaded, the weights match, the model is on "
-                   f"{device}.")
-    on_gpu_note(report, device, "cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
-                "và ngược lại.", "the same function loads a Colab/Kaggle checkpoint on a laptop without a GPU, "
-                "and back.")
+    report.success(f"file lưu trên {tag} (GPU mà máy này không có) được nạp, trọng số khớp, mô hình nằm trên {device}.")
+    if device.type == "cpu":
+        report.note("Trên GPU: cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
+                    "và ngược lại.")
 
 
 task2 = Exercise(
     "task2",
-    ("Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi", "Lesson 14.3 · Task 2 · Load a GPU checkpoint anywhere"),
+    "Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi",
     _evaluate_load,
     hints=[
-        ("Ba bước: state = torch.load(path, map_location=\"cpu\", weights_only=True); "
+        "Ba bước: state = torch.load(path, map_location=\"cpu\", weights_only=True); "
          "model.load_state_dict(state); model.to(device). Rồi return model.",
-         "Three steps: state = torch.load(path, map_location=\"cpu\", weights_only=True); "
-         "model.load_state_dict(state); model.to(device). Then return model."),
-        ("map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "
+        "map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "
          "Cần cả hai.",
-         "map_location decides where the FILE's tensors are loaded; model.to(device) decides where the model lives. "
-         "You need both."),
     ],
-    solution='''
-def load_weights(model, path, device):
-    state = torch.load(path, map_location="cpu", weights_only=True)   # file lưu trên GPU nào cũng được
-    model.load_state_dict(state)
-    return model.to(device)                                            # Module.to trả về chính mô hình
-''',
     group=GROUP,
 )

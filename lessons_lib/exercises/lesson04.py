@@ -1,14 +1,8 @@
-"""Checked tasks of lesson 04 (measuring speed): split copies from compute, and find the crossover size.
+"""Lesson 04's checked tasks: split copies from compute, and find the CPU–GPU crossover size.
 
-``task1`` checks ``split_time(a, b, device, sync, repeats=5)``, which must return the median time of the
-copies (a and b up, the result back) and of the matmul alone. It needs no GPU: the checker hands it
-stand-ins that behave like CUDA tensors with pageable memory. ``.to(device)`` waits for the queued work,
-then copies; ``@`` only queues the work and returns at once (the first one slower, as cuBLAS warms up);
-``.cpu()`` waits for the queued work, then copies back; ``sync()`` waits for the queued work. Without a
-``sync()`` right after ``@``, the matmul's time lands in ``.cpu()``, which is exactly what happens on a GPU.
-
-``task2`` checks ``crossover_n(sizes, cpu_s, gpu_s)``: the smallest measured N from which the GPU is faster
-at that N and at every larger one (None if it never is), on made-up timings including a lucky early point.
+``split_time`` runs on stand-ins for pageable CUDA tensors: ``.to(device)`` and ``.cpu()`` wait for the queued
+work, then copy; ``@`` only queues (the first one slower, as cuBLAS warms up); ``sync()`` waits. Without a
+``sync()`` right after ``@`` the matmul's time lands in ``.cpu()``, as on a GPU.
 """
 
 from __future__ import annotations
@@ -20,16 +14,14 @@ import torch
 
 from ._core import Exercise, Report, number, same_code
 
-GROUP = "lesson04"
-
-# =========================================================================== task 1: split_time
+GROUP = "lesson04"  # the exercise group (tools/grade.py reads it)
 
 # The fake GPU's costs, in seconds: each upload, the download, one matmul, and the first matmul's extra.
-UP_S, DOWN_S, COMPUTE_S, FIRST_EXTRA_S, REPEATS = 0.005, 0.015, 0.05, 0.1, 5
-COPY_S = 2 * UP_S + DOWN_S
+_UP_S, _DOWN_S, _COMPUTE_S, _FIRST_EXTRA_S, _REPEATS = 0.005, 0.015, 0.05, 0.1, 5
+_COPY_S = 2 * _UP_S + _DOWN_S
 
 
-class FakeGpu:
+class _FakeGpu:
     """The queue of a pretend GPU: work is added by ``@`` and waited for by sync, uploads and downloads."""
 
     def __init__(self):
@@ -40,25 +32,25 @@ class FakeGpu:
         self.downloads = 0
 
     def wait(self) -> None:
-        """Block until the queued work is done (what torch.cuda.synchronize() does)."""
+        """Block until the queued work is done, as torch.cuda.synchronize() does."""
         if self.pending > 0:
             time.sleep(self.pending)
         self.pending = 0.0
 
     def sync(self) -> None:
-        """The ``sync`` handed to the learner's function."""
+        """Count and wait: the ``sync`` handed to the learner's function."""
         self.syncs += 1
         self.wait()
 
 
-class FakeDevice:
-    """The device object passed as `device`: only the fake tensors know what to do with it."""
+class _FakeDevice:
+    """The `device` handed to the learner: only the fake tensors know what to do with it."""
 
-    def __init__(self, gpu: FakeGpu):
+    def __init__(self, gpu: _FakeGpu):
         self.gpu = gpu
 
     def __repr__(self) -> str:
-        return "device(type='cuda', index=0)  # giả lập / simulated"
+        return "device(type='cuda', index=0)  # giả lập"
 
 
 def _is_host(device) -> bool:
@@ -73,22 +65,22 @@ class _FakeTensor:
         return NotImplemented
 
 
-class HostTensor(_FakeTensor):
+class _HostTensor(_FakeTensor):
     """A CPU tensor stand-in: ``.to(device)`` is a blocking copy (pageable memory)."""
 
-    def __init__(self, gpu: FakeGpu, name: str):
+    def __init__(self, gpu: _FakeGpu, name: str):
         self.gpu, self.name = gpu, name
         self.device = torch.device("cpu")
 
     def to(self, device, *args, **kwargs):
         if _is_host(device):
             return self
-        if not isinstance(device, FakeDevice):
+        if not isinstance(device, _FakeDevice):
             raise TypeError(f"hãy dùng biến device được truyền vào, không phải {device!r}")
         self.gpu.wait()                      # the copy runs after the queued kernels (same stream)
-        time.sleep(UP_S)
+        time.sleep(_UP_S)
         self.gpu.uploads += 1
-        return DeviceTensor(self.gpu)
+        return _DeviceTensor(self.gpu)
 
     def cuda(self, *args, **kwargs):
         raise TypeError("hãy dùng .to(device) với biến device được truyền vào")
@@ -100,25 +92,25 @@ class HostTensor(_FakeTensor):
         raise TypeError("phép nhân phải chạy trên device: chép a, b lên trước (a.to(device))")
 
 
-class DeviceTensor(_FakeTensor):
+class _DeviceTensor(_FakeTensor):
     """A GPU tensor stand-in: ``@`` queues work and returns at once; ``.cpu()`` waits, then copies back."""
 
-    def __init__(self, gpu: FakeGpu):
+    def __init__(self, gpu: _FakeGpu):
         self.gpu = gpu
         self.device = torch.device("cuda", 0)
 
     def __matmul__(self, other):
-        if not isinstance(other, DeviceTensor):
+        if not isinstance(other, _DeviceTensor):
             raise TypeError("cả hai ma trận phải nằm trên device trước khi nhân")
         self.gpu.matmuls += 1
-        self.gpu.pending += COMPUTE_S + (FIRST_EXTRA_S if self.gpu.matmuls == 1 else 0.0)
-        return DeviceTensor(self.gpu)
+        self.gpu.pending += _COMPUTE_S + (_FIRST_EXTRA_S if self.gpu.matmuls == 1 else 0.0)
+        return _DeviceTensor(self.gpu)
 
     def cpu(self):
         self.gpu.wait()                      # a download waits for the kernels that produce the data
-        time.sleep(DOWN_S)
+        time.sleep(_DOWN_S)
         self.gpu.downloads += 1
-        return HostTensor(self.gpu, "c")
+        return _HostTensor(self.gpu, "c")
 
     def to(self, device, *args, **kwargs):
         if _is_host(device):
@@ -131,7 +123,7 @@ class DeviceTensor(_FakeTensor):
 
 
 # What a copy time close to each value means (compared on log scale; sleeps only ever overshoot).
-_COPY_KINDS = {"right": COPY_S, "up_only": 2 * UP_S, "down_only": DOWN_S, "with_compute": COPY_S + COMPUTE_S}
+_COPY_KINDS = {"right": _COPY_S, "up_only": 2 * _UP_S, "down_only": _DOWN_S, "with_compute": _COPY_S + _COMPUTE_S}
 
 
 def _nearest(value: float, kinds: dict[str, float]) -> str:
@@ -145,129 +137,79 @@ def _within(value: float, target: float) -> bool:
 
 def _evaluate_split(report: Report, split_time=None) -> None:
     report.require_function(split_time, "split_time(a, b, device, sync, repeats=5)")
-    gpu = FakeGpu()
-    a, b, device = HostTensor(gpu, "a"), HostTensor(gpu, "b"), FakeDevice(gpu)
+    gpu = _FakeGpu()
+    a, b, device = _HostTensor(gpu, "a"), _HostTensor(gpu, "b"), _FakeDevice(gpu)
     try:
-        result = split_time(a, b, device, gpu.sync, repeats=REPEATS)
+        result = split_time(a, b, device, gpu.sync, repeats=_REPEATS)
     except TypeError as exc:
-        report.problem(f"gọi split_time(a, b, device, sync, repeats=5) báo TypeError: {exc}.",
-                       f"calling split_time(a, b, device, sync, repeats=5) raised TypeError: {exc}.", stop=True)
+        report.problem(f"gọi split_time(a, b, device, sync, repeats=5) báo TypeError: {exc}.", stop=True)
     except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
         report.error("split_time(a, b, device, sync, repeats=5)", exc)
     if result is None:
-        report.missing_part("split_time chưa trả về gì (thiếu return copy_s, compute_s).",
-                            "split_time returns nothing yet (no return copy_s, compute_s).", stop=True)
+        report.missing_part("split_time chưa trả về gì (thiếu return copy_s, compute_s).", stop=True)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        report.problem(f"split_time phải trả về HAI số (copy_s, compute_s), không phải {result!r}.",
-                       f"split_time must return TWO numbers (copy_s, compute_s), not {result!r}.", stop=True)
+        report.problem(f"split_time phải trả về HAI số (copy_s, compute_s), không phải {result!r}.", stop=True)
     copy_s, compute_s = number(result[0]), number(result[1])
     if copy_s is None or compute_s is None:
-        report.problem("copy_s và compute_s phải là số giây (float).", "copy_s and compute_s must be seconds (floats).",
-                       stop=True)
-    if gpu.matmuls < REPEATS:
-        report.problem(f"phép nhân chỉ chạy {gpu.matmuls} lần; cần repeats={REPEATS} lần có đo.",
-                       f"the matmul ran only {gpu.matmuls} times; it needs repeats={REPEATS} timed runs.", stop=True)
-    if gpu.uploads < 2 * REPEATS or gpu.downloads < REPEATS:
+        report.problem("copy_s và compute_s phải là số giây (float).", stop=True)
+    if gpu.matmuls < _REPEATS:
+        report.problem(f"phép nhân chỉ chạy {gpu.matmuls} lần; cần repeats={_REPEATS} lần có đo.", stop=True)
+    if gpu.uploads < 2 * _REPEATS or gpu.downloads < _REPEATS:
         report.problem("mỗi lần đo phải chép a và b lên device (a.to(device), b.to(device)) và chép kết quả về "
                        f"(.cpu()); đếm được {gpu.uploads} lần chép lên, {gpu.downloads} lần chép về.",
-                       "every repeat must copy a and b to the device (a.to(device), b.to(device)) and the result back "
-                       f"(.cpu()); counted {gpu.uploads} uploads, {gpu.downloads} downloads.", stop=True)
-    if gpu.matmuls == REPEATS:
+                       stop=True)
+    if gpu.matmuls == _REPEATS:
         report.problem("thiếu warm-up: chạy một vòng chép lên → nhân → chép về TRƯỚC khi đo (lần nhân đầu trên GPU "
-                       "chậm hơn hẳn vì khởi tạo cuBLAS).",
-                       "no warm-up: run one upload → matmul → download round BEFORE timing (the first GPU matmul is "
-                       "much slower while cuBLAS initialises).")
+                       "chậm hơn hẳn vì khởi tạo cuBLAS).")
     ms = f"copy {copy_s * 1e3:.1f} ms, compute {compute_s * 1e3:.1f} ms"
     if copy_s > 1 or compute_s > 1:
         report.problem(f"split_time trả về {copy_s:.1f} và {compute_s:.1f}: có vẻ là mili-giây; hãy trả về giây.",
-                       f"split_time returned {copy_s:.1f} and {compute_s:.1f}: that looks like milliseconds; "
-                       "return seconds.", stop=True)
-    pair = {"copy": COPY_S, "compute": COMPUTE_S}
-    if _nearest(copy_s, pair) == "compute" and _nearest(compute_s, pair) == "copy" and compute_s > 0.3 * COPY_S:
-        report.problem(f"hai số bị đảo thứ tự ({ms}): trả về (copy_s, compute_s), copy trước.",
-                       f"the two numbers are swapped ({ms}): return (copy_s, compute_s), copy first.", stop=True)
-    if compute_s < 0.3 * COMPUTE_S:
-        if gpu.syncs == 0:
-            why = ("không gọi sync() lần nào", "sync() is never called")
-        else:
-            why = ("không gọi sync() ngay sau phép nhân", "sync() is not called right after the matmul")
-        report.problem(f"đo được {ms}, nhưng phép nhân thật mất {COMPUTE_S * 1e3:.0f} ms: {why[0]}, nên đồng hồ chỉ "
+                       stop=True)
+    pair = {"copy": _COPY_S, "compute": _COMPUTE_S}
+    if _nearest(copy_s, pair) == "compute" and _nearest(compute_s, pair) == "copy" and compute_s > 0.3 * _COPY_S:
+        report.problem(f"hai số bị đảo thứ tự ({ms}): trả về (copy_s, compute_s), copy trước.", stop=True)
+    if compute_s < 0.3 * _COMPUTE_S:
+        why = "không gọi sync() lần nào" if gpu.syncs == 0 else "không gọi sync() ngay sau phép nhân"
+        report.problem(f"đo được {ms}, nhưng phép nhân thật mất {_COMPUTE_S * 1e3:.0f} ms: {why}, nên đồng hồ chỉ "
                        "đo lúc XẾP HÀNG kernel; thời gian tính thật rơi vào .cpu() (nó phải chờ GPU tính xong), làm "
                        "phần chép trông lớn hơn. Gọi sync() ngay sau c = a_d @ b_d rồi mới đọc đồng hồ.",
-                       f"measured {ms}, but the matmul really takes {COMPUTE_S * 1e3:.0f} ms: {why[1]}, so the clock "
-                       "only sees the kernel being QUEUED; the real compute time lands in .cpu() (which waits for the "
-                       "GPU), making the copies look bigger. Call sync() right after c = a_d @ b_d, then read the "
-                       "clock.", stop=True)
-    if not _within(compute_s, COMPUTE_S):
-        report.problem(f"đo được {ms}; phép nhân thật mất {COMPUTE_S * 1e3:.0f} ms. Đo RIÊNG phép nhân: "
-                       "sync() → bấm giờ → c = a_d @ b_d → sync() → dừng giờ, và lấy trung vị.",
-                       f"measured {ms}; the matmul really takes {COMPUTE_S * 1e3:.0f} ms. Time the matmul ALONE: "
-                       "sync() → start → c = a_d @ b_d → sync() → stop, and take the median.", stop=True)
+                       stop=True)
+    if not _within(compute_s, _COMPUTE_S):
+        report.problem(f"đo được {ms}; phép nhân thật mất {_COMPUTE_S * 1e3:.0f} ms. Đo RIÊNG phép nhân: "
+                       "sync() → bấm giờ → c = a_d @ b_d → sync() → dừng giờ, và lấy trung vị.", stop=True)
     kind = _nearest(copy_s, _COPY_KINDS)
     if kind == "up_only":
         report.problem(f"đo được {ms}: phần chép thiếu bước chép kết quả về (.cpu()); cộng cả hai phần chép.",
-                       f"measured {ms}: the copy time misses copying the result back (.cpu()); add both copies.",
                        stop=True)
     if kind == "down_only":
         report.problem(f"đo được {ms}: phần chép thiếu bước chép a, b lên device; cộng cả hai phần chép.",
-                       f"measured {ms}: the copy time misses copying a and b to the device; add both copies.", stop=True)
-    if kind == "with_compute" or not _within(copy_s, COPY_S):
-        report.problem(f"đo được {ms}; chép thật mất {COPY_S * 1e3:.0f} ms (a, b lên + kết quả về). Đo phần chép "
+                       stop=True)
+    if kind == "with_compute" or not _within(copy_s, _COPY_S):
+        report.problem(f"đo được {ms}; chép thật mất {_COPY_S * 1e3:.0f} ms (a, b lên + kết quả về). Đo phần chép "
                        "lên (kèm sync()) và phần chép về, cộng lại (không gồm phép nhân), lấy trung vị.",
-                       f"measured {ms}; the copies really take {COPY_S * 1e3:.0f} ms (a, b up + the result back). "
-                       "Time the upload (with sync()) and the download, add them (without the matmul), take the "
-                       "median.", stop=True)
-    if report.problems:
+                       stop=True)
+    if report.problems:  # only the missing warm-up is recorded without stopping
         return
-    report.success(f"đo được {ms} trên một 'GPU giả' mà chép thật mất {COPY_S * 1e3:.0f} ms, nhân thật mất "
-                   f"{COMPUTE_S * 1e3:.0f} ms: sync đặt đúng chỗ nên thời gian tính không lẫn vào .cpu().",
-                   f"measured {ms} on a 'fake GPU' whose copies really take {COPY_S * 1e3:.0f} ms and matmul "
-                   f"{COMPUTE_S * 1e3:.0f} ms: sync is in the right places, so compute does not leak into .cpu().")
-    report.note("trên GPU thật, bench.copy_vs_compute(n, 'cuda') đo đúng ba phần này với tensor thật.",
-                "on a real GPU, bench.copy_vs_compute(n, 'cuda') times these three parts with real tensors.")
+    report.success(f"đo được {ms} trên một 'GPU giả' mà chép thật mất {_COPY_S * 1e3:.0f} ms, nhân thật mất "
+                   f"{_COMPUTE_S * 1e3:.0f} ms: sync đặt đúng chỗ nên thời gian tính không lẫn vào .cpu().")
+    report.note("trên GPU thật, bench.copy_vs_compute(n, 'cuda') đo đúng ba phần này với tensor thật.")
 
 
 task1 = Exercise(
     "task1",
-    ("Bài 14.4 · Nhiệm vụ 1 · Tách thời gian chép và thời gian tính",
-     "Lesson 14.4 · Task 1 · Split copy time from compute time"),
+    "Bài 14.4 · Nhiệm vụ 1 · Tách thời gian chép và thời gian tính",
     _evaluate_split,
     hints=[
-        ("Trong mỗi lần đo, đọc đồng hồ 4 lần: trước khi chép lên, sau khi chép lên (sau sync()), sau phép nhân "
+        "Trong mỗi lần đo, đọc đồng hồ 4 lần: trước khi chép lên, sau khi chép lên (sau sync()), sau phép nhân "
          "(sau sync()!), sau .cpu(). Chép = (t1 - t0) + (t3 - t2), tính = t2 - t1.",
-         "In each repeat read the clock 4 times: before the upload, after it (after sync()), after the matmul "
-         "(after sync()!), after .cpu(). Copy = (t1 - t0) + (t3 - t2), compute = t2 - t1."),
-        ("Trước vòng đo, chạy một vòng warm-up: (a.to(device) @ b.to(device)).cpu(). Trả về "
+        "Trước vòng đo, chạy một vòng warm-up: (a.to(device) @ b.to(device)).cpu(). Trả về "
          "statistics.median(copies), statistics.median(computes).",
-         "Before timing, run one warm-up round: (a.to(device) @ b.to(device)).cpu(). Return "
-         "statistics.median(copies), statistics.median(computes)."),
     ],
-    solution='''
-import statistics, time
-
-def split_time(a, b, device, sync, repeats=5):
-    (a.to(device) @ b.to(device)).cpu()             # warm-up: một vòng không tính giờ
-    copies, computes = [], []
-    for _ in range(repeats):
-        sync(); t0 = time.perf_counter()
-        a_d, b_d = a.to(device), b.to(device)        # chép lên
-        sync(); t1 = time.perf_counter()
-        c_d = a_d @ b_d                              # tính: chỉ XẾP HÀNG kernel...
-        sync(); t2 = time.perf_counter()             # ...nên phải chờ GPU xong rồi mới đọc đồng hồ
-        c = c_d.cpu()                                # chép về
-        t3 = time.perf_counter()
-        copies.append((t1 - t0) + (t3 - t2))
-        computes.append(t2 - t1)
-    return statistics.median(copies), statistics.median(computes)
-''',
     group=GROUP,
 )
 
-
-# =========================================================================== task 2: crossover_n
-
 #: (sizes, cpu seconds, gpu seconds, the answer): an ordinary curve, a lucky early point, never, always.
-CROSSOVER_CASES = (
+_CROSSOVER_CASES = (
     ([64, 128, 256, 512, 1024], [1e-5, 6e-5, 4e-4, 3e-3, 2.4e-2], [3e-5, 4e-5, 6e-5, 1.5e-4, 6e-4], 128),
     ([64, 128, 256, 512, 1024], [1e-5, 6e-5, 4e-4, 3e-3, 2.4e-2], [8e-6, 9e-5, 7e-5, 1.5e-4, 6e-4], 256),
     ([16, 32, 64], [1e-6, 2e-6, 5e-6], [2e-5, 2e-5, 2.1e-5], None),
@@ -283,7 +225,7 @@ def _first_slower(sizes, cpu_s, gpu_s):
     return next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g > c), None)
 
 
-CROSSOVER_STARTER = """
+_CROSSOVER_STARTER = """
 def crossover_n(sizes, cpu_s, gpu_s):
     ...  # TODO: N nhỏ nhất mà từ đó trở lên GPU luôn nhanh hơn (None nếu không có)
 """
@@ -291,67 +233,45 @@ def crossover_n(sizes, cpu_s, gpu_s):
 
 def _evaluate_crossover(report: Report, crossover_n=None) -> None:
     report.require_function(crossover_n, "crossover_n(sizes, cpu_s, gpu_s)")
-    if same_code(crossover_n, CROSSOVER_STARTER):
-        report.missing_part("crossover_n chưa làm gì (thân hàm còn là ...).",
-                            "crossover_n does nothing yet (its body is still ...).", stop=True)
-    for sizes, cpu_s, gpu_s, want in CROSSOVER_CASES:
+    if same_code(crossover_n, _CROSSOVER_STARTER):
+        report.missing_part("crossover_n chưa làm gì (thân hàm còn là ...).", stop=True)
+    for sizes, cpu_s, gpu_s, want in _CROSSOVER_CASES:
         table = ", ".join(f"N={n}: CPU {c * 1e6:g} µs / GPU {g * 1e6:g} µs" for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True))
         got = report.call("crossover_n(sizes, cpu_s, gpu_s)", crossover_n, list(sizes), list(cpu_s), list(gpu_s))
         if got == want and (got is None) == (want is None):
             continue
         if want is None:
             report.problem(f"khi GPU không bao giờ nhanh hơn ({table}), trả về None, không phải {got!r}.",
-                           f"when the GPU is never faster ({table}), return None, not {got!r}.", stop=True)
+                           stop=True)
         if got is None:
-            report.problem(f"trả về None, nhưng GPU nhanh hơn từ N={want} ({table}).",
-                           f"returned None, but the GPU is faster from N={want} ({table}).", stop=True)
+            report.problem(f"trả về None, nhưng GPU nhanh hơn từ N={want} ({table}).", stop=True)
         value = number(got)
         if value is not None and isinstance(got, int) and 0 <= got < len(sizes) and sizes[got] == want:
             report.problem(f"trả về chỉ số {got} trong danh sách; hãy trả về chính kích thước N={want}.",
-                           f"returned the list index {got}; return the size itself, N={want}.", stop=True)
+                           stop=True)
         if got == _first_faster(sizes, cpu_s, gpu_s):
             report.problem(f"trả về N={got}, nơi GPU nhanh hơn LẦN ĐẦU; nhưng ở N lớn hơn nó lại chậm hơn ({table}). "
                            "Điểm giao cắt là N nhỏ nhất mà GPU nhanh hơn ở N đó VÀ mọi N lớn hơn: duyệt từ N lớn "
-                           "nhất ngược về.",
-                           f"returned N={got}, where the GPU is faster for the FIRST time; but it is slower again at a "
-                           f"larger N ({table}). The crossover is the smallest N from which the GPU is faster at that N "
-                           "AND every larger one: walk back from the largest N.", stop=True)
+                           "nhất ngược về.", stop=True)
         if got == _first_slower(sizes, cpu_s, gpu_s):
             report.problem(f"phép so sánh bị đảo: N={got} là nơi GPU CHẬM hơn CPU ({table}). GPU nhanh hơn nghĩa là "
-                           "gpu_s nhỏ hơn cpu_s.",
-                           f"the comparison is inverted: N={got} is where the GPU is SLOWER ({table}). The GPU is "
-                           "faster where gpu_s is smaller than cpu_s.", stop=True)
+                           "gpu_s nhỏ hơn cpu_s.", stop=True)
         if value is not None and not isinstance(got, int):
             report.problem(f"trả về {got!r}; hãy trả về một kích thước N trong sizes (int), hoặc None.",
-                           f"returned {got!r}; return one of the sizes N (an int), or None.", stop=True)
-        report.problem(f"với {table}: cần N={want}, nhận được {got!r}.",
-                       f"with {table}: expected N={want}, got {got!r}.", stop=True)
+                           stop=True)
+        report.problem(f"với {table}: cần N={want}, nhận được {got!r}.", stop=True)
     report.success("crossover_n đúng cả 4 trường hợp: đường cong bình thường, một điểm 'ăn may' ở N nhỏ, GPU không "
-                   "bao giờ nhanh hơn (None), và nhanh hơn ngay từ N đầu.",
-                   "crossover_n is right in all 4 cases: an ordinary curve, a lucky point at small N, a GPU that is "
-                   "never faster (None), and one faster from the first N.")
+                   "bao giờ nhanh hơn (None), và nhanh hơn ngay từ N đầu.")
 
 
 task2 = Exercise(
     "task2",
-    ("Bài 14.4 · Nhiệm vụ 2 · Điểm giao cắt CPU–GPU", "Lesson 14.4 · Task 2 · The CPU–GPU crossover"),
+    "Bài 14.4 · Nhiệm vụ 2 · Điểm giao cắt CPU–GPU",
     _evaluate_crossover,
-    starter=CROSSOVER_STARTER,
+    starter=_CROSSOVER_STARTER,
     hints=[
-        ("Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
-         "Walk from the largest N down; stop at the first N where the GPU is NOT faster. The answer is the N "
-         "right after it."),
-        ("Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
-         "If the GPU is slower at the largest N return None; if it is faster at every N return sizes[0]."),
+        "Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
+        "Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
     ],
-    solution='''
-def crossover_n(sizes, cpu_s, gpu_s):
-    answer = None
-    for n, c, g in reversed(list(zip(sizes, cpu_s, gpu_s))):   # từ N lớn nhất ngược về
-        if g >= c:                                             # GPU không nhanh hơn ở N này
-            break
-        answer = n
-    return answer
-''',
     group=GROUP,
 )

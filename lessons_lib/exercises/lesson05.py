@@ -1,11 +1,9 @@
-"""Checked task of notebook 05 (mixed precision): one AMP training step with gradient clipping, in the right order.
+"""Lesson 05's checked task: one AMP training step with gradient clipping, in the right order.
 
-``task1.check(amp_step)``: the learner writes ``amp_step(model, x, y, optimizer, scaler, amp_dtype, max_norm)``.
-The checker calls it twice on a small MLP (CUDA with float16 when there is a GPU, else the CPU with bfloat16,
-always with an enabled ``torch.amp.GradScaler`` so its order matters) while watching the scaler's calls and the
-gradients at each of them: the norm before ``unscale_`` tells a clip done too early, the norm when
-``scaler.step`` starts tells a missing clip or a missing ``unscale_``. The result is then compared with the
-reference step (``torch.allclose`` on the weights).
+``amp_step`` runs twice on a small MLP (CUDA float16, else CPU bfloat16; the GradScaler is always enabled so its
+order matters) while the scaler's calls and the gradient norm at each are recorded: the norm before
+``unscale_`` shows a clip done too early, the norm when ``scaler.step`` starts a missing clip or ``unscale_``.
+The weights are then compared with the lesson's solution.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +19,9 @@ import torch.nn.functional as F
 from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, number
 
-MAX_NORM = 0.1
+GROUP = "lesson05"  # the exercise group (tools/grade.py reads it)
+
+_MAX_NORM = 0.1
 _INIT_SCALE = 2.0**10
 _TOL = 1e-3
 
@@ -36,17 +37,11 @@ def _grad_norm(model: torch.nn.Module) -> float:
     return float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
 
 
-def reference_step(model, x, y, optimizer, scaler, amp_dtype, max_norm) -> float:
-    """Run the reference AMP step with clipping (the task's solution)."""
-    optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device_type=x.device.type, dtype=amp_dtype):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.unscale_(optimizer)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    scaler.step(optimizer)
-    scaler.update()
-    return loss.item()
+def _reference_step():
+    """Return the lesson's solution ``amp_step`` (its SOLUTION region, run as the notebook would)."""
+    scope = {"torch": torch, "F": F}
+    exec(task1.solution_code, scope)  # noqa: S102 - the lesson's own solution
+    return scope["amp_step"]
 
 
 @contextlib.contextmanager
@@ -81,16 +76,12 @@ def _watch(model: torch.nn.Module, scaler: torch.amp.GradScaler, optimizer: torc
         events.append(("update", self is scaler))
         return originals["update"](self, new_scale)
 
-    replacements = {"scale": scale, "unscale_": unscale_, "step": step, "update": update}
     forward = model.register_forward_hook(lambda _m, _i, out: events.append(("forward", out.dtype)))
     optimizer_step = optimizer.register_step_post_hook(lambda *_: events.append(("optimizer.step",)))
-    for name, fn in replacements.items():
-        setattr(cls, name, fn)
     try:
-        yield events
+        with mock.patch.multiple(cls, scale=scale, unscale_=unscale_, step=step, update=update):
+            yield events
     finally:
-        for name, fn in originals.items():
-            setattr(cls, name, fn)
         forward.remove()
         optimizer_step.remove()
 
@@ -108,73 +99,47 @@ def _check_call(report: Report, events: list[tuple], amp_dtype: torch.dtype, sho
     forwards = [e for e in events if e[0] == "forward"]
     if forwards and all(e[1] != amp_dtype for e in forwards):
         report.problem(f"đầu ra của mô hình là {forwards[0][1]}, không phải {short}: forward và loss phải nằm trong "
-                       "`with torch.autocast(device_type=x.device.type, dtype=amp_dtype):`.",
-                       f"the model outputs {forwards[0][1]}, not {short}: the forward and the loss belong inside "
                        "`with torch.autocast(device_type=x.device.type, dtype=amp_dtype):`.")
     scales = [e for e in events if e[0] in ("scale", "unscale_", "step", "update")]
     if any(not e[1] for e in scales):
         report.problem("hàm tạo hoặc dùng một GradScaler khác: dùng `scaler` được truyền vào. Một GradScaler mới mỗi "
-                       "bước bắt đầu lại từ hệ số S ban đầu và quên mọi điều nó đã dò được.",
-                       "the function makes or uses another GradScaler: use the `scaler` passed in. A new GradScaler "
-                       "every step starts again from the initial scale S and forgets what it learned.", stop=True)
+                       "bước bắt đầu lại từ hệ số S ban đầu và quên mọi điều nó đã dò được.", stop=True)
     scale = _first(events, "scale")
     if scale is None:
         report.problem("loss chưa qua scaler: viết scaler.scale(loss).backward() (với fp16, backward trên loss chưa "
-                       "nhân S làm gradient nhỏ về 0).",
-                       "the loss does not go through the scaler: write scaler.scale(loss).backward() (in fp16, "
-                       "backward on an unscaled loss rounds small gradients to 0).", stop=True)
+                       "nhân S làm gradient nhỏ về 0).", stop=True)
     if scale[2] > 0:
         report.problem("khi backward bắt đầu, .grad vẫn còn gradient của bước trước: gọi optimizer.zero_grad() ở đầu "
-                       "mỗi bước, nếu không gradient cộng dồn qua các bước.",
-                       "when backward starts, .grad still holds the previous step's gradients: call "
-                       "optimizer.zero_grad() at the start of each step, or gradients add up across steps.")
+                       "mỗi bước, nếu không gradient cộng dồn qua các bước.")
     step = _first(events, "step")
     if step is None:
         if _first(events, "optimizer.step") is not None:
             report.problem("gọi optimizer.step() trực tiếp: dùng scaler.step(optimizer). Nó bỏ qua bước có gradient "
-                           "inf/NaN (và tự unscale_ nếu bạn chưa gọi).",
-                           "optimizer.step() is called directly: use scaler.step(optimizer). It skips a step whose "
-                           "gradients hold inf/NaN (and unscales them if you have not).", stop=True)
-        report.problem("trọng số chưa được cập nhật: thiếu scaler.step(optimizer).",
-                       "the weights are not updated: scaler.step(optimizer) is missing.", stop=True)
+                           "inf/NaN (và tự unscale_ nếu bạn chưa gọi).", stop=True)
+        report.problem("trọng số chưa được cập nhật: thiếu scaler.step(optimizer).", stop=True)
     unscale = _first(events, "unscale_")
     if unscale is None:
-        if math.isclose(step[2], MAX_NORM, rel_tol=_TOL):
+        if math.isclose(step[2], _MAX_NORM, rel_tol=_TOL):
             report.problem(f"clip chạy trên gradient còn mang hệ số S = {scaled:g}: chuẩn của chúng bị kẹp về "
-                           f"{MAX_NORM} khi còn nhân S, rồi scaler.step mới chia cho S, nên bước cập nhật nhỏ đi "
-                           f"{scaled:g} lần. Gọi scaler.unscale_(optimizer) TRƯỚC clip_grad_norm_.",
-                           f"the clip runs on gradients still carrying the scale S = {scaled:g}: the norm is cut to "
-                           f"{MAX_NORM}, then scaler.step divides by S, so the update is {scaled:g}× too small. Call "
-                           "scaler.unscale_(optimizer) BEFORE clip_grad_norm_.")
+                           f"{_MAX_NORM} khi còn nhân S, rồi scaler.step mới chia cho S, nên bước cập nhật nhỏ đi "
+                           f"{scaled:g} lần. Gọi scaler.unscale_(optimizer) TRƯỚC clip_grad_norm_.")
         else:
             report.problem(f"gradient chưa được clip: chuẩn của nó lúc scaler.step bắt đầu là {step[2]:.3g} (vẫn nhân S) "
-                           f"> max_norm = {MAX_NORM}. Gọi scaler.unscale_(optimizer), rồi "
-                           "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).",
-                           f"the gradients are not clipped: their norm when scaler.step starts is {step[2]:.3g} (still "
-                           f"times S) > max_norm = {MAX_NORM}. Call scaler.unscale_(optimizer), then "
+                           f"> max_norm = {_MAX_NORM}. Gọi scaler.unscale_(optimizer), rồi "
                            "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).")
-    elif unscale[2] <= MAX_NORM * (1 + _TOL):
+    elif unscale[2] <= _MAX_NORM * (1 + _TOL):
         report.problem("clip trước unscale_: lúc clip, gradient còn nhân S nên bị kẹp sai, rồi unscale_ chia tiếp cho S "
-                       f"(chuẩn còn {unscale[3]:.2g}, bước cập nhật gần như bằng 0). Đổi thứ tự: unscale_ rồi mới clip.",
-                       "clip before unscale_: at clip time the gradients still carry S, so they are cut wrongly, then "
-                       f"unscale_ divides by S again (norm {unscale[3]:.2g}, an update of almost nothing). Swap them: "
-                       "unscale_ first, then clip.")
-    elif step[2] > MAX_NORM * (1 + _TOL):
+                       f"(chuẩn còn {unscale[3]:.2g}, bước cập nhật gần như bằng 0). Đổi thứ tự: unscale_ rồi mới clip.")
+    elif step[2] > _MAX_NORM * (1 + _TOL):
         report.problem(f"đã unscale_ nhưng chưa clip: chuẩn gradient lúc scaler.step là {step[2]:.3g} > max_norm = "
-                       f"{MAX_NORM}. Gọi torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) giữa "
-                       "unscale_ và scaler.step.",
-                       f"unscale_ is there but no clip: the gradient norm at scaler.step is {step[2]:.3g} > max_norm = "
-                       f"{MAX_NORM}. Call torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) between "
-                       "unscale_ and scaler.step.")
+                       f"{_MAX_NORM}. Gọi torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) giữa "
+                       "unscale_ và scaler.step.")
     update = _index(events, "update")
     if update is None:
         report.problem("thiếu scaler.update() sau scaler.step(optimizer): không có nó, S không bao giờ được chỉnh "
-                       "(và bước sau báo lỗi vì step đã chạy).",
-                       "scaler.update() is missing after scaler.step(optimizer): without it S is never adjusted (and "
-                       "the next step fails because step already ran).")
+                       "(và bước sau báo lỗi vì step đã chạy).")
     elif update < _index(events, "step"):
-        report.problem("scaler.update() phải đứng SAU scaler.step(optimizer): update chỉnh S dựa trên kết quả của step.",
-                       "scaler.update() comes AFTER scaler.step(optimizer): update adjusts S from what step found.")
+        report.problem("scaler.update() phải đứng SAU scaler.step(optimizer): update chỉnh S dựa trên kết quả của step.")
 
 
 def _evaluate(report: Report, amp_step=None) -> None:
@@ -188,80 +153,51 @@ def _evaluate(report: Report, amp_step=None) -> None:
     ref_optimizer = torch.optim.SGD(ref_model.parameters(), lr=0.5)
     scaler = torch.amp.GradScaler(device.type, init_scale=_INIT_SCALE)
     ref_scaler = torch.amp.GradScaler(device.type, init_scale=_INIT_SCALE)
-    what = f"amp_step(model, x, y, optimizer, scaler, {amp_dtype}, max_norm={MAX_NORM})"
+    reference = _reference_step()
+    what = f"amp_step(model, x, y, optimizer, scaler, {amp_dtype}, max_norm={_MAX_NORM})"
     for call in range(2):
         with _watch(model, scaler, optimizer) as events:
-            value = report.call(what, amp_step, model, x, y, optimizer, scaler, amp_dtype, MAX_NORM)
+            value = report.call(what, amp_step, model, x, y, optimizer, scaler, amp_dtype, _MAX_NORM)
         if call == 0 and not any(e[0] in ("forward", "scale", "step", "update", "optimizer.step") for e in events):
-            report.missing_part("hàm chưa làm gì (chưa có forward, chưa gọi scaler).",
-                                "the function does nothing yet (no forward, no scaler call).", stop=True)
+            report.missing_part("hàm chưa làm gì (chưa có forward, chưa gọi scaler).", stop=True)
         _check_call(report, events, amp_dtype, short, _INIT_SCALE)
         if report.problems:
             return
         if isinstance(value, torch.Tensor) and value.requires_grad:
-            report.problem("trả về tensor loss còn gắn đồ thị: trả về loss.item() (một số Python).",
-                           "it returns the loss tensor, still attached to its graph: return loss.item() (a Python "
-                           "number).", stop=True)
+            report.problem("trả về tensor loss còn gắn đồ thị: trả về loss.item() (một số Python).", stop=True)
         loss = number(value)
         if loss is None:
             report.problem(f"amp_step phải trả về loss.item() (một số), không phải {type(value).__name__}.",
-                           f"amp_step must return loss.item() (a number), not {type(value).__name__}.", stop=True)
-        ref_loss = reference_step(ref_model, x, y, ref_optimizer, ref_scaler, amp_dtype, MAX_NORM)
+                           stop=True)
+        ref_loss = reference(ref_model, x, y, ref_optimizer, ref_scaler, amp_dtype, _MAX_NORM)
         if not math.isclose(loss, ref_loss, rel_tol=1e-2, abs_tol=1e-3):
             report.problem(f"loss trả về là {loss:.4f}, bước chuẩn cho {ref_loss:.4f}: trả về loss của batch này "
-                           "(cross_entropy tính trong autocast), gọi .item().",
-                           f"the returned loss is {loss:.4f}, the reference step gives {ref_loss:.4f}: return this "
-                           "batch's loss (cross_entropy computed inside autocast), with .item().", stop=True)
+                           "(cross_entropy tính trong autocast), gọi .item().", stop=True)
     same = all(torch.allclose(p, q, rtol=1e-3, atol=1e-5)
                for p, q in zip(model.parameters(), ref_model.parameters(), strict=True))
     if not same:
         worst = max(float((p - q).detach().abs().max())
                     for p, q in zip(model.parameters(), ref_model.parameters(), strict=True))
         report.problem(f"sau hai bước, trọng số khác bước chuẩn (sai khác lớn nhất {worst:.2e}) dù thứ tự gọi scaler "
-                       "đúng: kiểm tra loss (F.cross_entropy(model(x), y)) và max_norm truyền cho clip.",
-                       f"after two steps the weights differ from the reference (largest difference {worst:.2e}) though "
-                       "the scaler calls are in order: check the loss (F.cross_entropy(model(x), y)) and the max_norm "
-                       "given to the clip.")
+                       "đúng: kiểm tra loss (F.cross_entropy(model(x), y)) và max_norm truyền cho clip.")
         return
     report.success(f"đúng thứ tự: autocast ({short}) → scaler.scale(loss).backward() → unscale_ → clip về "
-                   f"{MAX_NORM} → scaler.step → scaler.update; sau hai bước trọng số khớp bước chuẩn.",
-                   f"the right order: autocast ({short}) → scaler.scale(loss).backward() → unscale_ → clip to "
-                   f"{MAX_NORM} → scaler.step → scaler.update; after two steps the weights match the reference.")
+                   f"{_MAX_NORM} → scaler.step → scaler.update; sau hai bước trọng số khớp bước chuẩn.")
     if device.type == "cpu":
         report.note("bộ chấm chạy trên CPU với bfloat16 và vẫn bật GradScaler để kiểm tra thứ tự; BF16 thật ra không "
-                    "cần nó. Trên T4 (float16), GradScaler là bắt buộc và thứ tự này y hệt.",
-                    "the checker runs on the CPU with bfloat16 and still enables the GradScaler to check the order; "
-                    "BF16 does not really need it. On a T4 (float16) the GradScaler is required and the order is the "
-                    "same.")
+                    "cần nó. Trên T4 (float16), GradScaler là bắt buộc và thứ tự này y hệt.")
 
 
 task1 = Exercise(
     "task1",
-    ("Bài 14.5 · Bước train AMP có clip gradient", "Lesson 14.5 · An AMP training step with gradient clipping"),
+    "Bài 14.5 · Bước train AMP có clip gradient",
     _evaluate,
     hints=[
-        ("Bảy dòng: zero_grad; forward + loss trong torch.autocast; scaler.scale(loss).backward(); …; "
+        "Bảy dòng: zero_grad; forward + loss trong torch.autocast; scaler.scale(loss).backward(); …; "
          "scaler.step(optimizer); scaler.update(); return loss.item(). Còn thiếu hai dòng ở giữa.",
-         "Seven lines: zero_grad; forward + loss inside torch.autocast; scaler.scale(loss).backward(); …; "
-         "scaler.step(optimizer); scaler.update(); return loss.item(). Two lines are missing in the middle."),
-        ("Clip so chuẩn với max_norm, nên cần gradient THẬT: scaler.unscale_(optimizer) trước, rồi "
+        "Clip so chuẩn với max_norm, nên cần gradient THẬT: scaler.unscale_(optimizer) trước, rồi "
          "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm). scaler.step biết là đã unscale nên không chia "
          "lần nữa.",
-         "The clip compares the norm with max_norm, so it needs the TRUE gradients: scaler.unscale_(optimizer) first, "
-         "then torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm). scaler.step knows they are unscaled and "
-         "does not divide again."),
     ],
-    solution='''
-def amp_step(model, x, y, optimizer, scaler, amp_dtype, max_norm):
-    optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device_type=x.device.type, dtype=amp_dtype):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.unscale_(optimizer)                                        # gradient thật (chia S, ở FP32)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)      # clip trên gradient thật
-    scaler.step(optimizer)                                            # bỏ qua nếu có inf/NaN
-    scaler.update()
-    return loss.item()
-''',
-    group="lesson05",
+    group=GROUP,
 )

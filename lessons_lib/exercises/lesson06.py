@@ -1,9 +1,5 @@
-"""Checked task of notebook 06 (GPU memory): count the bytes of parameters, gradients and Adam state by hand.
-
-``task1.check(training_bytes)``: the learner writes ``training_bytes(model) -> (params, grads, adam)``; the
-checker runs it on three models (the lesson's float32 MLP, the same with a frozen first layer, a bfloat16
-MLP) and compares with the bytes the real tensors hold after a real ``torch.optim.Adam`` step.
-"""
+"""Lesson 06's checked task: ``training_bytes(model) -> (params, grads, adam)`` by hand, compared on three models
+(float32, a frozen first layer, bfloat16) with the bytes real tensors hold after a real Adam step."""
 
 from __future__ import annotations
 
@@ -15,23 +11,24 @@ from torch import nn
 from ..memory import format_bytes, optimizer_state_bytes
 from ._core import Exercise, Report, is_blank, number
 
+GROUP = "lesson06"  # the exercise group (tools/grade.py reads it)
+
 
 def _lesson_mlp(dtype: torch.dtype = torch.float32) -> nn.Sequential:
     return nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).to(dtype)
 
 
-def _cases() -> list[tuple[str, str, nn.Module]]:
+def _cases() -> list[tuple[str, nn.Module]]:
     frozen = _lesson_mlp()
     frozen[0].requires_grad_(False)                       # e.g. a pretrained first layer kept fixed
     return [
-        ("MLP 128-256-256-10 (float32)", "MLP 128-256-256-10 (float32)", _lesson_mlp()),
-        ("cùng MLP, lớp đầu bị đóng băng (requires_grad=False)", "the same MLP with its first layer frozen "
-         "(requires_grad=False)", frozen),
-        ("cùng MLP ở bfloat16", "the same MLP in bfloat16", _lesson_mlp(torch.bfloat16)),
+        ("MLP 128-256-256-10 (float32)", _lesson_mlp()),
+        ("cùng MLP, lớp đầu bị đóng băng (requires_grad=False)", frozen),
+        ("cùng MLP ở bfloat16", _lesson_mlp(torch.bfloat16)),
     ]
 
 
-def measured_bytes(model: nn.Module) -> tuple[int, int, int]:
+def _measured_bytes(model: nn.Module) -> tuple[int, int, int]:
     """Return (params, grads, Adam exp_avg + exp_avg_sq) bytes after one real Adam step on a copy of `model`."""
     twin = copy.deepcopy(model)
     trainable = [p for p in twin.parameters() if p.requires_grad]
@@ -45,141 +42,97 @@ def measured_bytes(model: nn.Module) -> tuple[int, int, int]:
     return params, grads, state.get("exp_avg", 0) + state.get("exp_avg_sq", 0)
 
 
-def _as_triple(report: Report, value) -> tuple[float, float, float] | None:
+def _as_triple(report: Report, value) -> tuple[float, float, float]:
     if value is None:
-        report.missing_part("training_bytes chưa trả về gì (thiếu return params, grads, adam).",
-                            "training_bytes returns nothing yet (no return params, grads, adam).", stop=True)
+        report.missing_part("training_bytes chưa trả về gì (thiếu return params, grads, adam).", stop=True)
     if not isinstance(value, (tuple, list)) or len(value) != 3:
         report.problem(f"training_bytes phải trả về bộ ba (params, grads, adam), không phải {type(value).__name__}.",
-                       f"training_bytes must return a triple (params, grads, adam), not {type(value).__name__}.",
                        stop=True)
     if any(is_blank(v) for v in value):
         names = [n for n, v in zip(("params", "grads", "adam"), value, strict=True) if is_blank(v)]
-        report.missing_part(f"chưa tính {', '.join(names)}.", f"{', '.join(names)} not computed yet.", stop=True)
+        report.missing_part(f"chưa tính {', '.join(names)}.", stop=True)
     numbers = [number(v) for v in value]
     if any(n is None for n in numbers):
         report.problem("params, grads, adam phải là số byte (int), vd sum(p.numel() * p.element_size() ...).",
-                       "params, grads, adam must be byte counts (ints), e.g. sum(p.numel() * p.element_size() ...).",
                        stop=True)
     return tuple(numbers)
 
 
-def _diagnose(report: Report, label: tuple[str, str], model: nn.Module, got: tuple[float, float, float]) -> bool:
+def _diagnose(report: Report, where: str, model: nn.Module, got: tuple[float, float, float]) -> bool:
     """Record what is wrong with `got` for `model`; return True when it is right."""
-    params, grads, adam = measured_bytes(model)
+    params, grads, adam = _measured_bytes(model)
     all_numel = sum(p.numel() for p in model.parameters())
     trainable_numel = sum(p.numel() for p in model.parameters() if p.requires_grad)
     size = next(model.parameters()).element_size()
     weights_only = sum(m.weight.numel() * m.weight.element_size() for m in model.modules() if isinstance(m, nn.Linear))
-    where_vi, where_en = label
     g_params, g_grads, g_adam = got
     ok = True
     if g_params != params:
         ok = False
         if g_params == all_numel:
-            report.problem(f"[{where_vi}] params = {g_params:,.0f} là số phần tử, chưa phải số byte: nhân với "
-                           "p.element_size() (4 với float32, 2 với bfloat16).",
-                           f"[{where_en}] params = {g_params:,.0f} is the number of elements, not bytes: multiply by "
-                           "p.element_size() (4 for float32, 2 for bfloat16).")
+            report.problem(f"[{where}] params = {g_params:,.0f} là số phần tử, chưa phải số byte: nhân với "
+                           "p.element_size() (4 với float32, 2 với bfloat16).")
         elif g_params == 8 * params:
-            report.problem(f"[{where_vi}] params lớn gấp 8 lần: đó là số bit; hỏi số byte.",
-                           f"[{where_en}] params is 8× too large: that is bits; the question is bytes.")
+            report.problem(f"[{where}] params lớn gấp 8 lần: đó là số bit; hỏi số byte.")
         elif g_params == 4 * all_numel and size != 4:
-            report.problem(f"[{where_vi}] params = số phần tử × 4, nhưng mô hình này mỗi số chỉ {size} byte: đừng viết "
-                           "cứng 4, dùng p.element_size().",
-                           f"[{where_en}] params = elements × 4, but this model has {size} bytes per number: do not "
-                           "hard-code 4, use p.element_size().")
+            report.problem(f"[{where}] params = số phần tử × 4, nhưng mô hình này mỗi số chỉ {size} byte: đừng viết "
+                           "cứng 4, dùng p.element_size().")
         elif g_params == weights_only:
-            report.problem(f"[{where_vi}] params chỉ tính weight của các lớp Linear, quên bias: cộng mọi tensor trong "
-                           "model.parameters().",
-                           f"[{where_en}] params only counts the Linear weights and forgets the biases: add up every "
-                           "tensor of model.parameters().")
+            report.problem(f"[{where}] params chỉ tính weight của các lớp Linear, quên bias: cộng mọi tensor trong "
+                           "model.parameters().")
         else:
-            report.problem(f"[{where_vi}] params = {g_params:,.0f} byte, đúng là {params:,} ({format_bytes(params)}).",
-                           f"[{where_en}] params = {g_params:,.0f} bytes, the right count is {params:,} "
-                           f"({format_bytes(params)}).")
+            report.problem(f"[{where}] params = {g_params:,.0f} byte, đúng là {params:,} ({format_bytes(params)}).")
     if g_grads != grads:
         ok = False
         if g_grads == params and grads != params:
-            report.problem(f"[{where_vi}] grads = params, nhưng tham số requires_grad=False không có gradient: chỉ cộng "
-                           "các p có p.requires_grad.",
-                           f"[{where_en}] grads = params, but parameters with requires_grad=False get no gradient: "
-                           "only add the p with p.requires_grad.")
+            report.problem(f"[{where}] grads = params, nhưng tham số requires_grad=False không có gradient: chỉ cộng "
+                           "các p có p.requires_grad.")
         elif g_grads == trainable_numel:
-            report.problem(f"[{where_vi}] grads là số phần tử, chưa nhân số byte mỗi phần tử.",
-                           f"[{where_en}] grads is the number of elements, not multiplied by the bytes per element.")
+            report.problem(f"[{where}] grads là số phần tử, chưa nhân số byte mỗi phần tử.")
         elif g_grads == 4 * trainable_numel and size != 4:
-            report.problem(f"[{where_vi}] grads viết cứng 4 byte/số; gradient có cùng dtype với tham số ({size} byte).",
-                           f"[{where_en}] grads hard-codes 4 bytes/number; a gradient has its parameter's dtype "
-                           f"({size} bytes).")
+            report.problem(f"[{where}] grads viết cứng 4 byte/số; gradient có cùng dtype với tham số ({size} byte).")
         else:
-            report.problem(f"[{where_vi}] grads = {g_grads:,.0f} byte, đúng là {grads:,}: gradient có đúng kích thước "
-                           "và dtype của tham số được train.",
-                           f"[{where_en}] grads = {g_grads:,.0f} bytes, the right count is {grads:,}: a gradient has the "
-                           "shape and dtype of its trainable parameter.")
+            report.problem(f"[{where}] grads = {g_grads:,.0f} byte, đúng là {grads:,}: gradient có đúng kích thước "
+                           "và dtype của tham số được train.")
     steps = 4 * sum(1 for p in model.parameters() if p.requires_grad)   # one float32 `step` counter per tensor
     if g_adam not in (adam, adam + steps):
         ok = False
         if g_adam == grads:
-            report.problem(f"[{where_vi}] adam = grads: Adam giữ HAI buffer cho mỗi tham số được train (exp_avg và "
-                           "exp_avg_sq), tức 2 × grads.",
-                           f"[{where_en}] adam = grads: Adam keeps TWO buffers per trainable parameter (exp_avg and "
-                           "exp_avg_sq), i.e. 2 × grads.")
+            report.problem(f"[{where}] adam = grads: Adam giữ HAI buffer cho mỗi tham số được train (exp_avg và "
+                           "exp_avg_sq), tức 2 × grads.")
         elif g_adam == 2 * params and params != grads:
-            report.problem(f"[{where_vi}] adam = 2 × params, nhưng Adam chỉ giữ trạng thái cho tham số được train "
-                           "(requires_grad): 2 × grads.",
-                           f"[{where_en}] adam = 2 × params, but Adam only keeps state for trainable parameters "
+            report.problem(f"[{where}] adam = 2 × params, nhưng Adam chỉ giữ trạng thái cho tham số được train "
                            "(requires_grad): 2 × grads.")
         elif g_adam in (2 * adam, adam + grads + params, adam + params):
-            report.problem(f"[{where_vi}] adam quá lớn: chỉ tính hai buffer exp_avg và exp_avg_sq (2 × grads), không "
-                           "cộng tham số hay gradient vào.",
-                           f"[{where_en}] adam is too large: count only the two buffers exp_avg and exp_avg_sq "
-                           "(2 × grads), without adding parameters or gradients.")
+            report.problem(f"[{where}] adam quá lớn: chỉ tính hai buffer exp_avg và exp_avg_sq (2 × grads), không "
+                           "cộng tham số hay gradient vào.")
         else:
-            report.problem(f"[{where_vi}] adam = {g_adam:,.0f} byte, đúng là {adam:,} (exp_avg + exp_avg_sq).",
-                           f"[{where_en}] adam = {g_adam:,.0f} bytes, the right count is {adam:,} "
-                           "(exp_avg + exp_avg_sq).")
+            report.problem(f"[{where}] adam = {g_adam:,.0f} byte, đúng là {adam:,} (exp_avg + exp_avg_sq).")
     return ok
 
 
 def _evaluate(report: Report, training_bytes=None) -> None:
     report.require_function(training_bytes, "training_bytes(model)")
-    for label_vi, label_en, model in _cases():
+    for where, model in _cases():
         got = _as_triple(report, report.call("training_bytes(model)", training_bytes, model))
-        if not _diagnose(report, (label_vi, label_en), model, got):
+        if not _diagnose(report, where, model, got):
             return                                         # one model's problems at a time
-    params, grads, adam = measured_bytes(_cases()[1][2])
+    params, grads, adam = _measured_bytes(_cases()[1][1])
     report.success("đúng trên cả ba mô hình, kể cả khi có lớp đóng băng (không gradient, không trạng thái Adam) và "
                    f"khi tham số là bfloat16 (2 byte/số). Mô hình có lớp đóng băng: tham số {format_bytes(params)}, "
-                   f"gradient {format_bytes(grads)}, Adam {format_bytes(adam)}.",
-                   "right on all three models, including a frozen layer (no gradient, no Adam state) and bfloat16 "
-                   f"parameters (2 bytes/number). The model with a frozen layer: parameters {format_bytes(params)}, "
-                   f"gradients {format_bytes(grads)}, Adam {format_bytes(adam)}.")
+                   f"gradient {format_bytes(grads)}, Adam {format_bytes(adam)}.")
     report.note("số byte của một tensor không phụ thuộc thiết bị: trên GPU, memory_allocated() tăng đúng chừng ấy "
-                "(làm tròn lên bội số 512 byte mỗi tensor).",
-                "a tensor's byte count does not depend on the device: on a GPU, memory_allocated() grows by exactly "
-                "that much (rounded up to a multiple of 512 bytes per tensor).")
+                "(làm tròn lên bội số 512 byte mỗi tensor).")
 
 
 task1 = Exercise(
     "task1",
-    ("Bài 14.6 · Tự tính bộ nhớ của tham số, gradient và Adam",
-     "Lesson 14.6 · Count the bytes of parameters, gradients and Adam by hand"),
+    "Bài 14.6 · Tự tính bộ nhớ của tham số, gradient và Adam",
     _evaluate,
     hints=[
-        ("Byte của một tensor = p.numel() * p.element_size(). params: cộng qua mọi p trong model.parameters(); "
+        "Byte của một tensor = p.numel() * p.element_size(). params: cộng qua mọi p trong model.parameters(); "
          "grads: chỉ những p có p.requires_grad.",
-         "A tensor's bytes = p.numel() * p.element_size(). params: add up over every p in model.parameters(); "
-         "grads: only the p with p.requires_grad."),
-        ("Adam giữ exp_avg và exp_avg_sq, mỗi cái cùng kích thước và dtype với tham số được train: adam = 2 * grads.",
-         "Adam keeps exp_avg and exp_avg_sq, each with the shape and dtype of a trainable parameter: adam = 2 * grads."),
+        "Adam giữ exp_avg và exp_avg_sq, mỗi cái cùng kích thước và dtype với tham số được train: adam = 2 * grads.",
     ],
-    solution='''
-def training_bytes(model):
-    params = sum(p.numel() * p.element_size() for p in model.parameters())
-    grads = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-    adam = 2 * grads                      # exp_avg + exp_avg_sq, cùng dtype với tham số
-    return params, grads, adam
-''',
-    group="lesson06",
+    group=GROUP,
 )

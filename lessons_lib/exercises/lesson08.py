@@ -1,14 +1,5 @@
-"""Checked tasks of lesson 08 (multi-GPU): which samples each rank gets, and the per-GPU memory of DDP vs ZeRO.
-
-* ``task1`` (section 2): ``per_gpu_gb(n_params, n_gpus, stage)``, the GB per GPU of parameters + gradients + Adam
-  state under DDP (stage 0) and ZeRO-1/2/3, in the ZeRO paper's accounting. Checked against
-  ``lessons_lib.memory.sharded_training_memory``.
-* ``task2`` (section 3.1): ``shard_indices(n, world_size, rank)``, the indices ``DistributedSampler(shuffle=False)``
-  gives a rank. Checked against torch's own ``DistributedSampler`` on data sets that divide evenly and ones that do not.
-
-    from lessons_lib.exercises.lesson08 import task1
-    task1.check(per_gpu_gb)
-"""
+"""Lesson 08's checked tasks: the GB per GPU of DDP and ZeRO-1/2/3 (against ``sharded_training_memory``), and the
+indices each rank gets (against torch's own ``DistributedSampler``)."""
 
 from __future__ import annotations
 
@@ -17,19 +8,16 @@ import math
 import torch
 from torch.utils.data.distributed import DistributedSampler
 
-from ..i18n import tr
 from ..memory import sharded_training_memory
 from ._core import Exercise, Report, number
 
-GROUP = "lesson08"
+GROUP = "lesson08"  # the exercise group (tools/grade.py reads it)
 
 # (data set size, world size): even splits, uneven ones (padding), and more ranks than samples.
-# --------------------------------------------------------------------------- task 2: shard indices
-
-SHARD_CASES = [(10, 4), (10, 3), (7, 2), (3, 8), (64, 2)]
+_SHARD_CASES = [(10, 4), (10, 3), (7, 2), (3, 8), (64, 2)]
 
 
-def expected_shard(n: int, world_size: int, rank: int) -> list[int]:
+def _expected_shard(n: int, world_size: int, rank: int) -> list[int]:
     """Return the indices torch's ``DistributedSampler(shuffle=False, drop_last=False)`` gives `rank`."""
     return list(DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=False))
 
@@ -50,31 +38,28 @@ def _as_int_list(value) -> list[int] | None:
 
 def _evaluate_shard(report: Report, shard_indices=None) -> None:
     report.require_function(shard_indices, "shard_indices(n, world_size, rank)")
-    for n, world in SHARD_CASES:
+    for n, world in _SHARD_CASES:
         for rank in range(world):
             got_raw = report.call(f"shard_indices({n}, {world}, {rank})", shard_indices, n, world, rank)
             if got_raw is None:
-                report.missing_part("shard_indices chưa trả về gì (thiếu return).",
-                                    "shard_indices returns nothing yet (no return).", stop=True)
+                report.missing_part("shard_indices chưa trả về gì (thiếu return).", stop=True)
             got = _as_int_list(got_raw)
             if got is None:
                 report.problem(f"shard_indices phải trả về một list chỉ số (int), không phải {type(got_raw).__name__}.",
-                               f"shard_indices must return a list of indices (ints), not {type(got_raw).__name__}.",
                                stop=True)
-            want = expected_shard(n, world, rank)
+            want = _expected_shard(n, world, rank)
             if got == want:
                 continue
             _explain_shard(report, n, world, rank, got, want)
             return
-    report.success("mỗi rank nhận đúng các chỉ số như DistributedSampler, cả khi số mẫu không chia hết.",
-                   "every rank gets exactly DistributedSampler's indices, also when the data does not divide evenly.")
+    report.success("mỗi rank nhận đúng các chỉ số như DistributedSampler, cả khi số mẫu không chia hết.")
 
 
 def _show(indices: list[int], limit: int = 8) -> str:
     """Return a short text form of a list of indices: ``[0, 2, 4, …] (32 chỉ số)`` when it is long."""
     if len(indices) <= limit:
         return str(indices)
-    return "[" + ", ".join(map(str, indices[:limit])) + ", …] " + tr(f"({len(indices)} chỉ số)", f"({len(indices)} indices)")
+    return "[" + ", ".join(map(str, indices[:limit])) + ", …] " + f"({len(indices)} chỉ số)"
 
 
 def _explain_shard(report: Report, n: int, world: int, rank: int, got: list[int], want: list[int]) -> None:
@@ -85,66 +70,40 @@ def _explain_shard(report: Report, n: int, world: int, rank: int, got: list[int]
     block = list(range(rank * per, min((rank + 1) * per, n)))
     if got == block and got != want:
         report.problem(f"với {case}: bạn trả về một khúc liền {got_s}. DistributedSampler chia xen kẽ: rank r lấy các vị trí "
-                       f"r, r + world_size, r + 2·world_size, … (ở đây {want_s}).",
-                       f"for {case}: you return a contiguous block {got_s}. DistributedSampler interleaves: rank r takes "
-                       f"positions r, r + world_size, r + 2·world_size, … (here {want_s}).")
+                       f"r, r + world_size, r + 2·world_size, … (ở đây {want_s}).")
     elif got == list(range(rank, n, world)):
         report.problem(f"với {case}: bạn trả về {got_s} ({len(got)} mẫu), nhưng mọi rank phải có cùng số mẫu "
                        f"ceil(n / world_size) = {per}, nếu không các rank sẽ chờ nhau ở all-reduce của bước cuối. "
-                       f"DistributedSampler bù bằng cách lặp lại các mẫu đầu (0, 1, …): đúng là {want_s}.",
-                       f"for {case}: you return {got_s} ({len(got)} samples), but every rank must get the same number "
-                       f"ceil(n / world_size) = {per}, or the ranks would wait for each other in the last step's "
-                       f"all-reduce. DistributedSampler pads by repeating the first samples (0, 1, …): expected {want_s}.")
-    elif world > 1 and got == expected_shard(n, world, (rank + 1) % world):
+                       f"DistributedSampler bù bằng cách lặp lại các mẫu đầu (0, 1, …): đúng là {want_s}.")
+    elif world > 1 and got == _expected_shard(n, world, (rank + 1) % world):
         report.problem(f"với {case}: bạn trả về phần của rank {(rank + 1) % world}. Rank đếm từ 0: rank 0 lấy vị trí 0, "
-                       f"world_size, …; đúng là {want_s}.",
-                       f"for {case}: you return the shard of rank {(rank + 1) % world}. Ranks count from 0: rank 0 takes "
-                       f"positions 0, world_size, …; expected {want_s}.")
+                       f"world_size, …; đúng là {want_s}.")
     elif len(got) == len(want) and got[:len(got) - 1] == want[:len(want) - 1]:
         report.problem(f"với {case}: mẫu cuối là {got[-1]}, đúng là {want[-1]}. Khi bù, DistributedSampler lặp lại "
-                       f"các mẫu ĐẦU của tập dữ liệu (chỉ số i % n), không phải mẫu cuối hay mẫu bất kỳ.",
-                       f"for {case}: the last sample is {got[-1]}, expected {want[-1]}. To pad, DistributedSampler "
-                       f"repeats the FIRST samples of the data set (index i % n), not the last or any others.")
+                       f"các mẫu ĐẦU của tập dữ liệu (chỉ số i % n), không phải mẫu cuối hay mẫu bất kỳ.")
     else:
-        report.problem(f"với {case}: bạn trả về {got_s}, DistributedSampler trả về {want_s}.",
-                       f"for {case}: you return {got_s}, DistributedSampler returns {want_s}.")
+        report.problem(f"với {case}: bạn trả về {got_s}, DistributedSampler trả về {want_s}.")
 
 
 task2 = Exercise(
     "task2",
-    ("Bài 14.8 · Nhiệm vụ 2 · Mỗi rank một phần dữ liệu", "Lesson 14.8 · Task 2 · A shard per rank"),
+    "Bài 14.8 · Nhiệm vụ 2 · Mỗi rank một phần dữ liệu",
     _evaluate_shard,
     hints=[
-        ("Không xáo (shuffle=False), thứ tự là 0, 1, …, n-1. Rank r lấy các vị trí r, r + world_size, "
+        "Không xáo (shuffle=False), thứ tự là 0, 1, …, n-1. Rank r lấy các vị trí r, r + world_size, "
          "r + 2·world_size, … Thử với n=64, world_size=2: rank 0 lấy 0, 2, 4, …",
-         "Without shuffling, the order is 0, 1, …, n-1. Rank r takes positions r, r + world_size, r + 2·world_size, … "
-         "Try n=64, world_size=2: rank 0 takes 0, 2, 4, …"),
-        ("Mọi rank phải có cùng số mẫu: total = ceil(n / world_size) · world_size. Khi n không chia hết, kéo dài danh "
+        "Mọi rank phải có cùng số mẫu: total = ceil(n / world_size) · world_size. Khi n không chia hết, kéo dài danh "
          "sách chỉ số thành `total` phần tử bằng cách quay vòng: vị trí i chứa mẫu i % n.",
-         "Every rank must get the same number of samples: total = ceil(n / world_size) · world_size. When n does not "
-         "divide evenly, extend the index list to `total` entries by wrapping around: position i holds sample i % n."),
-        ("indices = [i % n for i in range(total)], rồi return indices[rank:total:world_size].",
-         "indices = [i % n for i in range(total)], then return indices[rank:total:world_size]."),
+        "indices = [i % n for i in range(total)], rồi return indices[rank:total:world_size].",
     ],
-    solution='''
-import math
-
-def shard_indices(n, world_size, rank):
-    total = math.ceil(n / world_size) * world_size   # mọi rank cùng số mẫu
-    indices = [i % n for i in range(total)]          # bù bằng các mẫu đầu
-    return indices[rank:total:world_size]            # xen kẽ: r, r + W, r + 2W, ...
-''',
     group=GROUP,
 )
 
-
-# --------------------------------------------------------------------------- task 1: memory per GPU
-
 # (parameters, GPUs): the lesson's 7 B on 8 GPUs, the ZeRO paper's 7.5 B on 64, an uneven split.
-MEMORY_CASES = [(7_000_000_000, 8), (7_500_000_000, 64), (1_300_000_000, 4), (1_000_003, 3)]
+_MEMORY_CASES = [(7_000_000_000, 8), (7_500_000_000, 64), (1_300_000_000, 4), (1_000_003, 3)]
 
 
-def expected_gb(n_params: int, n_gpus: int, stage: int) -> float:
+def _expected_gb(n_params: int, n_gpus: int, stage: int) -> float:
     """Return the GB (1e9 bytes) per GPU of ``sharded_training_memory`` (ZeRO paper accounting)."""
     return sharded_training_memory(n_params, num_gpus=n_gpus, stage=stage).total / 1e9
 
@@ -162,45 +121,29 @@ def _formula_gb(n: int, g: int, stage: int, *, p: float = 2, gr: float = 2, o: f
 _WRONG_RULES = [
     ({"ddp_divides": True},
      ("DDP (stage 0) không chia gì cho các GPU: mỗi GPU giữ đủ tham số, gradient và trạng thái Adam, "
-      "16 byte mỗi tham số dù có bao nhiêu GPU.",
-      "DDP (stage 0) shares nothing across GPUs: every GPU keeps all parameters, gradients and Adam state, "
-      "16 bytes per parameter however many GPUs there are.")),
+      "16 byte mỗi tham số dù có bao nhiêu GPU.")),
     ({"o": 8},
      ("trạng thái Adam với mixed precision là 12 byte mỗi tham số: bản fp32 của tham số (4) + momentum (4) + "
-      "variance (4), không phải 8.",
-      "Adam's state with mixed precision is 12 bytes per parameter: the fp32 copy of the parameters (4) + momentum "
-      "(4) + variance (4), not 8.")),
+      "variance (4), không phải 8.")),
     ({"o": 4},
      ("trạng thái Adam với mixed precision là 12 byte mỗi tham số: bản fp32 của tham số (4) + momentum (4) + "
-      "variance (4).",
-      "Adam's state with mixed precision is 12 bytes per parameter: the fp32 copy of the parameters (4) + momentum "
-      "(4) + variance (4).")),
+      "variance (4).")),
     ({"p": 4, "gr": 4, "o": 8},
      ("đây là Adam fp32 (4 + 4 + 8 byte); bài này dùng cách tính của bài báo ZeRO cho mixed precision: tham số fp16 "
-      "(2) + gradient fp16 (2) + trạng thái Adam (12) = 16 byte.",
-      "that is fp32 Adam (4 + 4 + 8 bytes); this task uses the ZeRO paper's mixed-precision accounting: fp16 "
-      "parameters (2) + fp16 gradients (2) + Adam state (12) = 16 bytes.")),
+      "(2) + gradient fp16 (2) + trạng thái Adam (12) = 16 byte.")),
     ({"shard_p": 1, "shard_g": 2, "shard_o": 3},
      ("thứ tự các stage bị đảo: ZeRO-1 chia trạng thái optimizer trước (phần lớn nhất), ZeRO-2 chia thêm gradient, "
-      "ZeRO-3 chia thêm tham số.",
-      "the stages are in reverse order: ZeRO-1 shards the optimizer state first (the biggest part), ZeRO-2 also "
-      "the gradients, ZeRO-3 also the parameters.")),
+      "ZeRO-3 chia thêm tham số.")),
     ({"shard_g": 1},
-     ("ZeRO-1 chỉ chia trạng thái optimizer; gradient được chia từ ZeRO-2.",
-      "ZeRO-1 shards only the optimizer state; the gradients are sharded from ZeRO-2 on.")),
+     "ZeRO-1 chỉ chia trạng thái optimizer; gradient được chia từ ZeRO-2."),
     ({"shard_p": 2},
-     ("ZeRO-2 chia trạng thái optimizer và gradient, nhưng mỗi GPU vẫn giữ đủ tham số; tham số chỉ được chia ở ZeRO-3.",
-      "ZeRO-2 shards optimizer state and gradients, but every GPU still keeps all parameters; they are sharded "
-      "only in ZeRO-3.")),
+     "ZeRO-2 chia trạng thái optimizer và gradient, nhưng mỗi GPU vẫn giữ đủ tham số; tham số chỉ được chia ở ZeRO-3."),
     ({"shard_p": 4},
-     ("ZeRO-3 (như FSDP chia hết) chia cả tham số: mỗi GPU chỉ giữ 1/N tham số.",
-      "ZeRO-3 (like fully sharded FSDP) also shards the parameters: every GPU keeps only 1/N of them.")),
+     "ZeRO-3 (như FSDP chia hết) chia cả tham số: mỗi GPU chỉ giữ 1/N tham số."),
     ({"unit": 2**30},
-     ("đơn vị là GB = 1e9 byte (như bài báo ZeRO và bảng trong bài), không phải GiB = 2**30 byte.",
-      "the unit is GB = 1e9 bytes (as in the ZeRO paper and the lesson's table), not GiB = 2**30 bytes.")),
+     "đơn vị là GB = 1e9 byte (như bài báo ZeRO và bảng trong bài), không phải GiB = 2**30 byte."),
     ({"unit": 1},
-     ("hàm trả về số byte; hãy chia cho 1e9 để ra GB.",
-      "the function returns bytes; divide by 1e9 to get GB.")),
+     "hàm trả về số byte; hãy chia cho 1e9 để ra GB."),
 ]
 
 
@@ -211,57 +154,40 @@ def _close(a: float, b: float) -> bool:
 def _evaluate_memory(report: Report, per_gpu_gb=None) -> None:
     report.require_function(per_gpu_gb, "per_gpu_gb(n_params, n_gpus, stage)")
     answers: dict[tuple[int, int, int], float] = {}
-    for n, g in MEMORY_CASES:
+    for n, g in _MEMORY_CASES:
         for stage in range(4):
             raw = report.call(f"per_gpu_gb({n}, {g}, {stage})", per_gpu_gb, n, g, stage)
             if raw is None:
-                report.missing_part("per_gpu_gb chưa trả về gì (thiếu return).",
-                                    "per_gpu_gb returns nothing yet (no return).", stop=True)
+                report.missing_part("per_gpu_gb chưa trả về gì (thiếu return).", stop=True)
             value = number(raw)
             if value is None or not math.isfinite(value):
                 report.problem(f"per_gpu_gb phải trả về một số GB (float), không phải {type(raw).__name__}.",
-                               f"per_gpu_gb must return a number of GB (a float), not {type(raw).__name__}.", stop=True)
+                               stop=True)
             answers[(n, g, stage)] = value
-    wrong = [(k, v) for k, v in answers.items() if not _close(v, expected_gb(*k))]
+    wrong = [(k, v) for k, v in answers.items() if not _close(v, _expected_gb(*k))]
     if not wrong:
-        report.success("đúng cho DDP và ZeRO-1/2/3, khớp sharded_training_memory (và các con số của bài báo ZeRO).",
-                       "right for DDP and ZeRO-1/2/3, matching sharded_training_memory (and the ZeRO paper's numbers).")
+        report.success("đúng cho DDP và ZeRO-1/2/3, khớp sharded_training_memory (và các con số của bài báo ZeRO).")
         return
-    for rule, (vi, en) in _WRONG_RULES:
+    for rule, message in _WRONG_RULES:
         if all(_close(v, _formula_gb(*k, **rule)) for k, v in answers.items()):
-            report.problem(vi, en)
+            report.problem(message)
             break
     (n, g, stage), value = wrong[0]
-    report.problem(f"ví dụ: per_gpu_gb({n:_}, {g}, {stage}) trả về {value:.4g} GB, đúng là {expected_gb(n, g, stage):.4g} GB.",
-                   f"for example: per_gpu_gb({n:_}, {g}, {stage}) returns {value:.4g} GB, expected "
-                   f"{expected_gb(n, g, stage):.4g} GB.")
+    report.problem(f"ví dụ: per_gpu_gb({n:_}, {g}, {stage}) trả về {value:.4g} GB, đúng là {_expected_gb(n, g, stage):.4g} GB.")
 
 
 task1 = Exercise(
     "task1",
-    ("Bài 14.8 · Nhiệm vụ 1 · Bộ nhớ mỗi GPU: DDP và ZeRO", "Lesson 14.8 · Task 1 · Memory per GPU: DDP and ZeRO"),
+    "Bài 14.8 · Nhiệm vụ 1 · Bộ nhớ mỗi GPU: DDP và ZeRO",
     _evaluate_memory,
     hints=[
-        ("Mỗi tham số: 2 byte tham số fp16, 2 byte gradient fp16, 12 byte trạng thái Adam. Một phần được 'chia' thì "
+        "Mỗi tham số: 2 byte tham số fp16, 2 byte gradient fp16, 12 byte trạng thái Adam. Một phần được 'chia' thì "
          "mỗi GPU chỉ giữ 1/n_gpus của nó.",
-         "Per parameter: 2 bytes of fp16 parameters, 2 of fp16 gradients, 12 of Adam state. A part that is 'sharded' "
-         "is kept as 1/n_gpus on every GPU."),
-        ("Stage 0 (DDP): không chia gì. Stage 1: chia trạng thái Adam. Stage 2: thêm gradient. Stage 3: thêm tham số. "
+        "Stage 0 (DDP): không chia gì. Stage 1: chia trạng thái Adam. Stage 2: thêm gradient. Stage 3: thêm tham số. "
          "Kết quả tính bằng GB = 1e9 byte.",
-         "Stage 0 (DDP): nothing sharded. Stage 1: Adam state. Stage 2: also gradients. Stage 3: also parameters. "
-         "Return GB = 1e9 bytes."),
-        ("params = 2 * n_params / (n_gpus if stage >= 3 else 1); tương tự grads (stage >= 2) và optim (12 byte, stage >= 1); "
+        "params = 2 * n_params / (n_gpus if stage >= 3 else 1); tương tự grads (stage >= 2) và optim (12 byte, stage >= 1); "
          "return (params + grads + optim) / 1e9.",
-         "params = 2 * n_params / (n_gpus if stage >= 3 else 1); likewise grads (stage >= 2) and optim (12 bytes, "
-         "stage >= 1); return (params + grads + optim) / 1e9."),
     ],
-    solution='''
-def per_gpu_gb(n_params, n_gpus, stage):
-    params = 2 * n_params / (n_gpus if stage >= 3 else 1)   # fp16, chia ở ZeRO-3
-    grads = 2 * n_params / (n_gpus if stage >= 2 else 1)    # fp16, chia từ ZeRO-2
-    optim = 12 * n_params / (n_gpus if stage >= 1 else 1)   # Adam (fp32 + m + v), chia từ ZeRO-1
-    return (params + grads + optim) / 1e9
-''',
     group=GROUP,
 )
 

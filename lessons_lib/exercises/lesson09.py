@@ -1,13 +1,8 @@
-"""Checked tasks of lesson 09 (profiling): name the dominant op of a profile, pick ``num_workers`` from measurements.
+"""Lesson 09's checked tasks: name the dominant op of a profile, pick ``num_workers`` from measurements.
 
-    from lessons_lib.exercises.lesson09 import task1, task2
-    task1.check(dominant_op)          # dominant_op(prof) -> "aten::..."
-    task2.check(pick_num_workers)     # pick_num_workers(loader_sps, step_sps) -> int
-
-``task1`` runs the learner's function on profiles it records itself, where the right answer is known and
-each typical mistake (a ``record_function`` label, sorting by total time or by call count, the smallest
-instead of the largest) gives a different name. ``task2`` runs the learner's rule on measured-looking
-cases where each typical mistake picks a different number of workers.
+The checker records its own profiles and cases, built so that each typical mistake (a ``record_function``
+label, sorting by total time or call count, min instead of max; a strict >, an unsorted dict…) gives a
+different answer.
 """
 
 from __future__ import annotations
@@ -24,36 +19,30 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from ._core import Exercise, Report
 
-GROUP = "lesson09"
+GROUP = "lesson09"  # the exercise group (tools/grade.py reads it)
 
-# --------------------------------------------------------------------------- task 1: the dominant op
 
 @contextlib.contextmanager
 def _quiet_fd2():
-    """Hide what C++ libraries write straight to file descriptor 2 (Kineto's log lines) while the checker profiles."""
+    """Hide what C++ libraries (Kineto's log lines) write straight to file descriptor 2."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
     except (OSError, ValueError, AttributeError):  # no real fd 2 here: nothing to hide
-        saved = None
-    devnull = os.open(os.devnull, os.O_WRONLY) if saved is not None else None
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
     try:
-        if saved is not None:
-            os.dup2(devnull, 2)
         yield
     finally:
-        if saved is not None:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(devnull)
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _profile_with_traps():
-    """Record a profile whose dominant op is aten::mm, with a Python-only label and many cheap calls.
-
-    The label's sleep is twice the measured time of the real work, so it has the largest self time of all
-    rows however busy the machine is; the matmuls are large enough that no cheap op can overtake them.
-    """
+    """Record a profile dominated by aten::mm, with a label whose sleep (2× the work) has the largest self time."""
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(384, 384, generator=gen)
     with torch.random.fork_rng(devices=[]):
@@ -86,10 +75,6 @@ def _profile_of_tiny_ops():
     return prof
 
 
-def _ops(prof) -> list:
-    return [row for row in prof.key_averages() if row.key.startswith("aten::")]
-
-
 def _evaluate_dominant(report: Report, dominant_op=None) -> None:
     report.require_function(dominant_op, "dominant_op(prof)")
     answers = []
@@ -97,20 +82,16 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
         with _quiet_fd2():
             prof = make()
         rows = prof.key_averages()
-        ops = _ops(prof)
+        ops = [row for row in rows if row.key.startswith("aten::")]
         right = max(ops, key=lambda r: r.self_cpu_time_total).key
         got = report.call(f"dominant_op({label})", dominant_op, prof)
         if got is None:
-            report.missing_part("dominant_op chưa trả về gì (thiếu return).", "dominant_op returns nothing yet (no return).",
-                                stop=True)
+            report.missing_part("dominant_op chưa trả về gì (thiếu return).", stop=True)
         if hasattr(got, "key") and hasattr(got, "self_cpu_time_total"):
             report.problem("dominant_op trả về cả dòng của profiler; hãy trả về TÊN của nó: row.key (một chuỗi "
-                           "như 'aten::mm').",
-                           "dominant_op returns the whole profiler row; return its NAME: row.key (a string such as "
-                           "'aten::mm').", stop=True)
+                           "như 'aten::mm').", stop=True)
         if not isinstance(got, str):
             report.problem(f"dominant_op phải trả về tên phép (str), vd 'aten::mm', không phải {type(got).__name__}.",
-                           f"dominant_op must return the op's name (a str), e.g. 'aten::mm', not {type(got).__name__}.",
                            stop=True)
         if got == right:
             answers.append(right)
@@ -119,75 +100,44 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
         if got not in by_key:
             short = got if len(got) <= 60 else got[:57] + "..."
             report.problem(f"{label}: '{short}' không phải tên một dòng của profile; trả về row.key của dòng "
-                           "bạn chọn, không phải cả bảng hay một chuỗi tự gõ.",
-                           f"{label}: '{short}' is not the name of a row of the profile; return row.key of the row "
-                           "you chose, not the whole table or a typed-in string.", stop=True)
+                           "bạn chọn, không phải cả bảng hay một chuỗi tự gõ.", stop=True)
         row = by_key[got]
         if not got.startswith("aten::"):
             report.problem(f"{label}: '{got}' là một nhãn record_function, không phải phép PyTorch. Self time của nhãn "
                            "là thời gian Python chạy bên trong nhãn mà không nằm trong phép nào (ở đây: time.sleep). "
-                           "Chỉ xét các dòng có tên bắt đầu bằng 'aten::'.",
-                           f"{label}: '{got}' is a record_function label, not a PyTorch op. A label's self time is "
-                           "Python time inside it that no op covers (here: time.sleep). Only consider rows whose name "
-                           "starts with 'aten::'.", stop=True)
+                           "Chỉ xét các dòng có tên bắt đầu bằng 'aten::'.", stop=True)
         if row.key == max(ops, key=lambda r: r.cpu_time_total).key and row.key != right:
             report.problem(f"{label}: '{got}' có CPU TOTAL lớn nhất, nhưng total gồm cả các phép con nó gọi "
                            f"(aten::linear gọi aten::matmul, rồi aten::matmul gọi aten::mm). Xếp theo self time: row.self_cpu_time_total. "
-                           f"Đáp án của profile này là '{right}'.",
-                           f"{label}: '{got}' has the largest CPU TOTAL, but total includes the child ops it calls "
-                           f"(aten::linear calls aten::matmul, which calls aten::mm). Sort by self time: row.self_cpu_time_total. "
-                           f"This profile's answer is '{right}'.", stop=True)
+                           f"Đáp án của profile này là '{right}'.", stop=True)
         if row.count == max(r.count for r in ops):
             report.problem(f"{label}: '{got}' được gọi NHIỀU LẦN nhất ({row.count} lần), nhưng không tốn nhiều thời "
-                           "gian nhất. Xếp theo row.self_cpu_time_total, không theo row.count.",
-                           f"{label}: '{got}' is called the MOST TIMES ({row.count}), but does not take the most time. "
-                           "Sort by row.self_cpu_time_total, not by row.count.", stop=True)
+                           "gian nhất. Xếp theo row.self_cpu_time_total, không theo row.count.", stop=True)
         if row.key == min(ops, key=lambda r: r.self_cpu_time_total).key:
             report.problem(f"{label}: '{got}' là phép có self time NHỎ nhất; cần lớn nhất (max, không phải min).",
-                           f"{label}: '{got}' has the SMALLEST self time; you need the largest (max, not min).",
                            stop=True)
         report.problem(f"{label}: '{got}' chưa phải phép có self CPU time lớn nhất; đáp án là '{right}' "
-                       f"({_self_ms(ops, right):.2f} ms so với {row.self_cpu_time_total / 1e3:.2f} ms).",
-                       f"{label}: '{got}' is not the op with the most self CPU time; the answer is '{right}' "
-                       f"({_self_ms(ops, right):.2f} ms against {row.self_cpu_time_total / 1e3:.2f} ms).", stop=True)
+                       f"({by_key[right].self_cpu_time_total / 1e3:.2f} ms so với {row.self_cpu_time_total / 1e3:.2f} ms).",
+                       stop=True)
     report.success(f"đúng trên cả hai profile: một profile mà nhãn Python, CPU total và số lần gọi đều chỉ sai chỗ "
-                   f"(đáp án {answers[0]}), và một profile toàn phép nhỏ (đáp án {answers[1]}).",
-                   f"right on both profiles: one where a Python label, CPU total and call counts all point the wrong "
-                   f"way (answer {answers[0]}), and one full of tiny ops (answer {answers[1]}).")
-
-
-def _self_ms(ops, name: str) -> float:
-    """Return the self CPU time of the row `name` among `ops`, in ms."""
-    return next(r.self_cpu_time_total for r in ops if r.key == name) / 1e3
+                   f"(đáp án {answers[0]}), và một profile toàn phép nhỏ (đáp án {answers[1]}).")
 
 
 task1 = Exercise(
     "task1",
-    ("Nhiệm vụ 1 · Phép nào tốn thời gian nhất?", "Task 1 · Which op takes the most time?"),
+    "Nhiệm vụ 1 · Phép nào tốn thời gian nhất?",
     _evaluate_dominant,
     hints=[
-        ("prof.key_averages() là danh sách các dòng; mỗi dòng có row.key (tên), row.self_cpu_time_total (µs, "
+        "prof.key_averages() là danh sách các dòng; mỗi dòng có row.key (tên), row.self_cpu_time_total (µs, "
          "không tính phép con), row.cpu_time_total (µs, tính cả phép con) và row.count (số lần gọi).",
-         "prof.key_averages() is a list of rows; each has row.key (name), row.self_cpu_time_total (µs, without child "
-         "ops), row.cpu_time_total (µs, with child ops) and row.count (calls)."),
-        ("Lọc: [r for r in prof.key_averages() if r.key.startswith('aten::')], rồi max(..., key=lambda r: "
+        "Lọc: [r for r in prof.key_averages() if r.key.startswith('aten::')], rồi max(..., key=lambda r: "
          "r.self_cpu_time_total) và trả về .key của dòng đó.",
-         "Filter: [r for r in prof.key_averages() if r.key.startswith('aten::')], then max(..., key=lambda r: "
-         "r.self_cpu_time_total) and return that row's .key."),
     ],
-    solution='''
-def dominant_op(prof):
-    ops = [row for row in prof.key_averages() if row.key.startswith("aten::")]   # chỉ phép PyTorch
-    return max(ops, key=lambda row: row.self_cpu_time_total).key                 # self time, không phải total
-''',
     group=GROUP,
 )
 
-
-# --------------------------------------------------------------------------- task 2: pick num_workers
-
 #: (loader samples/s by num_workers, step samples/s, right answer, what the case is about).
-WORKER_CASES = (
+_WORKER_CASES = (
     ({0: 400.0, 1: 800.0, 2: 1500.0, 4: 2900.0}, 1000.0, 2, "needs-workers"),
     ({0: 2000.0, 1: 3900.0, 2: 7000.0}, 1000.0, 0, "already-fast"),
     ({0: 300.0, 1: 550.0, 2: 800.0}, 1000.0, 2, "none-enough"),
@@ -198,97 +148,64 @@ WORKER_CASES = (
 
 def _evaluate_workers(report: Report, pick_num_workers=None) -> None:
     report.require_function(pick_num_workers, "pick_num_workers(loader_sps, step_sps)")
-    for number, (loader_sps, step_sps, right, case) in enumerate(WORKER_CASES):
+    for number, (loader_sps, step_sps, right, case) in enumerate(_WORKER_CASES):
         shown = dict(loader_sps)
         got = report.call(f"pick_num_workers({shown}, {step_sps:g})", pick_num_workers, dict(loader_sps), step_sps)
         if got is None and number == 0:
-            report.missing_part("pick_num_workers chưa trả về gì (thiếu return).",
-                                "pick_num_workers returns nothing yet (no return).", stop=True)
+            report.missing_part("pick_num_workers chưa trả về gì (thiếu return).", stop=True)
         if got is None:
             report.problem(f"pick_num_workers({shown}, {step_sps:g}) trả về None. Khi không cấu hình nào đủ nhanh, "
                            "vẫn phải chọn một: cấu hình nhanh nhất, max(loader_sps, key=loader_sps.get).",
-                           f"pick_num_workers({shown}, {step_sps:g}) returned None. When no setting is fast enough, "
-                           "still pick one: the fastest, max(loader_sps, key=loader_sps.get).", stop=True)
+                           stop=True)
         if isinstance(got, bool):
-            report.problem("pick_num_workers phải trả về SỐ worker (int), không phải True/False.",
-                           "pick_num_workers must return a NUMBER of workers (an int), not True/False.", stop=True)
+            report.problem("pick_num_workers phải trả về SỐ worker (int), không phải True/False.", stop=True)
         try:
             value = operator.index(got)
         except TypeError:
             value = None
         if value is None and isinstance(got, float) and got in loader_sps.values():
             report.problem(f"pick_num_workers({shown}, {step_sps:g}) trả về {got:g}: đó là TỐC ĐỘ (mẫu/s) của "
-                           "một cấu hình; hãy trả về SỐ worker của nó (khoá của dict).",
-                           f"pick_num_workers({shown}, {step_sps:g}) returned {got:g}: that is a SPEED (samples/s); "
-                           "return its NUMBER of workers (the dict's key).", stop=True)
+                           "một cấu hình; hãy trả về SỐ worker của nó (khoá của dict).", stop=True)
         if value is None:
             report.problem(f"pick_num_workers phải trả về một số nguyên (số worker), không phải {type(got).__name__}.",
-                           f"pick_num_workers must return an int (a number of workers), not {type(got).__name__}.",
                            stop=True)
         if value == right:
             continue
         case_text = f"pick_num_workers({shown}, {step_sps:g}) = {value}"
         if value not in loader_sps:
             report.problem(f"{case_text}: không có cấu hình {value} worker nào được đo; chọn một khoá của loader_sps.",
-                           f"{case_text}: no setting with {value} workers was measured; pick a key of loader_sps.",
                            stop=True)
         if case == "already-fast":
             report.problem(f"{case_text}: nhưng 0 worker đã đưa ra {loader_sps[0]:g} mẫu/s, hơn {step_sps:g} mẫu/s "
                            "bước train tiêu thụ. Thêm worker không làm train nhanh hơn, chỉ tốn thêm tiến trình, RAM và "
-                           "thời gian khởi động: chọn số worker NHỎ NHẤT đủ nhanh.",
-                           f"{case_text}: but 0 workers already give {loader_sps[0]:g} samples/s, more than the "
-                           f"{step_sps:g} samples/s the step consumes. More workers do not speed training up, they cost "
-                           "processes, RAM and start-up time: pick the SMALLEST number that is fast enough.", stop=True)
+                           "thời gian khởi động: chọn số worker NHỎ NHẤT đủ nhanh.", stop=True)
         if case == "none-enough":
             report.problem(f"{case_text}: không cấu hình nào theo kịp {step_sps:g} mẫu/s, nên chọn cấu hình nhanh "
                            f"nhất ({right} worker) và ghi nhớ rằng loader là nút cổ chai (làm __getitem__ rẻ hơn, hoặc "
-                           "thêm CPU).",
-                           f"{case_text}: no setting keeps up with {step_sps:g} samples/s, so pick the fastest "
-                           f"({right} workers) and remember the loader is the bottleneck (make __getitem__ cheaper, or "
-                           "add CPUs).", stop=True)
+                           "thêm CPU).", stop=True)
         if case == "unordered":
             report.problem(f"{case_text}: dict không xếp theo số worker ({list(loader_sps)}); duyệt sorted(loader_sps) "
-                           f"để gặp số worker nhỏ trước. Đáp án: {right}.",
-                           f"{case_text}: the dict is not ordered by workers ({list(loader_sps)}); loop over "
-                           f"sorted(loader_sps) so smaller counts come first. Answer: {right}.", stop=True)
+                           f"để gặp số worker nhỏ trước. Đáp án: {right}.", stop=True)
         if case == "equal":
             report.problem(f"{case_text}: với {right} worker loader đưa ra đúng {loader_sps[right]:g} mẫu/s = tốc độ "
-                           "bước train: vậy là đủ (so sánh bằng >=, không phải >).",
-                           f"{case_text}: with {right} worker(s) the loader gives exactly {loader_sps[right]:g} "
-                           "samples/s = the step's speed: that is enough (compare with >=, not >).", stop=True)
+                           "bước train: vậy là đủ (so sánh bằng >=, không phải >).", stop=True)
         if loader_sps[value] < step_sps:
             report.problem(f"{case_text}: với {value} worker loader chỉ đưa ra {loader_sps[value]:g} mẫu/s, ít hơn "
                            f"{step_sps:g} mẫu/s bước train cần, nên GPU sẽ chờ dữ liệu. Đáp án: {right}.",
-                           f"{case_text}: with {value} workers the loader only gives {loader_sps[value]:g} samples/s, "
-                           f"less than the {step_sps:g} the step needs, so the GPU waits for data. Answer: {right}.",
                            stop=True)
         report.problem(f"{case_text}: đủ nhanh, nhưng {right} worker cũng đủ nhanh và ít hơn: chọn số NHỎ NHẤT có "
-                       "loader_sps >= step_sps.",
-                       f"{case_text}: fast enough, but {right} workers are too, and fewer: pick the SMALLEST number "
-                       "with loader_sps >= step_sps.", stop=True)
+                       "loader_sps >= step_sps.", stop=True)
     report.success("đúng ở cả năm trường hợp: ít worker nhất mà loader theo kịp bước train; không cấu hình nào kịp "
-                   "thì chọn cấu hình nhanh nhất.",
-                   "right in all five cases: the fewest workers whose loader keeps up with the step; when none does, "
-                   "the fastest setting.")
+                   "thì chọn cấu hình nhanh nhất.")
 
 
 task2 = Exercise(
     "task2",
-    ("Nhiệm vụ 2 · Chọn num_workers từ số đo", "Task 2 · Pick num_workers from measurements"),
+    "Nhiệm vụ 2 · Chọn num_workers từ số đo",
     _evaluate_workers,
     hints=[
-        ("Duyệt số worker từ nhỏ đến lớn (sorted(loader_sps)); số đầu tiên có loader_sps[w] >= step_sps là đáp án.",
-         "Go through the worker counts from small to large (sorted(loader_sps)); the first with "
-         "loader_sps[w] >= step_sps is the answer."),
-        ("Nếu không số nào đủ nhanh, trả về số worker nhanh nhất: max(loader_sps, key=loader_sps.get).",
-         "If none is fast enough, return the fastest: max(loader_sps, key=loader_sps.get)."),
+        "Duyệt số worker từ nhỏ đến lớn (sorted(loader_sps)); số đầu tiên có loader_sps[w] >= step_sps là đáp án.",
+        "Nếu không số nào đủ nhanh, trả về số worker nhanh nhất: max(loader_sps, key=loader_sps.get).",
     ],
-    solution='''
-def pick_num_workers(loader_sps, step_sps):
-    for workers in sorted(loader_sps):                 # ít worker trước
-        if loader_sps[workers] >= step_sps:            # loader theo kịp bước train
-            return workers
-    return max(loader_sps, key=loader_sps.get)         # không cấu hình nào kịp: lấy cấu hình nhanh nhất
-''',
     group=GROUP,
 )

@@ -1,23 +1,15 @@
-"""Checked tasks of notebook 11 (the capstone), group "lesson11": ``task1`` (evaluate) and ``task2`` (train_epoch).
+"""Lesson 11's checked tasks (``evaluate``, ``train_epoch``) and section 7's verdicts on the measured CPU times.
 
-Both run on real data: scikit-learn's ``load_digits`` (1797 handwritten digits of 8×8 pixels, a copy of the test
-set of the UCI "Optical Recognition of Handwritten Digits" data), split exactly as the notebook splits it.
-scikit-learn is not a dependency of lessons_lib: it is imported only when a check runs, and a missing
-scikit-learn gives a clear "install it" message instead of an error.
-
-The notebook's later sections run ``reference_evaluate`` and ``reference_train_epoch``, so they work whether
-the tasks are done or not; both are built from the very code that ``task1.solution()`` and
-``task2.solution()`` print.
-
-    from lessons_lib.exercises.lesson11 import task1, task2
-    task1.check(evaluate)
-    task2.check(train_epoch)
+The tasks run on scikit-learn's ``load_digits`` split as the notebook splits it; scikit-learn is imported only
+when a check runs. ``reference_evaluate`` / ``reference_train_epoch`` are the lesson's solutions, so the later
+sections run whether the tasks are done or not.
 """
 
 from __future__ import annotations
 
 import linecache
 import math
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -25,127 +17,54 @@ from torch import nn
 
 from .._validate import check_number
 from ..device import pick_device
-from ..i18n import tr
-from ._core import Exercise, Report, number, on_gpu_note
+from ._core import Exercise, Report, number
 
-GROUP = "lesson11"
+GROUP = "lesson11"  # the exercise group (tools/grade.py reads it)
+
 #: How the notebook splits load_digits (train_test_split arguments).
-TEST_SIZE, SPLIT_SEED = 0.25, 0
+_TEST_SIZE, _SPLIT_SEED = 0.25, 0
 #: What task2's check trains with, and what it must reach.
-BATCH_SIZE, LR, MAX_EPOCHS, TARGET_ACCURACY = 64, 1e-2, 10, 0.95
-
-EVALUATE_SOLUTION = '''
-def evaluate(model, X, y):
-    model.eval()                                   # dropout tắt: dự đoán ổn định, lặp lại được
-    with torch.no_grad():                          # không xây đồ thị autograd: nhẹ và nhanh hơn
-        pred = model(X).argmax(dim=1)              # lớp có logit lớn nhất
-    return (pred == y).float().mean().item()       # tỉ lệ đoán đúng, từ 0 đến 1
-'''
-
-TRAIN_SOLUTION = '''
-def train_epoch(model, optimizer, scaler, X, y, batch_size=64, amp_dtype=None):
-    model.train()                                          # dropout bật lại (evaluate đã tắt nó)
-    order = torch.randperm(len(X), device=X.device)        # thứ tự mới mỗi epoch
-    total = torch.zeros((), device=X.device)
-    for start in range(0, len(X), batch_size):
-        idx = order[start:start + batch_size]
-        with torch.autocast(X.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = F.cross_entropy(model(X[idx]), y[idx])
-        optimizer.zero_grad()
-        scaler.scale(loss).backward()                      # fp16: nhân loss lên; scaler tắt thì giữ nguyên
-        scaler.step(optimizer)                             # unscale gradient rồi mới cập nhật
-        scaler.update()
-        total += loss.detach().float() * len(idx)          # cộng trên device: không chờ GPU mỗi bước
-    return (total / len(X)).item()                         # một lần .item() mỗi epoch
-'''
-
-
-def _define(code: str, name: str):
-    """Return function `name` defined by `code`, with its source findable (inspect, tracebacks) as the solution."""
-    filename = f"<lessons_lib.exercises.lesson11:{name}>"
-    source = code.strip("\n") + "\n"
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace = {"torch": torch, "F": F}
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own solution code
-    return namespace[name]
-
-
-#: The reference solutions, the same code as ``task1.solution()`` / ``task2.solution()`` print.
-reference_evaluate = _define(EVALUATE_SOLUTION, "evaluate")
-reference_train_epoch = _define(TRAIN_SOLUTION, "train_epoch")
-
-
-# --------------------------------------------------------------------------- the data and the model
-
-
+_BATCH_SIZE, _LR, _MAX_EPOCHS, _TARGET_ACCURACY = 64, 1e-2, 10, 0.95
 _DIGITS: dict[str, torch.Tensor] = {}
 
 
-class MissingScikitLearn(RuntimeError):
-    """Raised by `digits_tensors` when scikit-learn is not installed (the message says how to install it)."""
-
-
-def digits_tensors(device: str | torch.device | None = None) -> tuple[torch.Tensor, ...]:
-    """Return ``X_train, y_train, X_test, y_test`` of load_digits, split as in notebook 11, on `device`.
-
-    Pixels are scaled from 0..16 to 0..1 (float32); labels are int64. The split is stratified, 25% for the
-    test set, ``random_state=0``.
-
-    Raises:
-        MissingScikitLearn: scikit-learn is not installed.
-        TypeError / ValueError: `device` is not a device this machine has (as `pick_device`).
-    """
-    device = pick_device(device)
+def _digits_tensors(device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Return fresh ``X_train, y_train, X_test, y_test`` of load_digits (pixels 0..1) split as in notebook 11."""
     if not _DIGITS:
-        try:
-            from sklearn.datasets import load_digits
-            from sklearn.model_selection import train_test_split
-        except ImportError as exc:
-            raise MissingScikitLearn(tr(
-                "bài 14.11 cần scikit-learn (Colab và Kaggle có sẵn): chạy `pip install scikit-learn` rồi "
-                "khởi động lại kernel.",
-                "lesson 14.11 needs scikit-learn (Colab and Kaggle have it): run `pip install scikit-learn`, then "
-                "restart the kernel.")) from exc
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+
         digits = load_digits()
-        parts = train_test_split(digits.data, digits.target, test_size=TEST_SIZE, stratify=digits.target,
-                                 random_state=SPLIT_SEED)
+        parts = train_test_split(digits.data, digits.target, test_size=_TEST_SIZE, stratify=digits.target,
+                                 random_state=_SPLIT_SEED)
         for key, value in zip(("X_train", "X_test", "y_train", "y_test"), parts, strict=True):
             tensor = torch.from_numpy(value)
             _DIGITS[key] = tensor.float() / 16 if key.startswith("X") else tensor.long()
     return tuple(_DIGITS[key].to(device, copy=True) for key in ("X_train", "y_train", "X_test", "y_test"))
 
 
-def make_digits_model(hidden: int = 128, layers: int = 1, dropout: float = 0.2, seed: int = 0) -> nn.Sequential:
-    """Return the notebook's MLP (64 pixels → `layers` × [Linear, ReLU, Dropout] → 10 digits), seeded, on the CPU."""
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        blocks, width = [], 64
-        for _ in range(layers):
-            blocks += [nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout)]
-            width = hidden
-        return nn.Sequential(*blocks, nn.Linear(width, 10))
-    finally:
-        torch.random.set_rng_state(generator_state)
+def _make_digits_model(dropout: float = 0.2) -> nn.Sequential:
+    """Return the notebook's MLP (64 pixels → 128 → 10 digits), seeded, leaving the global RNG alone."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Dropout(dropout), nn.Linear(128, 10))
 
 
 def _data(report: Report, device: torch.device) -> tuple[torch.Tensor, ...]:
     try:
-        return digits_tensors(device)
-    except MissingScikitLearn as exc:
-        report.problem(str(exc), str(exc), stop=True)
+        return _digits_tensors(device)
+    except ImportError:
+        report.problem("bài 14.11 cần scikit-learn (Colab và Kaggle có sẵn): chạy `pip install scikit-learn` rồi "
+                       "khởi động lại kernel.", stop=True)
 
 
 def _rng_guard(device: torch.device):
-    """Return a context that restores the global RNG afterwards, so a check never shifts the notebook's random numbers."""
+    """Return a context that restores the global RNG afterwards: a check never shifts the notebook's numbers."""
     return torch.random.fork_rng(devices=[torch.cuda.current_device()] if device.type == "cuda" else [])
 
 
 class _Watch:
-    """Forward hook on a model: each call's mode, grad mode, batch rows, output dtype; removed by `close`.
-
-    After `mark()`, the next call's input is kept (a fingerprint of the first batch of an epoch).
-    """
+    """Record each forward's mode, grad mode, rows and output dtype; after `mark()`, keep the next input."""
 
     def __init__(self, model: nn.Module):
         self.calls: list[tuple[bool, bool, int, torch.dtype | None]] = []
@@ -154,6 +73,7 @@ class _Watch:
         self._handle = model.register_forward_hook(self._hook)
 
     def mark(self) -> None:
+        """Keep the next call's input (the first batch of an epoch)."""
         self._keep_next = True
 
     def _hook(self, module, inputs, output) -> None:
@@ -169,19 +89,16 @@ class _Watch:
         self._handle.remove()
 
 
-# =========================================================================== task 1: evaluate
-
-
 def _evaluate_task1(report: Report, evaluate=None) -> None:
     report.require_function(evaluate, "evaluate(model, X, y)")
     device = pick_device()
     X_train, y_train, X_test, y_test = _data(report, device)
-    model = make_digits_model(dropout=0.5).to(device)       # strong dropout: train mode changes the answers
-    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    model = _make_digits_model(dropout=0.5).to(device)       # strong dropout: train mode changes the answers
+    optimizer = torch.optim.Adam(model.parameters(), lr=_LR)
     scaler = torch.amp.GradScaler(device.type, enabled=False)
     with _rng_guard(device):
         torch.manual_seed(0)
-        reference_train_epoch(model, optimizer, scaler, X_train, y_train, BATCH_SIZE)   # a partly trained model
+        reference_train_epoch(model, optimizer, scaler, X_train, y_train, _BATCH_SIZE)   # a partly trained model
     right = reference_evaluate(model, X_test, y_test)
     model.train()                                            # as after a training epoch
     watch = _Watch(model)
@@ -192,88 +109,61 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
     finally:
         watch.close()
     if got is None:
-        report.missing_part("evaluate chưa trả về gì (thiếu return độ chính xác).",
-                            "evaluate returns nothing yet (no return of the accuracy).", stop=True)
+        report.missing_part("evaluate chưa trả về gì (thiếu return độ chính xác).", stop=True)
     if not watch.calls:
-        report.problem("evaluate không gọi model(X) (bộ chấm không thấy lần forward nào).",
-                       "evaluate never calls model(X) (the checker saw no forward pass).", stop=True)
+        report.problem("evaluate không gọi model(X) (bộ chấm không thấy lần forward nào).", stop=True)
     if any(training for training, *_ in watch.calls):
         report.problem("model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả "
-                       "ngẫu nhiên mỗi lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch).",
-                       "the model is still in training mode while predicting: call model.eval() first (dropout is on, "
-                       "so results are random and too low; BatchNorm would use batch statistics too).")
+                       "ngẫu nhiên mỗi lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch).")
     if any(grad for _, grad, *_ in watch.calls):
         report.problem("autograd vẫn bật khi dự đoán: bọc forward trong `with torch.no_grad():` (hoặc "
-                       "torch.inference_mode()), nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi.",
-                       "autograd is still on while predicting: wrap the forward in `with torch.no_grad():` (or "
-                       "torch.inference_mode()); otherwise PyTorch keeps a graph and activations only to throw them away.")
+                       "torch.inference_mode()), nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi.")
     if grad_left_off:
         report.problem("evaluate tắt autograd cho cả chương trình (torch.set_grad_enabled(False)) mà không bật lại: "
-                       "các ô train sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối.",
-                       "evaluate switches autograd off for the whole program (torch.set_grad_enabled(False)) and never "
-                       "back on: later training cells could not learn. Use `with torch.no_grad():` to switch it off "
-                       "only inside the block.")
+                       "các ô train sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối.")
     if isinstance(got, torch.Tensor) and got.requires_grad:
         report.problem("evaluate trả về tensor còn gắn đồ thị autograd: trả về một số Python (.item()).",
-                       "evaluate returns a tensor still attached to the autograd graph: return a Python number (.item()).",
                        stop=True)
     value = number(got)
     if value is None:
         report.problem(f"evaluate phải trả về độ chính xác là một số (vd 0.93), không phải {type(got).__name__}.",
-                       f"evaluate must return the accuracy as a number (e.g. 0.93), not {type(got).__name__}.",
                        stop=True)
     n = len(y_test)
     if not report.problems:
         if math.isclose(value, 100 * right, abs_tol=1e-2):
-            report.problem(f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f}).",
-                           f"evaluate returns a percentage ({value:.2f}); return a fraction from 0 to 1 ({right:.4f}).")
+            report.problem(f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f}).")
         elif math.isclose(value, right * n, abs_tol=0.5):
-            report.problem(f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ.",
-                           f"evaluate returns the number of right guesses ({value:.0f}); divide by len(y) = {n} "
-                           "for the fraction.")
+            report.problem(f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ.")
         elif not math.isclose(value, right, abs_tol=1e-4):
             report.problem(f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
-                           "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.",
-                           f"evaluate returns {value:.4f}, but the model gets {right:.4f} of the test images right. The "
-                           "prediction is model(X).argmax(dim=1) (the largest logit of EACH image), compared with y over "
-                           "the whole set.")
+                           "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.")
     if report.problems:
         return
     report.success(f"model.eval() + no_grad, độ chính xác {value:.1%} trên {n} ảnh test (mô hình mới train 1 epoch "
-                   "của bộ chấm).",
-                   f"model.eval() + no_grad, accuracy {value:.1%} on {n} test images (the checker's model after 1 epoch).")
-    report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).",
-                "evaluate leaves the model in eval mode: the training loop must call model.train() at the start of "
-                "every epoch (task 2).")
+                   "của bộ chấm).")
+    report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
 
 
 task1 = Exercise(
     "task1",
-    ("Nhiệm vụ 1 · Hàm evaluate đúng cách", "Task 1 · A correct evaluate"),
+    "Nhiệm vụ 1 · Hàm evaluate đúng cách",
     _evaluate_task1,
     hints=[
-        ("Hai việc trước khi dự đoán: model.eval() (tắt dropout) và `with torch.no_grad():` (tắt autograd). "
+        "Hai việc trước khi dự đoán: model.eval() (tắt dropout) và `with torch.no_grad():` (tắt autograd). "
          "Rồi pred = model(X).argmax(dim=1).",
-         "Two things before predicting: model.eval() (dropout off) and `with torch.no_grad():` (autograd off). "
-         "Then pred = model(X).argmax(dim=1)."),
-        ("Độ chính xác = (pred == y).float().mean().item(): tỉ lệ từ 0 đến 1, một số Python.",
-         "Accuracy = (pred == y).float().mean().item(): a fraction from 0 to 1, a Python number."),
+        "Độ chính xác = (pred == y).float().mean().item(): tỉ lệ từ 0 đến 1, một số Python.",
     ],
-    solution=EVALUATE_SOLUTION,
     group=GROUP,
 )
 
 
-# =========================================================================== task 2: train_epoch
-
-
-def amp_dtype_for_check(device: torch.device) -> torch.dtype | None:
+def _amp_dtype_for_check(device: torch.device) -> torch.dtype | None:
     """Return the autocast dtype task2's check trains with on `device`: fp16 on CUDA, bf16 on the CPU, else None."""
     return {"cuda": torch.float16, "cpu": torch.bfloat16}.get(device.type)
 
 
 class _GradientWatch:
-    """Count optimizer steps, and see stale gradients (a step happened, but .grad was not cleared before backward)."""
+    """Count steps, backwards and scaler calls; see stale gradients (not cleared between a step and a backward)."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scaler):
         self.steps = 0
@@ -281,7 +171,9 @@ class _GradientWatch:
         self.stale = False
         self.zero_at_step = False
         self._since_step = 0
-        self.scaler_calls = {"scale": 0, "step": 0, "update": 0}
+        self.scaler_calls = {name: mock.Mock(wraps=getattr(scaler, name)) for name in ("scale", "step", "update")}
+        for name, spy in self.scaler_calls.items():
+            setattr(scaler, name, spy)
         param = next(model.parameters())
         self._param = param
         self._handles = [
@@ -289,14 +181,6 @@ class _GradientWatch:
             optimizer.register_step_pre_hook(self._pre_step),
             optimizer.register_step_post_hook(self._post_step),
         ]
-        for name in self.scaler_calls:
-            original = getattr(scaler, name)
-
-            def counted(*args, _name=name, _original=original, **kwargs):
-                self.scaler_calls[_name] += 1
-                return _original(*args, **kwargs)
-
-            setattr(scaler, name, counted)
 
     def _before_accumulate(self, grad):
         self.backwards += 1
@@ -320,22 +204,18 @@ class _GradientWatch:
             handle.remove()
 
 
-def _losses(report: Report, what: str, value) -> float:
+def _loss(report: Report, what: str, value) -> float:
     if value is None:
-        report.missing_part("train_epoch chưa trả về loss trung bình của epoch (thiếu return).",
-                            "train_epoch does not return the epoch's mean loss yet (no return).", stop=True)
+        report.missing_part("train_epoch chưa trả về loss trung bình của epoch (thiếu return).", stop=True)
     if isinstance(value, torch.Tensor) and value.requires_grad:
         report.problem(f"{what} trả về tensor còn gắn đồ thị autograd: cộng loss.detach() và trả về .item() (giữ đồ "
-                       "thị của mọi bước là một nguyên nhân OOM).",
-                       f"{what} returns a tensor still attached to the autograd graph: add up loss.detach() and return "
-                       ".item() (keeping every step's graph is a cause of OOM).", stop=True)
+                       "thị của mọi bước là một nguyên nhân OOM).", stop=True)
     loss = number(value)
     if loss is None:
         report.problem(f"{what} phải trả về loss trung bình của epoch (một số), không phải {type(value).__name__}.",
-                       f"{what} must return the epoch's mean loss (a number), not {type(value).__name__}.", stop=True)
+                       stop=True)
     if not math.isfinite(loss):
-        report.problem(f"{what} trả về loss {loss}: mô hình đã phân kỳ (NaN/inf).",
-                       f"{what} returned loss {loss}: the model diverged (NaN/inf).", stop=True)
+        report.problem(f"{what} trả về loss {loss}: mô hình đã phân kỳ (NaN/inf).", stop=True)
     return loss
 
 
@@ -343,14 +223,14 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     report.require_function(train_epoch, "train_epoch(model, optimizer, scaler, X, y, batch_size, amp_dtype)")
     device = pick_device()
     X_train, y_train, X_test, y_test = _data(report, device)
-    amp_dtype = amp_dtype_for_check(device)
+    amp_dtype = _amp_dtype_for_check(device)
     short = str(amp_dtype).removeprefix("torch.") if amp_dtype is not None else "FP32"
     precision = f"autocast {short}" if amp_dtype is not None else "FP32"
-    what = f"train_epoch(..., batch_size={BATCH_SIZE}, amp_dtype={'None' if amp_dtype is None else short})"
+    what = f"train_epoch(..., batch_size={_BATCH_SIZE}, amp_dtype={'None' if amp_dtype is None else short})"
 
-    model = make_digits_model().to(device)
+    model = _make_digits_model().to(device)
     model.eval()                                       # as after evaluate(): train_epoch must switch back
-    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    optimizer = torch.optim.Adam(model.parameters(), lr=_LR)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     watch, grads = _Watch(model), _GradientWatch(model, optimizer, scaler)
     accuracies: list[float] = []
@@ -358,14 +238,14 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     try:
         with _rng_guard(device):
             torch.manual_seed(0)
-            for epoch in range(1, MAX_EPOCHS + 1):
+            for epoch in range(1, _MAX_EPOCHS + 1):
                 before = [p.detach().clone() for p in model.parameters()]
                 calls_before = len(watch.calls)
                 watch.mark()
                 with torch.enable_grad():
-                    value = report.call(what, train_epoch, model, optimizer, scaler, X_train, y_train, BATCH_SIZE,
+                    value = report.call(what, train_epoch, model, optimizer, scaler, X_train, y_train, _BATCH_SIZE,
                                         amp_dtype)
-                losses.append(_losses(report, what, value))
+                losses.append(_loss(report, what, value))
                 if epoch == 1:
                     grads.close()                      # one epoch tells enough about zero_grad and step
                     _check_first_epoch(report, watch.calls[calls_before:], len(X_train), grads, amp_dtype, short)
@@ -373,7 +253,7 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
                     if report.problems:
                         return
                 accuracies.append(reference_evaluate(model, X_test, y_test))  # leaves eval mode, as in the notebook
-                if epoch >= 2 and accuracies[-1] >= TARGET_ACCURACY:
+                if epoch >= 2 and accuracies[-1] >= _TARGET_ACCURACY:
                     break
     finally:
         watch.close()
@@ -381,30 +261,19 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     if len(watch.first_batches) >= 2 and torch.equal(watch.first_batches[0], watch.first_batches[1]):
         report.problem("epoch 1 và epoch 2 bắt đầu bằng cùng một batch: dữ liệu không được xáo trộn. Lấy thứ tự mới "
                        "mỗi epoch: order = torch.randperm(len(X), device=X.device), rồi idx = order[start:start + "
-                       "batch_size].",
-                       "epochs 1 and 2 start with the same batch: the data is not shuffled. Take a new order every "
-                       "epoch: order = torch.randperm(len(X), device=X.device), then idx = order[start:start + "
                        "batch_size].")
         return
-    if accuracies[-1] < TARGET_ACCURACY:
-        report.problem(f"sau {MAX_EPOCHS} epoch, độ chính xác test chỉ {max(accuracies):.1%} (cần ≥ "
-                       f"{TARGET_ACCURACY:.0%}). Loss trung bình từng epoch: "
+    if accuracies[-1] < _TARGET_ACCURACY:
+        report.problem(f"sau {_MAX_EPOCHS} epoch, độ chính xác test chỉ {max(accuracies):.1%} (cần ≥ "
+                       f"{_TARGET_ACCURACY:.0%}). Loss trung bình từng epoch: "
                        + ", ".join(f"{v:.3f}" for v in losses) + ". Kiểm tra: X và y lấy CÙNG chỉ số idx, loss là "
-                       "F.cross_entropy(logits, nhãn), và mỗi batch theo thứ tự zero_grad → backward → step.",
-                       f"after {MAX_EPOCHS} epochs the test accuracy is only {max(accuracies):.1%} (needs ≥ "
-                       f"{TARGET_ACCURACY:.0%}). Mean loss per epoch: " + ", ".join(f"{v:.3f}" for v in losses)
-                       + ". Check: X and y are indexed with the SAME idx, the loss is F.cross_entropy(logits, "
-                       "labels), and each batch goes zero_grad → backward → step.")
+                       "F.cross_entropy(logits, nhãn), và mỗi batch theo thứ tự zero_grad → backward → step.")
         return
     report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
-                   f"{TARGET_ACCURACY:.0%} trong {MAX_EPOCHS} epoch) trên {device.type}, {precision}; loss trung "
-                   f"bình {losses[0]:.3f} → {losses[-1]:.3f}.",
-                   f"test accuracy {accuracies[-1]:.1%} after {len(accuracies)} epochs (target ≥ {TARGET_ACCURACY:.0%} "
-                   f"within {MAX_EPOCHS}) on {device.type}, {precision}; mean loss {losses[0]:.3f} → "
-                   f"{losses[-1]:.3f}.")
-    on_gpu_note(report, device,
-                "cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).",
-                "the same function runs with float16 and an enabled GradScaler (the %%gpu cell of section 8).")
+                   f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; loss trung "
+                   f"bình {losses[0]:.3f} → {losses[-1]:.3f}.")
+    if device.type == "cpu":
+        report.note("Trên GPU: cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
 
 
 def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module, grads: _GradientWatch) -> None:
@@ -413,115 +282,90 @@ def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module
         return
     if grads.backwards == 0:
         report.problem("không có lần backward nào: gradient không được tính. Mỗi batch gọi "
-                       "scaler.scale(loss).backward().",
-                       "there is no backward pass: no gradient is computed. Call scaler.scale(loss).backward() for "
-                       "every batch.", stop=True)
+                       "scaler.scale(loss).backward().", stop=True)
     if grads.steps and grads.zero_at_step:
         report.problem("gradient bằng 0 lúc optimizer.step(): zero_grad() phải đứng TRƯỚC backward() (hoặc sau "
-                       "step()), không phải giữa backward() và step().",
-                       "the gradients are zero at optimizer.step(): zero_grad() must come BEFORE backward() (or after "
-                       "step()), not between backward() and step().", stop=True)
+                       "step()), không phải giữa backward() và step().", stop=True)
     report.problem("sau một epoch, tham số không đổi: mô hình không học. Mỗi batch cần scaler.scale(loss).backward() "
-                   "rồi scaler.step(optimizer) (tức optimizer.step()).",
-                   "after one epoch the parameters did not change: the model does not learn. Every batch needs "
-                   "scaler.scale(loss).backward() then scaler.step(optimizer) (that is, optimizer.step()).", stop=True)
+                   "rồi scaler.step(optimizer) (tức optimizer.step()).", stop=True)
 
 
 def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch, amp_dtype, short: str) -> None:
-    """Check what one epoch did: train mode, every sample once in batches of BATCH_SIZE, autocast, scaler, zero_grad."""
+    """Check what one epoch did: train mode, every sample once in batches of _BATCH_SIZE, autocast, scaler, zero_grad."""
     if not calls:
-        report.problem("train_epoch không gọi model(...) (bộ chấm không thấy lần forward nào).",
-                       "train_epoch never calls model(...) (the checker saw no forward pass).", stop=True)
+        report.problem("train_epoch không gọi model(...) (bộ chấm không thấy lần forward nào).", stop=True)
     if any(not training for training, *_ in calls):
         report.problem("mô hình còn ở chế độ eval khi train (evaluate đã gọi model.eval()): gọi model.train() ở đầu "
-                       "train_epoch, nếu không dropout bị tắt suốt quá trình train.",
-                       "the model is still in eval mode while training (evaluate called model.eval()): call "
-                       "model.train() at the start of train_epoch, or dropout stays off for the whole training.")
+                       "train_epoch, nếu không dropout bị tắt suốt quá trình train.")
     rows = [r for *_, r, _ in calls]
     seen, largest = sum(rows), max(rows)
-    if largest > BATCH_SIZE:
-        report.problem(f"một lần forward nhận {largest} ảnh, lớn hơn batch_size={BATCH_SIZE}: mỗi bước chỉ đưa vào "
-                       "X[idx] với idx là batch_size chỉ số.",
-                       f"one forward pass got {largest} images, more than batch_size={BATCH_SIZE}: each step feeds only "
-                       "X[idx], idx being batch_size indices.")
-    elif seen < n_rows and n_rows - seen < BATCH_SIZE:
+    if largest > _BATCH_SIZE:
+        report.problem(f"một lần forward nhận {largest} ảnh, lớn hơn batch_size={_BATCH_SIZE}: mỗi bước chỉ đưa vào "
+                       "X[idx] với idx là batch_size chỉ số.")
+    elif seen < n_rows and n_rows - seen < _BATCH_SIZE:
         report.problem(f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: vòng lặp bỏ sót batch cuối (dùng "
-                       "range(0, len(X), batch_size), batch cuối có thể ngắn hơn).",
-                       f"one epoch feeds only {seen}/{n_rows} images to the model: the loop drops the last batch (use "
-                       "range(0, len(X), batch_size); the last batch may be shorter).")
+                       "range(0, len(X), batch_size), batch cuối có thể ngắn hơn).")
     elif seen < n_rows:
         report.problem(f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: các batch phải phủ hết tập train, "
-                       "bước nhảy của vòng for bằng đúng kích thước batch (idx = order[start:start + batch_size]).",
-                       f"one epoch feeds only {seen}/{n_rows} images to the model: the batches must cover the whole "
-                       "training set, the loop's step equal to the batch size (idx = order[start:start + batch_size]).")
+                       "bước nhảy của vòng for bằng đúng kích thước batch (idx = order[start:start + batch_size]).")
     elif seen > n_rows:
         report.problem(f"một epoch đưa {seen} lượt ảnh vào mô hình, trong khi tập train có {n_rows}: mỗi ảnh chỉ "
-                       "nên đi qua đúng một lần mỗi epoch.",
-                       f"one epoch feeds {seen} images to the model while the training set has {n_rows}: each image "
-                       "should go through exactly once per epoch.")
-    elif largest < BATCH_SIZE:
-        report.problem(f"batch lớn nhất chỉ có {largest} ảnh: dùng tham số batch_size={BATCH_SIZE}.",
-                       f"the largest batch has only {largest} images: use the batch_size={BATCH_SIZE} argument.")
+                       "nên đi qua đúng một lần mỗi epoch.")
+    elif largest < _BATCH_SIZE:
+        report.problem(f"batch lớn nhất chỉ có {largest} ảnh: dùng tham số batch_size={_BATCH_SIZE}.")
     out_dtypes = {dtype for *_, dtype in calls}
     if amp_dtype is not None and amp_dtype not in out_dtypes:
         report.problem(f"với amp_dtype={short}, đầu ra của mô hình vẫn là {sorted(map(str, out_dtypes))}: forward và "
                        "loss phải nằm trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
-                       "enabled=amp_dtype is not None):`.",
-                       f"with amp_dtype={short} the model still outputs {sorted(map(str, out_dtypes))}: the forward and "
-                       "the loss must be inside `with torch.autocast(X.device.type, dtype=amp_dtype, "
                        "enabled=amp_dtype is not None):`.")
     if grads.steps == 0:
         report.problem("optimizer được truyền vào không được step lần nào: sau backward gọi scaler.step(optimizer) "
-                       "với chính optimizer là tham số của train_epoch (đừng tạo optimizer mới trong hàm).",
-                       "the optimizer passed in is never stepped: after backward call scaler.step(optimizer) with the "
-                       "optimizer that is train_epoch's argument (do not create a new optimizer inside).")
+                       "với chính optimizer là tham số của train_epoch (đừng tạo optimizer mới trong hàm).")
     elif grads.steps > len(calls):
         report.problem(f"{grads.steps} lần optimizer.step() cho {len(calls)} batch: scaler.step(optimizer) đã gọi "
-                       "optimizer.step() rồi, đừng gọi thêm.",
-                       f"{grads.steps} optimizer.step() calls for {len(calls)} batches: scaler.step(optimizer) already "
-                       "calls optimizer.step(); do not call it again.")
+                       "optimizer.step() rồi, đừng gọi thêm.")
     if grads.stale:
         report.problem("gradient của batch trước còn nguyên khi backward batch sau: gọi optimizer.zero_grad() mỗi "
-                       "batch, nếu không gradient cộng dồn qua mọi bước.",
-                       "the previous batch's gradients are still there at the next backward: call "
-                       "optimizer.zero_grad() every batch, or the gradients add up over all steps.")
-    missing = [name for name, count in grads.scaler_calls.items() if count == 0]
+                       "batch, nếu không gradient cộng dồn qua mọi bước.")
+    missing = [name for name, spy in grads.scaler_calls.items() if not spy.called]
     if missing:
         report.problem("chưa dùng " + ", ".join(f"scaler.{name}(...)" for name in missing) + ": với float16 trên GPU, "
                        "scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update() giữ gradient nhỏ "
-                       "khỏi về 0; với bf16/FP32 scaler tắt và ba lời gọi đó không đổi gì, nên cùng một hàm chạy mọi nơi.",
-                       "not using " + ", ".join(f"scaler.{name}(...)" for name in missing) + ": with float16 on a GPU, "
-                       "scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update() keep small gradients "
-                       "from becoming 0; with bf16/FP32 the scaler is off and the calls change nothing, so one "
-                       "function runs everywhere.")
+                       "khỏi về 0; với bf16/FP32 scaler tắt và ba lời gọi đó không đổi gì, nên cùng một hàm chạy "
+                       "mọi nơi.")
 
 
 task2 = Exercise(
     "task2",
-    ("Nhiệm vụ 2 · Vòng train một epoch (AMP)", "Task 2 · One training epoch (AMP)"),
+    "Nhiệm vụ 2 · Vòng train một epoch (AMP)",
     _evaluate_task2,
     hints=[
-        ("Khung của một epoch: model.train(); order = torch.randperm(len(X), device=X.device); rồi với start chạy "
+        "Khung của một epoch: model.train(); order = torch.randperm(len(X), device=X.device); rồi với start chạy "
          "range(0, len(X), batch_size): idx = order[start:start + batch_size], forward + loss trên X[idx], y[idx].",
-         "The shape of an epoch: model.train(); order = torch.randperm(len(X), device=X.device); then for start in "
-         "range(0, len(X), batch_size): idx = order[start:start + batch_size], forward + loss on X[idx], y[idx]."),
-        ("Mỗi batch: forward + F.cross_entropy trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
+        "Mỗi batch: forward + F.cross_entropy trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
          "enabled=amp_dtype is not None):`; rồi optimizer.zero_grad(), scaler.scale(loss).backward(), "
          "scaler.step(optimizer), scaler.update().",
-         "Each batch: forward + F.cross_entropy inside `with torch.autocast(X.device.type, dtype=amp_dtype, "
-         "enabled=amp_dtype is not None):`; then optimizer.zero_grad(), scaler.scale(loss).backward(), "
-         "scaler.step(optimizer), scaler.update()."),
-        ("Loss trung bình: total += loss.detach().float() * len(idx) trong vòng lặp (không đồng bộ GPU mỗi bước), "
+        "Loss trung bình: total += loss.detach().float() * len(idx) trong vòng lặp (không đồng bộ GPU mỗi bước), "
          "cuối epoch return (total / len(X)).item().",
-         "Mean loss: total += loss.detach().float() * len(idx) inside the loop (no GPU sync every step), then "
-         "return (total / len(X)).item() at the end of the epoch."),
     ],
-    solution=TRAIN_SOLUTION,
     group=GROUP,
 )
 
 
-# --------------------------------------------------------------------------- section 7's verdicts on the CPU times
+def _define(exercise: Exercise, name: str):
+    """Return function `name` of the exercise's solution, its source findable (inspect, tracebacks)."""
+    filename = f"<lessons_lib.exercises.lesson11:{name}>"
+    source = exercise.solution_code + "\n"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    scope = {"torch": torch, "F": F}
+    exec(compile(source, filename, "exec"), scope)  # noqa: S102 - the lesson's own solution
+    return scope[name]
+
+
+reference_evaluate = _define(task1, "evaluate")
+reference_train_epoch = _define(task2, "train_epoch")
+
+# Section 7's verdicts on the CPU times.
 
 #: A ratio within 10% of 1 counts as "about equal" (a shared CPU often varies by more between runs).
 _EQUAL_WITHIN = 1.1
@@ -552,10 +396,7 @@ def _check_times(times, gflop=None) -> tuple[str, str]:
 def epoch_time_warnings(times: dict, gflop: dict) -> list[str]:
     """Return a ⚠️ line for each dtype where the model with the least work took longer per epoch than the most.
 
-    The small model takes more steps per epoch (smaller batches), so its fixed costs per epoch are larger; but
-    for them to outweigh ~100× the arithmetic, each tiny step would have to cost far more than it does on an
-    idle CPU, so such a pair almost always means the measurement is off (a busy or shared CPU). Empty list:
-    nothing contradicts the FLOP counts.
+    Its extra small steps rarely outweigh ~100× the arithmetic, so such a pair almost always means a busy CPU.
 
     Args:
         times: Median seconds per epoch, keyed ``(model_name, dtype_label)`` as notebook 11's ``cpu_times``.
@@ -574,7 +415,7 @@ def epoch_time_warnings(times: dict, gflop: dict) -> list[str]:
 
 
 def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
-    """Return the sentence that compares how much more time the bigger model took with how much more work it does.
+    """Return the sentence comparing how much more time the bigger model took with how much more work it does.
 
     Args:
         times: Median seconds per epoch, keyed ``(model_name, dtype_label)``.
@@ -600,11 +441,7 @@ def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
 
 
 def bf16_verdict(times: dict) -> list[str]:
-    """Return one line per model ("bf16 nhanh hơn 1.3×" …) and a conclusion built from the measured ratios.
-
-    The conclusion flags the cases that contradict section 7's reasoning: the small model measured slower than
-    the wide one (then every ratio is noise), and bf16 helping the small model (mostly fixed costs) more than the
-    wide one (bf16 saves time only in the matrix multiplications).
+    """Return one line per model ("bf16 nhanh hơn 1.3×" …) and a conclusion, flagging what contradicts section 7.
 
     Args:
         times: Median seconds per epoch, keyed ``(model_name, "fp32" | "bf16")``; the first model is the small one,
