@@ -36,33 +36,34 @@ def pytest_unconfigure(config):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-# Test files that share something one process at a time must use; pytest-xdist runs each group in one process.
+# Test files that change something another file's tests use; pytest-xdist runs each group in one process.
 SHARED_GROUPS = {
-    # the executed-notebook cache: the re-run test fills it, the site is built from it
-    "tests/test_rerun.py": "executed-notebooks",
-    "tests/e2e/test_site.py": "executed-notebooks",
+    # the Colab-pinned environment: the setup-cell test uninstalls lessons_lib there while it runs
+    "tests/test_colab_env.py": "colab-env",
+    "tests/test_setup_cell.py": "colab-env",
 }
 
 
-def xdist_group_of(nodeid: str) -> str:
-    """Return the pytest-xdist group of a test: its file (a notebook's cells share one kernel), or its shared group."""
+def xdist_scope_of(nodeid: str) -> str:
+    """Return the pytest-xdist scope of a test: its shared group, else its class, file or notebook (loadscope's)."""
     path = nodeid.split("::", 1)[0]
-    return SHARED_GROUPS.get(path, path)
+    return SHARED_GROUPS.get(path) or (nodeid.rsplit("::", 1)[0] if "::" in nodeid else nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it installed, pytest must not reject it
 def pytest_xdist_make_scheduler(config, log):
-    """Give ``--dist loadgroup`` (what `course.sh test` asks for) the course's groups: a file, or a shared group.
+    """Give ``--dist loadgroup`` (what `course.sh test` asks for) xdist's loadscope plus the shared groups.
 
-    pytest-xdist's own loadgroup reads ``xdist_group`` marks through the test ids, which pytest 9.2 no longer lets
-    it change (pytest-dev/pytest-xdist#1386): every test would go to any process, splitting a notebook's cells.
+    loadscope keeps a notebook's nbval cells (one kernel) and a test class in one process, but cannot join two
+    files; loadgroup's ``xdist_group`` marks could, but pytest-xdist 3.8 on pytest 9.2 drops them (it marks the
+    test ids, which pytest no longer lets it change), so every test would go to any process.
     """
     if config.getvalue("dist") != "loadgroup":
         return None  # the caller chose another mode: pytest-xdist's own scheduler
     from xdist.scheduler import LoadScopeScheduling
 
-    class CourseGroups(LoadScopeScheduling):
+    class CourseScopes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return xdist_group_of(nodeid)
+            return xdist_scope_of(nodeid)
 
-    return CourseGroups(config, log)
+    return CourseScopes(config, log)

@@ -117,7 +117,7 @@ def test_on_this_machine_without_a_usable_gpu_it_fails_with_the_message(tmp_path
     assert proc.returncode == 1, text
     vi, en = (out / "problems.txt").read_text(encoding="utf-8").strip().splitlines()[:2]
     assert vi.startswith("❌") and en.startswith("❌") and vi != en and vi in text and en in text
-    assert "GPU validation FAILED" in text and (out / "environment.txt").exists()
+    assert "Kiểm tra GPU KHÔNG đạt" in text and (out / "environment.txt").exists()
     assert not (out / "pytest.log").exists(), "without --keep-going it stops before running the tests"
 
 
@@ -139,7 +139,7 @@ def test_one_gpu_present_but_its_cell_skipped_fails(tmp_path, course_env_vars):
     assert proc.returncode == 1, text
     problems = (out / "problems.txt").read_text(encoding="utf-8")
     assert "Fake GPU" in problems and "Máy có 1 GPU NVIDIA" in problems, "the CUDA problem is named"
-    assert "These %%gpu cells were skipped although the machine has 1 GPU(s)" in problems
+    assert "Các ô %%gpu sau bị bỏ qua dù máy có 1 GPU" in problems
     assert f"[pytest] {notebook}::Cell 1 (needs 1 GPU)" in problems
     assert "[kernel] executed/demo.ipynb::Cell 1 (needs 1 GPU)" in problems
     assert "Cell 2" not in problems, "the %%gpu 2 cell is rightly skipped on a one-GPU machine"

@@ -1,4 +1,4 @@
-"""The repository's conftest.py: xdist groups keep a notebook's cells and shared resources in one process."""
+"""The repository's conftest.py: a notebook's cells, a test class and each shared group stay in one xdist process."""
 
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ root_conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(root_conftest)
 
 
-@pytest.mark.parametrize("nodeid, group", [
+@pytest.mark.parametrize("nodeid, scope", [
     ("notebooks/02_moving_tensors.ipynb::Cell 7", "notebooks/02_moving_tensors.ipynb"),
-    ("tests/test_bench.py::test_x[a::b]", "tests/test_bench.py"),
-    ("tests/test_rerun.py::test_notebook_runs_twice_in_one_kernel[notebooks/01.ipynb]", "executed-notebooks"),
-    ("tests/e2e/test_site.py::test_search", "executed-notebooks"),
-    ("tests/test_setup_cell.py::test_offline", "tests/test_setup_cell.py"),
+    ("tests/test_bench.py::test_x[a]", "tests/test_bench.py"),
+    ("tests/test_rerun.py::Test_01_device_basics::test_runs_twice_in_one_kernel", "tests/test_rerun.py::Test_01_device_basics"),
+    ("tests/test_setup_cell.py::test_offline", "colab-env"),
+    ("tests/test_colab_env.py::test_notebook_runs_top_to_bottom_in_colab_env[01.ipynb]", "colab-env"),
 ])
-def test_a_test_goes_with_its_file_or_its_shared_group(nodeid, group):
-    assert root_conftest.xdist_group_of(nodeid) == group
+def test_a_test_goes_with_its_notebook_class_file_or_shared_group(nodeid, scope):
+    assert root_conftest.xdist_scope_of(nodeid) == scope
 
 
 def test_every_shared_group_names_a_test_file_that_exists():
@@ -40,30 +40,20 @@ def test_without_pytest_xdist_the_session_still_starts(tmp_path):
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
-def test_other_distribution_modes_keep_xdists_own_scheduler():
-    class Config:
-        def getvalue(self, name):
-            return {"dist": "load"}[name]
-
-    assert root_conftest.pytest_xdist_make_scheduler(Config(), log=None) is None
-
-
 def test_two_processes_keep_each_notebooks_cells_in_one_kernel(tmp_path):
     """A notebook whose later cells need its first cell: split across processes, they would fail with NameError."""
     pytest.importorskip("xdist", reason="pytest-xdist is not installed here (requirements.txt installs it)")
     import nbformat
 
-    folder = tmp_path / "notebooks"
-    folder.mkdir()
     for name in ("a", "b"):
-        cells = [nbformat.v4.new_code_cell("value = 41")] + [nbformat.v4.new_code_cell(f"assert value == 41\nvalue{i} = {i}")
-                                                             for i in range(6)]
+        cells = [nbformat.v4.new_code_cell("value = 41")] + [nbformat.v4.new_code_cell(f"assert value == 41\nv{i} = {i}")
+                                                             for i in range(3)]
         nb = nbformat.v4.new_notebook(cells=cells)
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nbformat.write(nb, folder / f"{name}.ipynb")
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
     (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text(encoding="utf-8"), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-                           "--nbval-current-env", "-n", "2", "--dist", "loadgroup", "notebooks"],
+                           "--nbval-current-env", "-n", "2", "--dist", "loadgroup", "a.ipynb", "b.ipynb"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "14 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0 and "8 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]

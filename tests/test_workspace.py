@@ -110,14 +110,6 @@ def test_without_a_manifest_nothing_that_differs_is_overwritten(course):
     assert json.loads(_text(dest / workspace.MANIFEST))["files"]["solutions/02_b_solutions.ipynb"]
 
 
-def test_english_messages(course, monkeypatch):
-    from lessons_lib import i18n
-
-    source, dest = course
-    i18n.set_language("en")
-    assert workspace.sync(source, dest).messages() == ["📄 Copied 3 new notebook(s) into your working copy."]
-
-
 def test_bad_folders_say_what_to_pass(course, tmp_path):
     source, dest = course
     with pytest.raises(TypeError, match="folder path"):

@@ -1,7 +1,7 @@
 """Validate the course on a machine with an NVIDIA GPU, keep the evidence, and fail unless the GPU cells ran.
 
 Run it through ``bash tools/gpu_validate.sh`` (which uses the course environment). It fails (exit 1), saying why
-in Vietnamese and English, when:
+in Vietnamese, when:
 
 - no CUDA GPU is usable: no nvidia-smi, nvidia-smi lists no GPU, a CPU-only torch, a driver too old for torch's
   CUDA build (torch.cuda.is_available() is False with a warning), or a first computation on the GPU fails;
@@ -178,21 +178,18 @@ def main(argv: list[str] | None = None) -> int:
     notebooks_status = _tee([sys.executable, str(ROOT / "tools" / "run_notebooks.py"), "--markdown", "--save",
                              str(executed), *map(str, notebooks)], out / "notebooks.log", env)
     if pytest_status != 0:
-        problems.append(f"❌ pytest thất bại (mã {pytest_status}), xem {out / 'pytest.log'}\n"
-                        f"❌ pytest failed (exit {pytest_status}), see {out / 'pytest.log'}")
+        problems.append(f"❌ pytest thất bại (mã {pytest_status}), xem {out / 'pytest.log'}")
     if notebooks_status != 0:
-        problems.append(f"❌ Có notebook lỗi khi chạy từ đầu đến cuối, xem {out / 'notebooks.log'}\n"
-                        f"❌ A notebook failed when run top to bottom, see {out / 'notebooks.log'}")
+        problems.append(f"❌ Có notebook lỗi khi chạy từ đầu đến cuối, xem {out / 'notebooks.log'}")
     machine_gpus = len(smi.gpus)
     ran = sum(outcome == "passed" for _, _, outcome in gpu_cells_in_junit(junit, ROOT)) if junit.exists() else 0
-    print(f"%%gpu cells that ran under pytest: {ran}", flush=True)
+    print(f"Số ô %%gpu đã chạy dưới pytest: {ran}", flush=True)
     hollow = skipped_by_pytest(junit, ROOT, machine_gpus) if junit.exists() else []
     for saved in sorted(executed.rglob("*.ipynb")) if executed.exists() else []:
         hollow += skipped_in_kernel(saved, machine_gpus, shown_as=saved.relative_to(out).as_posix())
     if hollow:
         cells = "\n  ".join(hollow)
-        problems.append(f"❌ Các ô %%gpu sau bị bỏ qua dù máy có {machine_gpus} GPU:\n  {cells}\n"
-                        f"❌ These %%gpu cells were skipped although the machine has {machine_gpus} GPU(s):\n  {cells}")
+        problems.append(f"❌ Các ô %%gpu sau bị bỏ qua dù máy có {machine_gpus} GPU:\n  {cells}")
     return _finish(out, problems)
 
 
@@ -201,10 +198,9 @@ def _finish(out: Path, problems: list[str]) -> int:
     print("=" * 78)
     if problems:
         print("\n\n".join(problems))
-        print(f"GPU validation FAILED / KHÔNG đạt; evidence in {out}/")
+        print(f"❌ Kiểm tra GPU KHÔNG đạt; bằng chứng ở {out}/")
         return 1
-    print(f"GPU validation passed / đạt: every %%gpu cell ran; evidence in {out}/ (executed notebooks: "
-          f"{out / 'executed'}/)")
+    print(f"✅ Kiểm tra GPU đạt: mọi ô %%gpu đã chạy; bằng chứng ở {out}/ (các notebook đã chạy: {out / 'executed'}/)")
     return 0
 
 

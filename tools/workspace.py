@@ -33,9 +33,6 @@ WORKSPACE = ROOT / "notebooks_cua_toi"
 MANIFEST = ".course_manifest.json"
 NEW_VERSION_TAG = "ban-moi"
 
-sys.path.insert(0, str(ROOT))
-from lessons_lib.i18n import tr  # noqa: E402 - stdlib-only module; the package's __init__ imports nothing
-
 
 @dataclass
 class SyncReport:
@@ -47,20 +44,15 @@ class SyncReport:
     offered: list[tuple[str, str]] = field(default_factory=list)  # (your copy, the new version beside it)
 
     def messages(self) -> list[str]:
-        """Return one line per thing the learner should know (Vietnamese by default, LESSONS_LANG=en)."""
+        """Return one line per thing the learner should know."""
         lines = []
         if self.copied:
-            lines.append(tr(f"📄 Đã chép {len(self.copied)} notebook mới vào bản làm việc.",
-                            f"📄 Copied {len(self.copied)} new notebook(s) into your working copy."))
+            lines.append(f"📄 Đã chép {len(self.copied)} notebook mới vào bản làm việc.")
         if self.updated:
-            lines.append(tr(f"🔄 Đã cập nhật {len(self.updated)} notebook bạn chưa sửa: {', '.join(self.updated)}",
-                            f"🔄 Updated {len(self.updated)} notebook(s) you had not edited: "
-                            f"{', '.join(self.updated)}"))
+            lines.append(f"🔄 Đã cập nhật {len(self.updated)} notebook bạn chưa sửa: {', '.join(self.updated)}")
         for mine, beside in self.offered:
-            lines.append(tr(f"⚠️ Khoá học có bản mới của {mine}; bạn đã sửa bản của mình nên nó được giữ nguyên. "
-                            f"Bản mới nằm cạnh: {beside}",
-                            f"⚠️ The course has a new version of {mine}; you edited yours, so it is kept as is. "
-                            f"The new version is beside it: {beside}"))
+            lines.append(f"⚠️ Khoá học có bản mới của {mine}; bạn đã sửa bản của mình nên nó được giữ nguyên. "
+                         f"Bản mới nằm cạnh: {beside}")
         return lines
 
 
