@@ -60,7 +60,7 @@ LOG_CHARS = 50_000  # ... and per submission; the rest is counted, not kept
 FILE_SIZE_LIMIT = 2**30  # RLIMIT_FSIZE of the kernel: one file it writes stays under 1 GiB
 _KEEP_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "SYSTEMROOT",
              "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV", "CONDA_PREFIX",
-             "LESSONS_LANG", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
+             "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
 
 
 class GradeError(ValueError):

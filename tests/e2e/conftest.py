@@ -179,7 +179,7 @@ def lab():
     env = {key: value for key, value in os.environ.items() if not key.startswith(("JUPYTER", "JPY_"))}
     env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(config), JUPYTER_DATA_DIR=str(data),
                JUPYTER_RUNTIME_DIR=str(runtime), IPYTHONDIR=str(home / ".ipython"), MPLCONFIGDIR=str(home / ".mpl"),
-               XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1", LESSONS_LANG="vi",
+               XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1",
                JUPYTER_PLATFORM_DIRS="1")
     command = [
         sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
