@@ -7,11 +7,11 @@ import pytest
 from _lesson_tasks import assert_checks_never_raise, assert_fails, assert_missing, assert_passes, load
 
 from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson07 import task1, task2
+from lessons_lib.exercises.lesson07 import task1
 
 
 def test_the_group_lists_both_tasks():
-    assert _core.GROUPS["lesson07"] == {"task1": task1, "task2": task2}
+    assert _core.GROUPS["lesson07"] == {"task1": task1}
 
 
 # --------------------------------------------------------------------------- task 1: accumulation loop
@@ -72,76 +72,10 @@ def test_accumulation_error_is_reported_not_raised(tmp_path):
                  "train_accumulated(model, optimizer, micro_batches")
 
 
-# --------------------------------------------------------------------------- task 2: bytes per GPU under ZeRO
-
-SHARD = '''
-def per_gpu_bytes(num_params, num_gpus, stage):
-    params, grads, optimizer = {p} * num_params, {g} * num_params, {o} * num_params
-    if stage >= {s_opt}:
-        optimizer /= num_gpus
-    if stage >= {s_grad}:
-        grads /= num_gpus
-    if stage >= {s_param}:
-        params /= num_gpus
-    return (params + grads + optimizer) / {unit}
-'''
-
-
-def shard(tmp_path, p=2, g=2, o=12, s_opt=1, s_grad=2, s_param=3, unit=1):
-    code = SHARD.format(p=p, g=g, o=o, s_opt=s_opt, s_grad=s_grad, s_param=s_param, unit=unit)
-    return load(code, tmp_path, "per_gpu_bytes")
-
-
-def test_sharding_solution_passes(tmp_path):
-    assert_passes(task2.evaluate(load(task2.solution_code, tmp_path, "per_gpu_bytes")))
-    assert_passes(task2.evaluate(shard(tmp_path)))
-
-
-def test_sharding_with_ceil_division_passes(tmp_path):
-    code = '''
-import math
-def per_gpu_bytes(num_params, num_gpus, stage):
-    shard = math.ceil(num_params / num_gpus)
-    parts = [(2, stage >= 3), (2, stage >= 2), (12, stage >= 1)]
-    return sum(b * (shard if split else num_params) for b, split in parts)
-'''
-    assert_passes(task2.evaluate(load(code, tmp_path, "per_gpu_bytes")))
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "fragment"),
-    [
-        ({"s_opt": 9, "s_grad": 9, "s_param": 9}, "bạn chưa chia gì"),
-        ({"s_grad": 1, "s_param": 1}, "stage 1: bạn chia trạng thái optimizer, gradient, tham số"),
-        ({"s_param": 2}, "stage 2: bạn chia"),
-        ({"o": 8}, "12 byte/tham số"),
-        ({"p": 4, "g": 4, "o": 8}, "Adam FP32"),
-        ({"unit": "1e9"}, "BYTE"),
-        ({"unit": "2**30"}, "BYTE"),
-        ({"o": 11}, "đúng là"),
-    ],
-    ids=["no-sharding", "all-at-stage-1", "params-at-stage-2", "no-master-copy", "fp32", "gb", "gib", "other"],
-)
-def test_sharding_slips_fail_with_their_message(tmp_path, kwargs, fragment):
-    assert_fails(task2.evaluate(shard(tmp_path, **kwargs)), fragment)
-
-
-def test_sharding_blank_is_not_done_yet(tmp_path):
-    assert_missing(task2.evaluate(None), "per_gpu_bytes")
-    blank = load("def per_gpu_bytes(num_params, num_gpus, stage):\n    ...  # TODO\n", tmp_path, "per_gpu_bytes")
-    assert_missing(task2.evaluate(blank), "thiếu return")
-
-
-def test_sharding_non_number_fails(tmp_path):
-    answer = load("def per_gpu_bytes(num_params, num_gpus, stage):\n    return '16 GB'\n", tmp_path, "per_gpu_bytes")
-    assert_fails(task2.evaluate(answer), "số byte")
-
-
 # --------------------------------------------------------------------------- both
 
 
-@pytest.mark.parametrize("task", [task1, task2], ids=["task1", "task2"])
-def test_never_raises(task, capsys):
-    assert_checks_never_raise(task, capsys)
+def test_never_raises(capsys):
+    assert_checks_never_raise(task1, capsys)
 
 

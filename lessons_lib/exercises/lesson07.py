@@ -1,19 +1,16 @@
-"""Lesson 07's checked tasks: a gradient-accumulation loop (its weights compared with big-batch training, the
-typical slips recognised by replaying them) and the per-GPU bytes of mixed-precision Adam under ZeRO."""
+"""Lesson 07's checked task: a gradient-accumulation loop (its weights compared with big-batch training, the
+typical slips recognised by replaying them). The per-GPU bytes under ZeRO are lesson 08's task."""
 
 from __future__ import annotations
 
 import copy
-import math
-from itertools import combinations
 
 import torch
 import torch.nn.functional as F
 
 from ..device import pick_device
-from ..memory import sharded_training_memory
 from ..training import make_classification_data, make_mlp
-from ._core import Exercise, Report, is_blank, number
+from ._core import Exercise, Report
 
 GROUP = "lesson07"  # the exercise group (tools/grade.py reads it)
 
@@ -121,82 +118,6 @@ task1 = Exercise(
         "for i, (xb, yb) in enumerate(micro_batches): loss chia accum_steps, backward (gradient tự cộng dồn vào "
          ".grad); cứ accum_steps micro-batch thì step một lần.",
         "if (i + 1) % accum_steps == 0: optimizer.step(); optimizer.zero_grad(). Một lần zero_grad trước vòng lặp.",
-    ],
-    group=GROUP,
-)
-
-_PARTS = ("params", "grads", "optimizer")
-_BYTES = {"params": 2, "grads": 2, "optimizer": 12}         # mixed-precision Adam, the ZeRO paper's accounting
-_SHARDED = {0: set(), 1: {"optimizer"}, 2: {"optimizer", "grads"}, 3: {"optimizer", "grads", "params"}}
-_NAMES = {"params": "tham số", "grads": "gradient", "optimizer": "trạng thái optimizer"}
-_CASES = [(7_000_000_000, 8, stage) for stage in range(4)] + [(1_500_000_000, 4, 2), (1_000_003, 3, 3)]
-
-
-def _bytes(n: int, gpus: int, sharded: set[str], sizes: dict[str, float] = _BYTES) -> float:
-    return sum(n * sizes[part] / (gpus if part in sharded else 1) for part in _PARTS)
-
-
-def _names(parts: set[str]) -> str:
-    return ", ".join(_NAMES[p] for p in ("optimizer", "grads", "params") if p in parts)
-
-
-def _diagnose_sharding(report: Report, n: int, gpus: int, stage: int, got: float, want: float) -> None:
-    if math.isclose(got, want / 1e9, rel_tol=1e-3) or math.isclose(got, want / 2**30, rel_tol=1e-3):
-        report.problem(f"per_gpu_bytes({n:_}, {gpus}, {stage}) = {got:g}: có vẻ là GB/GiB; hàm phải trả về số BYTE.")
-        return
-    for message, sizes in (
-        ("trạng thái optimizer với mixed precision là 12 byte/tham số (bản FP32 của tham số 4 + momentum 4 + "
-         "variance 4), không phải 8: đừng quên bản FP32 của tham số.",
-         {"params": 2, "grads": 2, "optimizer": 8}),
-        ("đó là Adam FP32 (4 + 4 + 8). Với mixed precision: tham số và gradient FP16 2 byte mỗi cái, trạng thái "
-         "optimizer 12 byte.",
-         {"params": 4, "grads": 4, "optimizer": 8}),
-    ):
-        if math.isclose(got, _bytes(n, gpus, _SHARDED[stage], sizes), rel_tol=1e-6) and sizes != _BYTES:
-            report.problem(f"per_gpu_bytes({n:_}, {gpus}, {stage}): {message}")
-            return
-    for k in range(4):
-        for parts in combinations(_PARTS, k):
-            if set(parts) != _SHARDED[stage] and math.isclose(got, _bytes(n, gpus, set(parts)), rel_tol=1e-6):
-                yours = (f"bạn chia {_names(set(parts))} cho {gpus} GPU" if parts
-                         else "bạn chưa chia gì (đó là DDP, stage 0)")
-                right = f"chia {_names(_SHARDED[stage])}" if stage else "không chia gì"
-                report.problem(f"stage {stage}: {yours}, nhưng stage {stage} {right} (stage 1: trạng thái "
-                               "optimizer; stage 2: thêm gradient; stage 3: thêm tham số).")
-                return
-    report.problem(f"per_gpu_bytes({n:_}, {gpus}, {stage}) = {got:,.0f} byte, đúng là {want:,.0f} "
-                   f"(2 + 2 + 12 byte mỗi tham số; phần được shard chia cho {gpus}).")
-
-
-def _evaluate_sharding(report: Report, per_gpu_bytes=None) -> None:
-    report.require_function(per_gpu_bytes, "per_gpu_bytes(num_params, num_gpus, stage)")
-    for n, gpus, stage in _CASES:
-        value = report.call(f"per_gpu_bytes({n:_}, {gpus}, {stage})", per_gpu_bytes, n, gpus, stage)
-        if is_blank(value):
-            report.missing_part("per_gpu_bytes chưa trả về gì (thiếu return).", stop=True)
-        got = number(value)
-        if got is None:
-            report.problem(f"per_gpu_bytes phải trả về một số byte, không phải {type(value).__name__}.",
-                           stop=True)
-        want = sharded_training_memory(n, num_gpus=gpus, stage=stage).total
-        if not math.isclose(got, want, rel_tol=1e-6, abs_tol=16 * gpus):   # n / gpus or ceil(n / gpus): both fine
-            _diagnose_sharding(report, n, gpus, stage, got, want)
-            return
-    ddp = sharded_training_memory(7_000_000_000, 8, 0).total
-    zero3 = sharded_training_memory(7_000_000_000, 8, 3).total
-    report.success(f"khớp sharded_training_memory ở mọi stage. 7 tỷ tham số trên 8 GPU: DDP {ddp / 1e9:.0f} GB mỗi GPU, "
-                   f"ZeRO-3 {zero3 / 1e9:.0f} GB mỗi GPU (chưa kể activation).")
-
-
-task2 = Exercise(
-    "task2",
-    "Bài 14.7 · Bộ nhớ mỗi GPU với ZeRO",
-    _evaluate_sharding,
-    hints=[
-        "Mỗi tham số: 2 byte tham số FP16, 2 byte gradient FP16, 12 byte trạng thái optimizer. Phần nào được shard "
-         "thì chia cho num_gpus.",
-        "stage 0: không chia gì; stage 1: chia phần optimizer; stage 2: thêm gradient; stage 3: thêm tham số. "
-         "Vd stage 2: n * 2 + n * 2 / g + n * 12 / g.",
     ],
     group=GROUP,
 )
