@@ -187,7 +187,6 @@ def _compare(report: Report, before, after, path: str) -> None:
 
 
 def _names_box(fn) -> bool:
-    """Return True when `fn`'s source mentions the notebook's namedtuple Box by name."""
     try:
         return re.search(r"\bBox\b", inspect.getsource(fn)) is not None
     except (OSError, TypeError):
@@ -197,24 +196,21 @@ def _names_box(fn) -> bool:
 def _call_move(report: Report, move_keep, batch, what: str):
     try:
         return move_keep(batch, _META)
-    except AttributeError as exc:
-        if "'to'" in str(exc):
+    except RecursionError:
+        report.problem(f"{what}: đệ quy không dừng (RecursionError). Có lẽ bạn coi chuỗi là một dãy (str cũng là "
+                       "Sequence: 'a'[0] lại là 'a'). Chỉ đi vào dict, list và tuple.", stop=True)
+    except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
+        text = str(exc)
+        if isinstance(exc, AttributeError) and "'to'" in text:
             report.problem(f"{what}: gọi .to() trên một giá trị không phải tensor ({exc}). Chuỗi, số… không có "
                            ".to(): trả về nguyên giá trị đó.", stop=True)
-        report.error(what, exc)
-    except TypeError as exc:
-        if "missing" in str(exc) and "positional argument" in str(exc) and "__new__" in str(exc):
-            if _names_box(move_keep) and not str(exc).startswith("Box"):
+        if isinstance(exc, TypeError) and all(w in text for w in ("missing", "positional argument", "__new__")):
+            if _names_box(move_keep) and not text.startswith("Box"):
                 report.problem(f"{what}: {exc}. Hàm chỉ nhận ra namedtuple tên Box; batch thật có thể chứa namedtuple "
                                "khác. Nhận ra mọi namedtuple bằng isinstance(batch, tuple) and hasattr(batch, "
                                "'_fields').", stop=True)
             report.problem(f"{what}: {exc}. Một namedtuple không nhận một iterable như tuple thường: "
                            "type(batch)(*các phần tử đã chuyển), có dấu *.", stop=True)
-        report.error(what, exc)
-    except RecursionError:
-        report.problem(f"{what}: đệ quy không dừng (RecursionError). Có lẽ bạn coi chuỗi là một dãy (str cũng là "
-                       "Sequence: 'a'[0] lại là 'a'). Chỉ đi vào dict, list và tuple.", stop=True)
-    except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
         report.error(what, exc)
 
 
@@ -228,11 +224,8 @@ def _evaluate_move(report: Report, move_keep=None) -> None:
     if changed or len(_leaves(batch, "batch", [])) != len(saved):
         where = changed[0] if changed else "batch"
         report.problem(f"move_keep đã sửa batch gốc ({where} bị thay): hãy dựng dict/list/tuple MỚI và để nguyên "
-                       "batch gốc (người gọi có thể vẫn cần nó, vd để ghi log trên CPU).",
-                       stop=True)
-    if result is None:
-        report.missing_part("move_keep chưa trả về gì (thiếu return).",
-                            stop=True)
+                       "batch gốc (người gọi có thể vẫn cần nó, vd để ghi log trên CPU).", stop=True)
+    report.require_return(result, "move_keep")
     _compare(report, batch, result, "batch")
     single = _call_move(report, move_keep, torch.ones(2), "move_keep(torch.ones(2), 'meta')")
     if not isinstance(single, torch.Tensor) or single.device != _META:
