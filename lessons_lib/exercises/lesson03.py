@@ -52,7 +52,8 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
         got = report.call(f"misplaced(model, {str(device)!r})", misplaced, model, device)
         report.require_return(got, "misplaced")
         if not isinstance(got, (list, tuple, set, frozenset)):
-            report.problem(f"misplaced phải trả về một list tên (str), không phải {type(got).__name__}.", stop=True)
+            report.problem(f"misplaced phải trả về một list tên (str), không phải {type(got).__name__}.",
+                           stop=True)
         names = list(got)
         if any(isinstance(n, torch.Tensor) for n in names):
             report.problem("misplaced trả về tensor; hãy trả về TÊN của chúng, vd 'head.bias': "
@@ -154,7 +155,8 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
         report.problem("load_state_dict(...) trả về danh sách khoá thiếu/thừa, không phải mô hình: gọi nó rồi "
                        "return model.", stop=True)
     if result is not model:
-        report.problem(f"hãy trả về chính model được truyền vào, không phải {type(result).__name__}.", stop=True)
+        report.problem(f"hãy trả về chính model được truyền vào, không phải {type(result).__name__}.",
+                       stop=True)
     if not any(m.source is p for m in tracker.moves for p in params):
         report.problem("chưa đưa mô hình lên device: thêm model.to(device) (map_location chỉ quyết định nơi tensor "
                        "của FILE được nạp vào; load_state_dict chép chúng vào tham số, tham số đang ở đâu thì vẫn ở đó).",

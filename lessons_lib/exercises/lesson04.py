@@ -175,12 +175,10 @@ def _evaluate_split(report: Report, split_time=None) -> None:
         report.problem(f"đo được {ms}; phép nhân thật mất {_COMPUTE_S * 1e3:.0f} ms. Đo RIÊNG phép nhân: "
                        "sync() → bấm giờ → c = a_d @ b_d → sync() → dừng giờ, và lấy trung vị.", stop=True)
     kind = _nearest(copy_s, _COPY_KINDS)
-    if kind == "up_only":
-        report.problem(f"đo được {ms}: phần chép thiếu bước chép kết quả về (.cpu()); cộng cả hai phần chép.",
-                       stop=True)
-    if kind == "down_only":
-        report.problem(f"đo được {ms}: phần chép thiếu bước chép a, b lên device; cộng cả hai phần chép.",
-                       stop=True)
+    slip = {"up_only": "phần chép thiếu bước chép kết quả về (.cpu())",
+            "down_only": "phần chép thiếu bước chép a, b lên device"}.get(kind)
+    if slip:
+        report.problem(f"đo được {ms}: {slip}; cộng cả hai phần chép.", stop=True)
     if kind == "with_compute" or not _within(copy_s, _COPY_S):
         report.problem(f"đo được {ms}; chép thật mất {_COPY_S * 1e3:.0f} ms (a, b lên + kết quả về). Đo phần chép "
                        "lên (kèm sync()) và phần chép về, cộng lại (không gồm phép nhân), lấy trung vị.",

@@ -164,7 +164,8 @@ def _evaluate(report: Report, amp_step=None) -> None:
             report.problem("trả về tensor loss còn gắn đồ thị: trả về loss.item() (một số Python).", stop=True)
         loss = number(value)
         if loss is None:
-            report.problem(f"amp_step phải trả về loss.item() (một số), không phải {type(value).__name__}.", stop=True)
+            report.problem(f"amp_step phải trả về loss.item() (một số), không phải {type(value).__name__}.",
+                           stop=True)
         ref_loss = reference(ref_model, x, y, ref_optimizer, ref_scaler, amp_dtype, _MAX_NORM)
         if not math.isclose(loss, ref_loss, rel_tol=1e-2, abs_tol=1e-3):
             report.problem(f"loss trả về là {loss:.4f}, bước chuẩn cho {ref_loss:.4f}: trả về loss của batch này "
