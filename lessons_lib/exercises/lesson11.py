@@ -1,7 +1,7 @@
-"""Lesson 11's checked tasks (``evaluate``, ``train_epoch``) on load_digits, and section 7's verdicts on CPU times.
+"""Lesson 11's checked tasks (``evaluate``, ``train_epoch``) on load_digits, and section 7's verdicts.
 
-scikit-learn is imported only when a check runs; ``reference_evaluate`` / ``reference_train_epoch`` are the lesson's
-solutions, so the later sections run whether the tasks are done or not.
+scikit-learn is imported only when a check runs; ``reference_evaluate`` / ``reference_train_epoch`` are the
+lesson's solutions, so the later sections run whether the tasks are done or not.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _rng_guard(device: torch.device):
 
 
 class _Watch:
-    """Record each forward's (training, grad mode, rows, output dtype); with `keep_next`, keep the next input."""
+    """Record each forward's (training, grad mode, rows, output dtype); with `keep_next`, its input too."""
 
     def __init__(self, model: nn.Module):
         self.calls: list[tuple[bool, bool, int, torch.dtype | None]] = []
@@ -87,8 +87,8 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=_LR)
     with _rng_guard(device):
         torch.manual_seed(0)
-        reference_train_epoch(model, optimizer, torch.amp.GradScaler(device.type, enabled=False), X_train, y_train,
-                              _BATCH_SIZE)                   # a partly trained model
+        scaler = torch.amp.GradScaler(device.type, enabled=False)
+        reference_train_epoch(model, optimizer, scaler, X_train, y_train, _BATCH_SIZE)  # a partly trained model
     right = reference_evaluate(model, X_test, y_test)
     model.train()                                            # as after a training epoch
     watch = _Watch(model)
@@ -104,20 +104,21 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
         report.problem("evaluate không gọi model(X) (bộ chấm không thấy lần forward nào).", stop=True)
     slips = [
         (any(training for training, *_ in watch.calls),
-         "model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả ngẫu nhiên mỗi lần "
-         "và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch)."),
+         "model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả ngẫu "
+         "nhiên mỗi lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch)."),
         (any(grad for _, grad, *_ in watch.calls),
-         "autograd vẫn bật khi dự đoán: bọc forward trong `with torch.no_grad():` (hoặc torch.inference_mode()), nếu "
-         "không PyTorch giữ đồ thị và activation chỉ để bỏ đi."),
+         "autograd vẫn bật khi dự đoán: bọc forward trong `with torch.no_grad():` (hoặc "
+         "torch.inference_mode()), nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi."),
         (grad_left_off,
-         "evaluate tắt autograd cho cả chương trình (torch.set_grad_enabled(False)) mà không bật lại: các ô train sau "
-         "sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối."),
+         "evaluate tắt autograd cho cả chương trình (torch.set_grad_enabled(False)) mà không bật lại: các ô "
+         "train sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối."),
     ]
     for wrong, message in slips:
         if wrong:
             report.problem(message)
     if isinstance(got, torch.Tensor) and got.requires_grad:
-        report.problem("evaluate trả về tensor còn gắn đồ thị autograd: trả về một số Python (.item()).", stop=True)
+        report.problem("evaluate trả về tensor còn gắn đồ thị autograd: trả về một số Python (.item()).",
+                       stop=True)
     value, n = number(got), len(y_test)
     if value is None:
         report.problem(f"evaluate phải trả về độ chính xác là một số (vd 0.93), không phải {type(got).__name__}.",
@@ -132,8 +133,8 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
         report.problem(f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
                        "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.")
     else:
-        report.success(f"model.eval() + no_grad, độ chính xác {value:.1%} trên {n} ảnh test (mô hình mới train 1 "
-                       "epoch của bộ chấm).")
+        report.success(f"model.eval() + no_grad, độ chính xác {value:.1%} trên {n} ảnh test (mô hình mới "
+                       "train 1 epoch của bộ chấm).")
         report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
 
 
@@ -250,8 +251,8 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     else:
         precision = f"autocast {short}" if amp_dtype is not None else "FP32"
         report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
-                       f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; loss "
-                       f"trung bình {losses[0]:.3f} → {losses[-1]:.3f}.")
+                       f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; "
+                       f"loss trung bình {losses[0]:.3f} → {losses[-1]:.3f}.")
         if device.type == "cpu":
             report.note("Trên GPU: cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
 
@@ -272,7 +273,7 @@ def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module
 
 
 def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch, amp_dtype, short: str) -> None:
-    """Check one epoch: train mode, every sample once in batches of _BATCH_SIZE, autocast, scaler, zero_grad."""
+    """Check one epoch: train mode, each sample once in batches of _BATCH_SIZE, autocast, scaler, zero_grad."""
     if not calls:
         report.problem("train_epoch không gọi model(...) (bộ chấm không thấy lần forward nào).", stop=True)
     if any(not training for training, *_ in calls):
@@ -342,7 +343,7 @@ reference_train_epoch = _define(task2, "train_epoch")
 
 # Section 7's verdicts on the CPU times.
 
-_EQUAL_WITHIN = 1.1  # a ratio within 10% of 1 is "about equal" (a shared CPU often varies by more between runs)
+_EQUAL_WITHIN = 1.1  # a ratio within 10% of 1 is "about equal" (a shared CPU often varies more between runs)
 _BUSY = ("số đo nhiễu (máy bận? Colab/Kaggle CPU miễn phí chỉ có 2 vCPU trên một máy chủ dùng chung): "
          "chạy lại ô đo, đừng rút kết luận từ lần này")
 
@@ -370,16 +371,16 @@ def _check_times(times, gflop=None) -> tuple[str, str]:
 def epoch_time_warnings(times: dict, gflop: dict) -> list[str]:
     """Return a ⚠️ line for each dtype where the model with the least work took longer per epoch than the most.
 
-    ``times``: median seconds per epoch keyed ``(model_name, dtype_label)``; ``gflop``: GFLOP per epoch by name.
+    ``times``: median seconds per epoch keyed ``(model_name, dtype_label)``; ``gflop``: GFLOP/epoch by name.
     """
     small, wide = _check_times(times, gflop)
     ratio = gflop[wide] / gflop[small]
+    slower = [label for label in dict.fromkeys(label for _, label in times)
+              if (small, label) in times and (wide, label) in times and times[small, label] > times[wide, label]]
     return [f"⚠️ {label}: mô hình {small} ({times[small, label] * 1e3:.1f} ms/epoch) CHẬM hơn mô hình {wide} "
-            f"({times[wide, label] * 1e3:.1f} ms) dù ít việc hơn {ratio:.0f}×. Nó có nhiều bước hơn (batch nhỏ "
-            f"hơn), nhưng chi phí cố định của chừng đó bước hiếm khi vượt được {ratio:.0f}× số phép tính: nhiều khả "
-            f"năng là {_BUSY}."
-            for label in dict.fromkeys(label for _, label in times)
-            if (small, label) in times and (wide, label) in times and times[small, label] > times[wide, label]]
+            f"({times[wide, label] * 1e3:.1f} ms) dù ít việc hơn {ratio:.0f}×. Nó có nhiều bước hơn (batch "
+            f"nhỏ hơn), nhưng chi phí cố định của chừng đó bước hiếm khi vượt được {ratio:.0f}× số phép tính: "
+            f"nhiều khả năng là {_BUSY}." for label in slower]
 
 
 def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
