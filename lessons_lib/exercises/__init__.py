@@ -1,9 +1,4 @@
-"""Checked exercises of notebook 10: ``exN.check(...)``, ``exN.hint()``, ``exN.solution()``, and ``progress()``.
-
-Each ``check`` prints ✅ (đạt), ❌ (chưa đúng, with what is wrong) or ⏳ (chưa làm) and never raises because
-of the answer; unanswered blanks are ``None`` or ``...``. Exercises marked GPU belong in ``%%gpu`` cells;
-the others run on a CPU and say what would differ on a GPU. A lesson's own tasks live in ``lessonNN``.
-"""
+"""Checked exercises of notebook 10: ``exN.check(...)``, ``exN.hint()``, ``exN.solution()``, ``progress()``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Watch what learner code does with tensors, so device bugs show up even on a CPU-only machine.
+"""`MoveTracker`: record moves, tensor factories and tensor uses, so device bugs show on a CPU too.
 
-`MoveTracker` records every ``.to()`` / ``.cuda()`` / ``.cpu()`` call, every tensor factory (``torch.randn``…)
-with the device it created on, and every use of a tensor. On a CPU ``x.to("cpu")`` returns ``x`` itself, so
-"forgot to reassign" would be invisible; inside the tracker such a call returns an alias of ``x`` instead
-(same memory and values, a new tensor object), so an unused result is seen as unused on every device.
+A move that returns its input (``x.to("cpu")`` on a CPU) returns an alias instead, so an unused result shows.
 """
 
 from __future__ import annotations
@@ -14,14 +11,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 _MOVES = ("to", "cuda", "cpu")
-_FACTORIES = frozenset({
-    "arange", "empty", "eye", "full", "linspace", "logspace", "ones", "rand", "randint", "randn",
-    "randperm", "tensor", "zeros", "normal", "as_tensor",
-})
-ARITHMETIC = frozenset({
-    "mul", "add", "sub", "__mul__", "__add__", "__sub__", "__rmul__", "__radd__", "mul_", "add_",
-    "__imul__", "__iadd__", "addcmul", "multiply",
-})
+_FACTORIES = frozenset(
+    "arange empty eye full linspace logspace ones rand randint randn randperm tensor zeros normal as_tensor".split())
+ARITHMETIC = frozenset(
+    "mul add sub __mul__ __add__ __sub__ __rmul__ __radd__ mul_ add_ __imul__ __iadd__ addcmul multiply".split())
 
 
 @dataclass(eq=False)

@@ -1,9 +1,4 @@
-"""Exercise 5: a mixed-precision training loop (autocast, plus GradScaler for fp16), checked against FP32.
-
-The checker trains two identical seeded MLPs with the learner's ``train_amp``: once in FP32
-(``amp_dtype=None``) and once with autocast. It watches the model's output dtype (autocast on or off?),
-counts GradScaler calls, and compares the two loss curves.
-"""
+"""Exercise 5: a mixed-precision loop (autocast, GradScaler for fp16), trained twice and compared with FP32."""
 
 from __future__ import annotations
 
@@ -23,7 +18,7 @@ _TOLERANCE = {torch.bfloat16: 0.05, torch.float16: 0.02}  # largest |loss_amp - 
 
 
 def _amp_dtype(device: torch.device) -> torch.dtype:
-    """Return the autocast dtype this exercise uses on `device`: float16 on CUDA (with GradScaler), else bfloat16."""
+    """Return the autocast dtype used on `device`: float16 on CUDA (with GradScaler), else bfloat16."""
     return torch.float16 if device.type == "cuda" or recommend_amp(device) == "fp16" else torch.bfloat16
 
 

@@ -1,9 +1,6 @@
-"""Debugging exercises: a training loop with device bugs, a tensor created in ``forward`` without a device,
-and gradient accumulation that must equal the large-batch gradient.
+"""Exercises 6-8: a training loop with device bugs, a tensor made in ``forward``, gradient accumulation.
 
-The device bugs are found on a CPU too: the loop runs under a `MoveTracker` (which sees a ``.to(device)``
-whose result is thrown away), and the module's ``forward`` runs on the ``meta`` device, where a tensor
-created on the CPU makes the op fail just as a CPU tensor does next to a GPU one.
+Device bugs show on a CPU too: `MoveTracker` sees unused ``.to()`` results, and ``forward`` runs on ``meta``.
 """
 
 from __future__ import annotations
@@ -18,8 +15,6 @@ from ..device import pick_device
 from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, is_blank, on_gpu_note, same_code, same_device
 from ._tracking import MoveTracker
-
-# =========================================================================== 6: a training loop
 
 _TRAIN_STARTER = '''
 def train(model, batches, device, lr=0.1):
@@ -69,8 +64,8 @@ def _evaluate_train(report: Report, train=None) -> None:
     if same_code(train, _TRAIN_STARTER):
         report.missing_part("hàm train vẫn y như bản có lỗi: sửa nó rồi chạy lại ô này.", stop=True)
     device = pick_device()
-    model = make_mlp(16, 3, hidden=32, depth=1, seed=0)            # starts on the CPU, like a fresh model
-    x, y = make_classification_data(192, 16, 3, seed=0)             # the data starts on the CPU too
+    model = make_mlp(16, 3, hidden=32, depth=1, seed=0)  # model and data start on the CPU
+    x, y = make_classification_data(192, 16, 3, seed=0)
     pairs = [(x[i:i + 32], y[i:i + 32]) for i in range(0, 192, 32)]
     batches = pairs * 3
     result = None
@@ -115,8 +110,6 @@ ex6 = Exercise(
     starter=_TRAIN_STARTER,
 )
 
-# =========================================================================== 7: a tensor made in forward
-
 _MODULE_STARTER = '''
 class NoisyHead(nn.Module):
     def __init__(self, d):
@@ -132,14 +125,13 @@ _D = 16
 
 
 def _build(report: Report, module_cls, device: torch.device | str = "cpu") -> torch.nn.Module:
-    """Build the learner's ``NoisyHead(16)`` with a fixed seed and move it to `device`."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         return report.call(f"NoisyHead({_D})", module_cls, _D).to(device)
 
 
 def _check_on_meta(report: Report, module: torch.nn.Module) -> None:
-    """Run ``forward`` on the meta device, which stands in for a GPU: a CPU tensor next to a meta one fails too."""
+    """Run ``forward`` on meta, which stands in for a GPU: a CPU tensor next to a meta one fails too."""
     plain = [f"{name}.{attr}" if name else f"self.{attr}" for name, mod in module.named_modules()
              for attr, value in vars(mod).items()
              if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter)]
@@ -206,8 +198,6 @@ ex7 = Exercise(
     ],
     starter=_MODULE_STARTER,
 )
-
-# =========================================================================== 8: gradient accumulation
 
 _CASES = ((32, 8), (30, 8))  # (batch size, micro-batch size): the second leaves a smaller last micro-batch
 

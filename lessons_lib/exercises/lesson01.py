@@ -1,8 +1,7 @@
 """Lesson 01's checked task: ``choose_device(prefer=None)`` (CUDA > MPS > CPU, or the device asked for).
 
-The function runs on four simulated machines (patched ``torch.cuda``, ``torch.backends``, ``torch.version`` and
-``torch.accelerator``, whose ``current_accelerator()`` names the build's accelerator while
-``check_available=True`` and ``is_available()`` ask the machine), then for real on this one.
+It runs on four simulated machines (patched ``torch.cuda``, ``torch.backends``, ``torch.version`` and
+``torch.accelerator``), then for real on this one.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ class _Machine:
 
     @property
     def best(self) -> str:
-        """Return the device type a device-agnostic program picks here."""
         return "cuda" if self.cuda else "mps" if self.mps else "cpu"
 
 
@@ -45,8 +43,6 @@ _MACHINES = (_CPU_ONLY, _COLAB_CPU, _COLAB_T4, _MAC)
 
 @dataclass
 class _Probe:
-    """What the learner's code asked PyTorch on a simulated machine."""
-
     cuda_check: mock.Mock
     compile_time_calls: list = field(default_factory=list)  # current_accelerator() without the runtime check
 
@@ -60,7 +56,6 @@ def _has_check_available() -> bool:
 
 
 def _fake_current_accelerator(machine: _Machine, probe: _Probe):
-    """Return a ``current_accelerator`` that answers as the running torch version does on `machine`."""
     built = torch.device(machine.built) if machine.built else None
     usable = machine.best != "cpu"
     if _has_check_available():  # torch >= 2.7: the compile-time accelerator, checked at run time only on request
@@ -127,17 +122,15 @@ def _call(report: Report, choose_device, machine: _Machine, *args):
     with _simulated(machine) as probe:
         try:
             return choose_device(*args), probe
-        except TypeError as exc:
+        except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
             text = str(exc)
-            if "check_available" in text:
+            if isinstance(exc, TypeError) and "check_available" in text:
                 report.problem(f"{call} báo TypeError ({text}): PyTorch {torch.__version__} chưa có tham số "
                                "check_available (có từ 2.7). Hỏi torch.accelerator.is_available() trước, hoặc dùng "
                                "torch.cuda.is_available() / torch.backends.mps.is_available().", stop=True)
-            if not args and "device()" in text:
+            if isinstance(exc, TypeError) and not args and "device()" in text:
                 report.problem("choose_device() báo lỗi khi prefer là None: torch.device(None) không hợp lệ. Chỉ "
                                "dùng torch.device(prefer) khi prefer is not None.", stop=True)
-            report.error(f"{call} trên {machine.name}", exc)
-        except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
             report.error(f"{call} trên {machine.name}", exc)
 
 
@@ -148,60 +141,56 @@ def _source_has(fn, pattern: str) -> bool:
         return False
 
 
+def _cuda_on_cpu_message(choose_device, machine: _Machine, probe: _Probe) -> str:
+    """Say why the function picked cuda on a machine without a GPU."""
+    if not probe.cuda_check.called and _source_has(choose_device, r"is_available\b(?!\s*\()"):
+        return ("trên máy chỉ có CPU, hàm vẫn trả về cuda mà không hề gọi torch.cuda.is_available(): có lẽ bạn "
+                "quên dấu ngoặc. `if torch.cuda.is_available:` luôn đúng vì một hàm luôn là 'truthy'; viết "
+                "torch.cuda.is_available().")
+    if machine.built != "cuda":
+        return ("trên máy chỉ có CPU, hàm trả về cuda: viết cứng 'cuda' sẽ lỗi ở đây. Chỉ chọn cuda khi "
+                "torch.cuda.is_available() là True.")
+    if probe.compile_time_calls:
+        return (f"trên {machine.name}, hàm trả về cuda. torch.accelerator.current_accelerator() (không có "
+                "check_available=True) trả về accelerator mà bản build được biên dịch cho, không hỏi máy có GPU hay "
+                "không: bản CUDA cài trên máy không có GPU (Colab/Kaggle CPU runtime, laptop Linux cài torch mặc "
+                "định) vẫn cho cuda. Dùng current_accelerator(check_available=True), hoặc hỏi "
+                "torch.accelerator.is_available() trước, hoặc torch.cuda.is_available().")
+    if _source_has(choose_device, r"version\.cuda|is_built\s*\("):
+        return (f"trên {machine.name}, hàm trả về cuda: torch.version.cuda / is_built() chỉ nói bản build có CUDA, "
+                "không nói máy có GPU. Chỉ chọn cuda khi torch.cuda.is_available() là True.")
+    return (f"trên {machine.name}, hàm trả về cuda dù máy không có GPU. Chỉ chọn cuda khi "
+            "torch.cuda.is_available() là True (câu hỏi lúc chạy: có driver, có GPU).")
+
+
 def _check_machine(report: Report, choose_device, machine: _Machine) -> None:
     result, probe = _call(report, choose_device, machine)
     device = _as_result(report, result, "choose_device()")
     if device.type == machine.best:
         return
     if machine.best == "cpu" and device.type == "cuda":
-        if not probe.cuda_check.called and _source_has(choose_device, r"is_available\b(?!\s*\()"):
-            report.problem("trên máy chỉ có CPU, hàm vẫn trả về cuda mà không hề gọi torch.cuda.is_available(): "
-                           "có lẽ bạn quên dấu ngoặc. `if torch.cuda.is_available:` luôn đúng vì một hàm luôn là "
-                           "'truthy'; viết torch.cuda.is_available().", stop=True)
-        if machine.built == "cuda" and probe.compile_time_calls:
-            report.problem(f"trên {machine.name}, hàm trả về cuda. torch.accelerator.current_accelerator() "
-                           "(không có check_available=True) trả về accelerator mà bản build được biên dịch cho, "
-                           "không hỏi máy có GPU hay không: bản CUDA cài trên máy không có GPU (Colab/Kaggle CPU "
-                           "runtime, laptop Linux cài torch mặc định) vẫn cho cuda. Dùng "
-                           "current_accelerator(check_available=True), hoặc hỏi torch.accelerator.is_available() "
-                           "trước, hoặc torch.cuda.is_available().", stop=True)
-        if machine.built == "cuda" and _source_has(choose_device, r"version\.cuda|is_built\s*\("):
-            report.problem(f"trên {machine.name}, hàm trả về cuda: torch.version.cuda / is_built() chỉ nói bản "
-                           "build có CUDA, không nói máy có GPU. Chỉ chọn cuda khi torch.cuda.is_available() là True.",
-                           stop=True)
-        if machine.built == "cuda":
-            report.problem(f"trên {machine.name}, hàm trả về cuda dù máy không có GPU. Chỉ chọn cuda khi "
-                           "torch.cuda.is_available() là True (câu hỏi lúc chạy: có driver, có GPU).",
-                           stop=True)
-        report.problem("trên máy chỉ có CPU, hàm trả về cuda: viết cứng 'cuda' sẽ lỗi ở đây. Chỉ chọn cuda khi "
-                       "torch.cuda.is_available() là True.", stop=True)
+        report.problem(_cuda_on_cpu_message(choose_device, machine, probe), stop=True)
     if machine.best == "mps":
         report.problem(f"trên Mac có MPS, hàm trả về {device.type}: bỏ sót MPS. Đây đúng là chỗ thiếu của "
                        "dòng quen thuộc torch.device('cuda' if torch.cuda.is_available() else 'cpu'); thêm "
                        "nhánh elif torch.backends.mps.is_available().", stop=True)
     if machine.best == "cuda":
         report.problem(f"trên máy có GPU CUDA, hàm trả về {device.type}: thiếu nhánh torch.cuda.is_available(), "
-                       "hoặc nó đứng sau nhánh khác. Thứ tự là cuda > mps > cpu: hỏi CUDA trước tiên.",
-                       stop=True)
+                       "hoặc nó đứng sau nhánh khác. Thứ tự là cuda > mps > cpu: hỏi CUDA trước tiên.", stop=True)
     report.problem(f"trên {machine.name}, hàm trả về {device}, đúng phải là {machine.best}.", stop=True)
-
-
-def _check_prefer(report: Report, choose_device) -> None:
-    for machine, asked in ((_COLAB_T4, "cpu"), (_MAC, "cpu"), (_COLAB_T4, "cuda:0")):
-        call = f"choose_device({asked!r})"
-        result, _ = _call(report, choose_device, machine, asked)
-        device = _as_result(report, result, call)
-        if str(device) != str(torch.device(asked)):
-            report.problem(f"trên {machine.name}, {call} trả về {device}: tham số prefer bị bỏ qua. Khi "
-                           "prefer không phải None, trả về đúng torch.device(prefer) (vd để ép chạy trên CPU khi "
-                           "gỡ lỗi).", stop=True)
 
 
 def _evaluate(report: Report, choose_device=None, x=None) -> None:
     report.require_function(choose_device, "choose_device(prefer=None)")
     for machine in _MACHINES:
         _check_machine(report, choose_device, machine)
-    _check_prefer(report, choose_device)
+    for machine, asked in ((_COLAB_T4, "cpu"), (_MAC, "cpu"), (_COLAB_T4, "cuda:0")):
+        call = f"choose_device({asked!r})"
+        device = _as_result(report, _call(report, choose_device, machine, asked)[0], call)
+        if str(device) != str(torch.device(asked)):
+            report.problem(f"trên {machine.name}, {call} trả về {device}: tham số prefer bị bỏ qua. Khi prefer "
+                           "không phải None, trả về đúng torch.device(prefer) (vd để ép chạy trên CPU khi gỡ "
+                           "lỗi).", stop=True)
     here = _as_result(report, report.call("choose_device() trên máy này", choose_device), "choose_device()")
     if is_blank(x):
         report.missing_part("chưa tạo x: x = torch.ones(3, device=choose_device()).", stop=True)
@@ -210,9 +199,8 @@ def _evaluate(report: Report, choose_device=None, x=None) -> None:
     if x.device.type != here.type:
         report.problem(f"x đang ở {x.device}, không phải {here} (thiết bị choose_device() chọn trên máy này): "
                        "tạo x với device=choose_device().", stop=True)
-    done = (f"đúng trên cả bốn máy giả lập (CPU → cpu, Colab CPU runtime có bản CUDA → cpu, Colab T4 → cuda, "
-            f"Mac → mps), prefer được tôn trọng, và trên máy này x nằm ở {x.device}.")
-    report.success(done)
+    report.success("đúng trên cả bốn máy giả lập (CPU → cpu, Colab CPU runtime có bản CUDA → cpu, Colab T4 → cuda, "
+                   f"Mac → mps), prefer được tôn trọng, và trên máy này x nằm ở {x.device}.")
     if here.type == "cpu":
         report.note("Trên GPU: choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
 

@@ -6,6 +6,7 @@ shows without a GPU), then on a CPU tensor for its values; ``move_keep`` moves a
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 from collections import namedtuple
@@ -20,54 +21,48 @@ GROUP = "lesson02"  # the exercise group (tools/grade.py reads it)
 _META = torch.device("meta")
 
 def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float, tracker: MoveTracker | None = None):
-    what = f"add_noise(x, {std})"
     try:
-        if tracker is None:
+        with tracker or contextlib.nullcontext():
             return add_noise(x, std)
-        with tracker:
-            return add_noise(x, std)
-    except NotImplementedError as exc:
-        if x.device.type == "meta" and "copy out of meta" in str(exc):
+    except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
+        on_meta = x.device.type == "meta"
+        if on_meta and isinstance(exc, NotImplementedError) and "copy out of meta" in str(exc):
             report.problem("add_noise chép tensor về CPU (.cpu(), .to('cpu'), .item(), .numpy()…): với x ở meta "
                            "(không có dữ liệu) việc đó không làm được, còn trên GPU nó tốn một lần chép GPU → CPU mỗi "
                            "lần gọi. Mọi thứ phải ở lại thiết bị của x.", stop=True)
-        report.error(what, exc)
-    except RuntimeError as exc:
-        if x.device.type == "meta" and "device" in str(exc):
+        if on_meta and isinstance(exc, RuntimeError) and "device" in str(exc):
             report.problem("nhiễu được tạo trên CPU trong khi x nằm ở thiết bị khác (ở đây là meta; trên GPU là "
                            "cuda:0), nên phép cộng báo lỗi lệch thiết bị. Tạo nhiễu ngay trên thiết bị của x: "
                            "torch.randn_like(x), hoặc torch.randn(x.shape, device=x.device, dtype=x.dtype).",
                            stop=True)
-        report.error(what, exc)
-    except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
-        report.error(what, exc)
+        report.error(f"add_noise(x, {std})", exc)
 
 
 def _check_noise_on_meta(report: Report, add_noise) -> None:
     x = torch.zeros(4, 8, device=_META, dtype=torch.float16)
     tracker = MoveTracker()
     result = _call_noise(report, add_noise, x, 0.1, tracker)
-    if result is None:
-        report.missing_part("add_noise chưa trả về gì (thiếu return).", stop=True)
+    report.require_return(result, "add_noise")
     if not isinstance(result, torch.Tensor):
         report.problem(f"add_noise phải trả về một tensor, không phải {type(result).__name__}.", stop=True)
-    if result.device != _META:
-        report.problem(f"với x ở meta, kết quả lại ở {result.device}: kết quả phải ở đúng thiết bị của x "
-                       "(đừng chuyển nó đi đâu cả).", stop=True)
-    if tuple(result.shape) != tuple(x.shape):
-        report.problem(f"kết quả có shape {tuple(result.shape)}, x có shape {tuple(x.shape)}: nhiễu phải cùng shape "
-                       "với x (torch.randn_like(x) lo việc này).", stop=True)
-    if result.dtype != x.dtype:
-        report.problem(f"kết quả là {str(result.dtype).replace('torch.', '')} trong khi x là float16: torch.randn "
-                       "mặc định tạo float32 và phép cộng đẩy cả kết quả lên float32 (gấp đôi bộ nhớ, và lỗi dtype "
-                       "ở lớp sau). Thêm dtype=x.dtype, hoặc dùng torch.randn_like(x) (giữ shape, dtype, device).",
-                       stop=True)
-    copied = [m for m in tracker.moves if m.source.device.type == "cpu" and m.target.type == "meta"
-              and m.source.numel() > 1]
-    if copied:
-        report.problem("kết quả đúng chỗ, nhưng nhiễu được tạo trên CPU rồi mới chép sang (.to(...)). Trên GPU, "
-                       "mỗi lần gọi là một lần sinh số trên CPU cộng một lần chép qua PCIe. Tạo thẳng ở đích: "
-                       "torch.randn_like(x) hoặc device=x.device.", stop=True)
+    copied = any(m.source.device.type == "cpu" and m.target.type == "meta" and m.source.numel() > 1
+                 for m in tracker.moves)
+    for wrong, message in (
+        (result.device != _META, f"với x ở meta, kết quả lại ở {result.device}: kết quả phải ở đúng thiết bị của x "
+                                 "(đừng chuyển nó đi đâu cả)."),
+        (tuple(result.shape) != tuple(x.shape), f"kết quả có shape {tuple(result.shape)}, x có shape "
+                                                f"{tuple(x.shape)}: nhiễu phải cùng shape với x (torch.randn_like(x) "
+                                                "lo việc này)."),
+        (result.dtype != x.dtype, f"kết quả là {str(result.dtype).replace('torch.', '')} trong khi x là float16: "
+                                  "torch.randn mặc định tạo float32 và phép cộng đẩy cả kết quả lên float32 (gấp "
+                                  "đôi bộ nhớ, và lỗi dtype ở lớp sau). Thêm dtype=x.dtype, hoặc dùng "
+                                  "torch.randn_like(x) (giữ shape, dtype, device)."),
+        (copied, "kết quả đúng chỗ, nhưng nhiễu được tạo trên CPU rồi mới chép sang (.to(...)). Trên GPU, mỗi lần "
+                 "gọi là một lần sinh số trên CPU cộng một lần chép qua PCIe. Tạo thẳng ở đích: torch.randn_like(x) "
+                 "hoặc device=x.device."),
+    ):
+        if wrong:
+            report.problem(message, stop=True)
 
 
 def _check_noise_values(report: Report, add_noise) -> None:
@@ -83,23 +78,21 @@ def _check_noise_values(report: Report, add_noise) -> None:
         report.problem("với x = torch.full((20000,), 3.0), kết quả phải là tensor float cùng shape với x.",
                        stop=True)
     mean, spread = float(result.mean()), float(result.std())
-    if abs(mean) < 0.1:
-        report.problem(f"với x toàn số 3, kết quả có trung bình {mean:.2f}: bạn trả về nhiễu mà quên cộng x. "
-                       "Trả về x + std * nhiễu.", stop=True)
-    if abs(mean - 3.25) < 0.02 and abs(spread - 0.5 / 12**0.5) < 0.02:
-        report.problem("nhiễu có trung bình 0,25 chứ không quanh 0: torch.rand / rand_like cho phân phối đều trên "
-                       "[0, 1). Nhiễu Gauss dùng torch.randn / randn_like (phân phối chuẩn, trung bình 0, độ lệch 1).",
-                       stop=True)
-    if abs(mean - 3.0) > 0.05:
-        report.problem(f"với x toàn số 3, kết quả có trung bình {mean:.2f}, lẽ ra ≈ 3 (nhiễu có trung bình 0).",
-                       stop=True)
-    if abs(spread - 1.0) < 0.05:
-        report.problem("độ lệch chuẩn của nhiễu là 1 dù std=0.5: quên nhân nhiễu với std.", stop=True)
-    if abs(spread - 0.25) < 0.03:
-        report.problem("độ lệch chuẩn của nhiễu là 0,25 với std=0.5: bạn nhân với std**2 (phương sai); hãy nhân "
-                       "với std.", stop=True)
-    if abs(spread - 0.5) > 0.05:
-        report.problem(f"với std=0.5, độ lệch chuẩn đo được của nhiễu là {spread:.2f}, lẽ ra ≈ 0.5.", stop=True)
+    for wrong, message in (
+        (abs(mean) < 0.1, f"với x toàn số 3, kết quả có trung bình {mean:.2f}: bạn trả về nhiễu mà quên cộng x. "
+                          "Trả về x + std * nhiễu."),
+        (abs(mean - 3.25) < 0.02 and abs(spread - 0.5 / 12**0.5) < 0.02,
+         "nhiễu có trung bình 0,25 chứ không quanh 0: torch.rand / rand_like cho phân phối đều trên [0, 1). Nhiễu "
+         "Gauss dùng torch.randn / randn_like (phân phối chuẩn, trung bình 0, độ lệch 1)."),
+        (abs(mean - 3.0) > 0.05, f"với x toàn số 3, kết quả có trung bình {mean:.2f}, lẽ ra ≈ 3 (nhiễu có trung "
+                                 "bình 0)."),
+        (abs(spread - 1.0) < 0.05, "độ lệch chuẩn của nhiễu là 1 dù std=0.5: quên nhân nhiễu với std."),
+        (abs(spread - 0.25) < 0.03, "độ lệch chuẩn của nhiễu là 0,25 với std=0.5: bạn nhân với std**2 (phương "
+                                    "sai); hãy nhân với std."),
+        (abs(spread - 0.5) > 0.05, f"với std=0.5, độ lệch chuẩn đo được của nhiễu là {spread:.2f}, lẽ ra ≈ 0.5."),
+    ):
+        if wrong:
+            report.problem(message, stop=True)
 
 
 def _evaluate_noise(report: Report, add_noise=None) -> None:
@@ -194,7 +187,6 @@ def _compare(report: Report, before, after, path: str) -> None:
 
 
 def _names_box(fn) -> bool:
-    """Return True when `fn`'s source mentions the notebook's namedtuple Box by name."""
     try:
         return re.search(r"\bBox\b", inspect.getsource(fn)) is not None
     except (OSError, TypeError):
@@ -204,24 +196,21 @@ def _names_box(fn) -> bool:
 def _call_move(report: Report, move_keep, batch, what: str):
     try:
         return move_keep(batch, _META)
-    except AttributeError as exc:
-        if "'to'" in str(exc):
+    except RecursionError:
+        report.problem(f"{what}: đệ quy không dừng (RecursionError). Có lẽ bạn coi chuỗi là một dãy (str cũng là "
+                       "Sequence: 'a'[0] lại là 'a'). Chỉ đi vào dict, list và tuple.", stop=True)
+    except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
+        text = str(exc)
+        if isinstance(exc, AttributeError) and "'to'" in text:
             report.problem(f"{what}: gọi .to() trên một giá trị không phải tensor ({exc}). Chuỗi, số… không có "
                            ".to(): trả về nguyên giá trị đó.", stop=True)
-        report.error(what, exc)
-    except TypeError as exc:
-        if "missing" in str(exc) and "positional argument" in str(exc) and "__new__" in str(exc):
-            if _names_box(move_keep) and not str(exc).startswith("Box"):
+        if isinstance(exc, TypeError) and all(w in text for w in ("missing", "positional argument", "__new__")):
+            if _names_box(move_keep) and not text.startswith("Box"):
                 report.problem(f"{what}: {exc}. Hàm chỉ nhận ra namedtuple tên Box; batch thật có thể chứa namedtuple "
                                "khác. Nhận ra mọi namedtuple bằng isinstance(batch, tuple) and hasattr(batch, "
                                "'_fields').", stop=True)
             report.problem(f"{what}: {exc}. Một namedtuple không nhận một iterable như tuple thường: "
                            "type(batch)(*các phần tử đã chuyển), có dấu *.", stop=True)
-        report.error(what, exc)
-    except RecursionError:
-        report.problem(f"{what}: đệ quy không dừng (RecursionError). Có lẽ bạn coi chuỗi là một dãy (str cũng là "
-                       "Sequence: 'a'[0] lại là 'a'). Chỉ đi vào dict, list và tuple.", stop=True)
-    except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
         report.error(what, exc)
 
 
@@ -235,11 +224,8 @@ def _evaluate_move(report: Report, move_keep=None) -> None:
     if changed or len(_leaves(batch, "batch", [])) != len(saved):
         where = changed[0] if changed else "batch"
         report.problem(f"move_keep đã sửa batch gốc ({where} bị thay): hãy dựng dict/list/tuple MỚI và để nguyên "
-                       "batch gốc (người gọi có thể vẫn cần nó, vd để ghi log trên CPU).",
-                       stop=True)
-    if result is None:
-        report.missing_part("move_keep chưa trả về gì (thiếu return).",
-                            stop=True)
+                       "batch gốc (người gọi có thể vẫn cần nó, vd để ghi log trên CPU).", stop=True)
+    report.require_return(result, "move_keep")
     _compare(report, batch, result, "batch")
     single = _call_move(report, move_keep, torch.ones(2), "move_keep(torch.ones(2), 'meta')")
     if not isinstance(single, torch.Tensor) or single.device != _META:

@@ -22,8 +22,6 @@ GROUP = "lesson03"  # the exercise group (tools/grade.py reads it)
 
 
 class _Probe(nn.Module):
-    """A small model with nested parameters and two buffers, for the checker."""
-
     def __init__(self):
         super().__init__()
         self.body = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
@@ -32,12 +30,7 @@ class _Probe(nn.Module):
         self.register_buffer("mask", torch.ones(3))
 
 
-def _all_names(model: nn.Module) -> set[str]:
-    return {name for name, _ in model.named_parameters()} | {name for name, _ in model.named_buffers()}
-
-
 def _cases() -> list[tuple[str, nn.Module, torch.device, set[str]]]:
-    """(description, model, device, expected names) for every case the checker tries."""
     meta = torch.device("meta")
     mixed = _Probe().to(meta)
     mixed.head.bias = nn.Parameter(torch.zeros(2))      # a parameter left on the CPU
@@ -57,8 +50,7 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
     report.require_function(misplaced, "misplaced(model, device)")
     for what, model, device, expected in _cases():
         got = report.call(f"misplaced(model, {str(device)!r})", misplaced, model, device)
-        if got is None:
-            report.missing_part("misplaced chưa trả về gì (thiếu return).", stop=True)
+        report.require_return(got, "misplaced")
         if not isinstance(got, (list, tuple, set, frozenset)):
             report.problem(f"misplaced phải trả về một list tên (str), không phải {type(got).__name__}.",
                            stop=True)
@@ -71,28 +63,29 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
         found = set(names)
         if found == expected:
             continue
-        everything = _all_names(model)
         buffers = {name for name, _ in model.named_buffers()}
-        short = {n.rsplit(".", 1)[-1] for n in expected}
-        if str(device) == "cpu:0" and found == everything:
-            report.problem("với device = cpu:0, mọi tensor (đều ở cpu) bị coi là lệch: torch.device('cpu:0') != "
-                           "torch.device('cpu') dù là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' "
-                           "(pick_device() trả về 'cuda'). Chuẩn hoá trước: want = torch.empty(0, device=device).device, "
-                           "rồi so t.device != want.", stop=True)
-        if expected and found == expected - buffers:
-            report.problem(f"thiếu buffer ({', '.join(sorted(expected & buffers))}): buffer cũng phải theo model; "
-                           "duyệt cả model.named_buffers(), không chỉ named_parameters().", stop=True)
-        if expected and found == expected & buffers:
-            report.problem("thiếu tham số: duyệt cả model.named_parameters(), không chỉ named_buffers().",
-                           stop=True)
-        if found and found == everything - expected:
-            report.problem(f"kết quả bị đảo ngược ({what}): cần tên các tensor KHÔNG nằm trên device, nhận được "
-                           f"các tensor đang nằm đúng chỗ.", stop=True)
-        if found == everything and expected != everything:
-            report.problem(f"trả về mọi tên ({what}); chỉ lấy tensor có t.device khác device.", stop=True)
-        if expected and found == short:
-            report.problem(f"tên thiếu phần đầu: cần tên đầy đủ như named_parameters() trả về ({sorted(expected)}), "
-                           f"không phải {sorted(found)}.", stop=True)
+        everything = {name for name, _ in model.named_parameters()} | buffers
+        for wrong, message in (
+            (str(device) == "cpu:0" and found == everything,
+             "với device = cpu:0, mọi tensor (đều ở cpu) bị coi là lệch: torch.device('cpu:0') != "
+             "torch.device('cpu') dù là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' (pick_device() trả "
+             "về 'cuda'). Chuẩn hoá trước: want = torch.empty(0, device=device).device, rồi so t.device != want."),
+            (expected and found == expected - buffers,
+             f"thiếu buffer ({', '.join(sorted(expected & buffers))}): buffer cũng phải theo model; duyệt cả "
+             "model.named_buffers(), không chỉ named_parameters()."),
+            (expected and found == expected & buffers,
+             "thiếu tham số: duyệt cả model.named_parameters(), không chỉ named_buffers()."),
+            (found and found == everything - expected,
+             f"kết quả bị đảo ngược ({what}): cần tên các tensor KHÔNG nằm trên device, nhận được các tensor đang "
+             "nằm đúng chỗ."),
+            (found == everything and expected != everything,
+             f"trả về mọi tên ({what}); chỉ lấy tensor có t.device khác device."),
+            (expected and found == {n.rsplit(".", 1)[-1] for n in expected},
+             f"tên thiếu phần đầu: cần tên đầy đủ như named_parameters() trả về ({sorted(expected)}), không phải "
+             f"{sorted(found)}."),
+        ):
+            if wrong:
+                report.problem(message, stop=True)
         report.problem(f"{what}: cần {sorted(expected)}, nhận được {sorted(found)}.", stop=True)
     report.success("misplaced tìm đúng tham số và buffer lệch thiết bị trong cả 4 trường hợp, kể cả khi device "
                    "được viết 'cpu:0' (như 'cuda' và 'cuda:0' trên GPU).")
@@ -113,7 +106,7 @@ task1 = Exercise(
 
 
 def _missing_gpu() -> str:
-    """Return a GPU name this machine does not have: cuda:0 without CUDA, cuda:N with N GPUs."""
+    """Return a GPU name this machine lacks: cuda:0 without CUDA, cuda:N with N GPUs."""
     return f"cuda:{torch.cuda.device_count() if torch.cuda.is_available() else 0}"
 
 
@@ -164,8 +157,7 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
     if result is not model:
         report.problem(f"hãy trả về chính model được truyền vào, không phải {type(result).__name__}.",
                        stop=True)
-    moved = any(m.source is p for m in tracker.moves for p in params)
-    if not moved:
+    if not any(m.source is p for m in tracker.moves for p in params):
         report.problem("chưa đưa mô hình lên device: thêm model.to(device) (map_location chỉ quyết định nơi tensor "
                        "của FILE được nạp vào; load_state_dict chép chúng vào tham số, tham số đang ở đâu thì vẫn ở đó).",
                        stop=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -19,33 +20,30 @@ GROUP = "lesson04"  # the exercise group (tools/grade.py reads it)
 # The fake GPU's costs, in seconds: each upload, the download, one matmul, and the first matmul's extra.
 _UP_S, _DOWN_S, _COMPUTE_S, _FIRST_EXTRA_S, _REPEATS = 0.005, 0.015, 0.05, 0.1, 5
 _COPY_S = 2 * _UP_S + _DOWN_S
+_CPU = torch.device("cpu")
 
 
+@dataclass
 class _FakeGpu:
     """The queue of a pretend GPU: work is added by ``@`` and waited for by sync, uploads and downloads."""
 
-    def __init__(self):
-        self.pending = 0.0
-        self.matmuls = 0
-        self.syncs = 0
-        self.uploads = 0
-        self.downloads = 0
+    pending: float = 0.0
+    matmuls: int = 0
+    syncs: int = 0
+    uploads: int = 0
+    downloads: int = 0
 
     def wait(self) -> None:
-        """Block until the queued work is done, as torch.cuda.synchronize() does."""
         if self.pending > 0:
             time.sleep(self.pending)
         self.pending = 0.0
 
-    def sync(self) -> None:
-        """Count and wait: the ``sync`` handed to the learner's function."""
+    def sync(self) -> None:  # the ``sync`` handed to the learner's function
         self.syncs += 1
         self.wait()
 
 
 class _FakeDevice:
-    """The `device` handed to the learner: only the fake tensors know what to do with it."""
-
     def __init__(self, gpu: _FakeGpu):
         self.gpu = gpu
 
@@ -70,7 +68,7 @@ class _HostTensor(_FakeTensor):
 
     def __init__(self, gpu: _FakeGpu, name: str):
         self.gpu, self.name = gpu, name
-        self.device = torch.device("cpu")
+        self.device = _CPU
 
     def to(self, device, *args, **kwargs):
         if _is_host(device):
@@ -130,8 +128,7 @@ def _nearest(value: float, kinds: dict[str, float]) -> str:
     return min(kinds, key=lambda k: abs(math.log(max(value, 1e-9) / kinds[k])))
 
 
-def _within(value: float, target: float) -> bool:
-    """Accept a measurement from 0.7× to 2.2× the true time: a busy machine only makes sleeps longer."""
+def _within(value: float, target: float) -> bool:  # a busy machine only makes sleeps longer
     return 0.7 * target <= value <= 2.2 * target
 
 
@@ -178,12 +175,10 @@ def _evaluate_split(report: Report, split_time=None) -> None:
         report.problem(f"đo được {ms}; phép nhân thật mất {_COMPUTE_S * 1e3:.0f} ms. Đo RIÊNG phép nhân: "
                        "sync() → bấm giờ → c = a_d @ b_d → sync() → dừng giờ, và lấy trung vị.", stop=True)
     kind = _nearest(copy_s, _COPY_KINDS)
-    if kind == "up_only":
-        report.problem(f"đo được {ms}: phần chép thiếu bước chép kết quả về (.cpu()); cộng cả hai phần chép.",
-                       stop=True)
-    if kind == "down_only":
-        report.problem(f"đo được {ms}: phần chép thiếu bước chép a, b lên device; cộng cả hai phần chép.",
-                       stop=True)
+    slip = {"up_only": "phần chép thiếu bước chép kết quả về (.cpu())",
+            "down_only": "phần chép thiếu bước chép a, b lên device"}.get(kind)
+    if slip:
+        report.problem(f"đo được {ms}: {slip}; cộng cả hai phần chép.", stop=True)
     if kind == "with_compute" or not _within(copy_s, _COPY_S):
         report.problem(f"đo được {ms}; chép thật mất {_COPY_S * 1e3:.0f} ms (a, b lên + kết quả về). Đo phần chép "
                        "lên (kèm sync()) và phần chép về, cộng lại (không gồm phép nhân), lấy trung vị.",
@@ -217,14 +212,6 @@ _CROSSOVER_CASES = (
 )
 
 
-def _first_faster(sizes, cpu_s, gpu_s):
-    return next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g < c), None)
-
-
-def _first_slower(sizes, cpu_s, gpu_s):
-    return next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g > c), None)
-
-
 _CROSSOVER_STARTER = """
 def crossover_n(sizes, cpu_s, gpu_s):
     ...  # TODO: N nhỏ nhất mà từ đó trở lên GPU luôn nhanh hơn (None nếu không có)
@@ -236,7 +223,8 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
     if same_code(crossover_n, _CROSSOVER_STARTER):
         report.missing_part("crossover_n chưa làm gì (thân hàm còn là ...).", stop=True)
     for sizes, cpu_s, gpu_s, want in _CROSSOVER_CASES:
-        table = ", ".join(f"N={n}: CPU {c * 1e6:g} µs / GPU {g * 1e6:g} µs" for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True))
+        table = ", ".join(f"N={n}: CPU {c * 1e6:g} µs / GPU {g * 1e6:g} µs"
+                          for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True))
         got = report.call("crossover_n(sizes, cpu_s, gpu_s)", crossover_n, list(sizes), list(cpu_s), list(gpu_s))
         if got == want and (got is None) == (want is None):
             continue
@@ -246,19 +234,21 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
         if got is None:
             report.problem(f"trả về None, nhưng GPU nhanh hơn từ N={want} ({table}).", stop=True)
         value = number(got)
-        if value is not None and isinstance(got, int) and 0 <= got < len(sizes) and sizes[got] == want:
-            report.problem(f"trả về chỉ số {got} trong danh sách; hãy trả về chính kích thước N={want}.",
-                           stop=True)
-        if got == _first_faster(sizes, cpu_s, gpu_s):
-            report.problem(f"trả về N={got}, nơi GPU nhanh hơn LẦN ĐẦU; nhưng ở N lớn hơn nó lại chậm hơn ({table}). "
-                           "Điểm giao cắt là N nhỏ nhất mà GPU nhanh hơn ở N đó VÀ mọi N lớn hơn: duyệt từ N lớn "
-                           "nhất ngược về.", stop=True)
-        if got == _first_slower(sizes, cpu_s, gpu_s):
-            report.problem(f"phép so sánh bị đảo: N={got} là nơi GPU CHẬM hơn CPU ({table}). GPU nhanh hơn nghĩa là "
-                           "gpu_s nhỏ hơn cpu_s.", stop=True)
-        if value is not None and not isinstance(got, int):
-            report.problem(f"trả về {got!r}; hãy trả về một kích thước N trong sizes (int), hoặc None.",
-                           stop=True)
+        first_faster = next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g < c), None)
+        first_slower = next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g > c), None)
+        for wrong, message in (
+            (value is not None and isinstance(got, int) and 0 <= got < len(sizes) and sizes[got] == want,
+             f"trả về chỉ số {got} trong danh sách; hãy trả về chính kích thước N={want}."),
+            (got == first_faster, f"trả về N={got}, nơi GPU nhanh hơn LẦN ĐẦU; nhưng ở N lớn hơn nó lại chậm hơn "
+                                  f"({table}). Điểm giao cắt là N nhỏ nhất mà GPU nhanh hơn ở N đó VÀ mọi N lớn "
+                                  "hơn: duyệt từ N lớn nhất ngược về."),
+            (got == first_slower, f"phép so sánh bị đảo: N={got} là nơi GPU CHẬM hơn CPU ({table}). GPU nhanh hơn "
+                                  "nghĩa là gpu_s nhỏ hơn cpu_s."),
+            (value is not None and not isinstance(got, int),
+             f"trả về {got!r}; hãy trả về một kích thước N trong sizes (int), hoặc None."),
+        ):
+            if wrong:
+                report.problem(message, stop=True)
         report.problem(f"với {table}: cần N={want}, nhận được {got!r}.", stop=True)
     report.success("crossover_n đúng cả 4 trường hợp: đường cong bình thường, một điểm 'ăn may' ở N nhỏ, GPU không "
                    "bao giờ nhanh hơn (None), và nhanh hơn ngay từ N đầu.")

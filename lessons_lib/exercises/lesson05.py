@@ -38,7 +38,6 @@ def _grad_norm(model: torch.nn.Module) -> float:
 
 
 def _reference_step():
-    """Return the lesson's solution ``amp_step`` (its SOLUTION region, run as the notebook would)."""
     scope = {"torch": torch, "F": F}
     exec(task1.solution_code, scope)  # noqa: S102 - the lesson's own solution
     return scope["amp_step"]
@@ -86,16 +85,16 @@ def _watch(model: torch.nn.Module, scaler: torch.amp.GradScaler, optimizer: torc
         optimizer_step.remove()
 
 
-def _first(events: list[tuple], name: str) -> tuple | None:
-    return next((e for e in events if e[0] == name), None)
-
-
 def _index(events: list[tuple], name: str) -> int | None:
     return next((i for i, e in enumerate(events) if e[0] == name), None)
 
 
+def _first(events: list[tuple], name: str) -> tuple | None:
+    i = _index(events, name)
+    return None if i is None else events[i]
+
+
 def _check_call(report: Report, events: list[tuple], amp_dtype: torch.dtype, short: str, scaled: float) -> None:
-    """Diagnose one call's events; record problems (the first found per kind)."""
     forwards = [e for e in events if e[0] == "forward"]
     if forwards and all(e[1] != amp_dtype for e in forwards):
         report.problem(f"đầu ra của mô hình là {forwards[0][1]}, không phải {short}: forward và loss phải nằm trong "
@@ -149,10 +148,8 @@ def _evaluate(report: Report, amp_step=None) -> None:
     x, y = make_classification_data(64, 16, 4, seed=0, device=device)
     model = make_mlp(16, 4, hidden=32, depth=1, seed=0, device=device)
     ref_model = copy.deepcopy(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    ref_optimizer = torch.optim.SGD(ref_model.parameters(), lr=0.5)
-    scaler = torch.amp.GradScaler(device.type, init_scale=_INIT_SCALE)
-    ref_scaler = torch.amp.GradScaler(device.type, init_scale=_INIT_SCALE)
+    optimizer, ref_optimizer = (torch.optim.SGD(m.parameters(), lr=0.5) for m in (model, ref_model))
+    scaler, ref_scaler = (torch.amp.GradScaler(device.type, init_scale=_INIT_SCALE) for _ in range(2))
     reference = _reference_step()
     what = f"amp_step(model, x, y, optimizer, scaler, {amp_dtype}, max_norm={_MAX_NORM})"
     for call in range(2):
@@ -173,11 +170,9 @@ def _evaluate(report: Report, amp_step=None) -> None:
         if not math.isclose(loss, ref_loss, rel_tol=1e-2, abs_tol=1e-3):
             report.problem(f"loss trả về là {loss:.4f}, bước chuẩn cho {ref_loss:.4f}: trả về loss của batch này "
                            "(cross_entropy tính trong autocast), gọi .item().", stop=True)
-    same = all(torch.allclose(p, q, rtol=1e-3, atol=1e-5)
-               for p, q in zip(model.parameters(), ref_model.parameters(), strict=True))
-    if not same:
-        worst = max(float((p - q).detach().abs().max())
-                    for p, q in zip(model.parameters(), ref_model.parameters(), strict=True))
+    pairs = list(zip(model.parameters(), ref_model.parameters(), strict=True))
+    if not all(torch.allclose(p, q, rtol=1e-3, atol=1e-5) for p, q in pairs):
+        worst = max(float((p - q).detach().abs().max()) for p, q in pairs)
         report.problem(f"sau hai bước, trọng số khác bước chuẩn (sai khác lớn nhất {worst:.2e}) dù thứ tự gọi scaler "
                        "đúng: kiểm tra loss (F.cross_entropy(model(x), y)) và max_norm truyền cho clip.")
         return

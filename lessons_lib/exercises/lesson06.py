@@ -66,49 +66,46 @@ def _diagnose(report: Report, where: str, model: nn.Module, got: tuple[float, fl
     size = next(model.parameters()).element_size()
     weights_only = sum(m.weight.numel() * m.weight.element_size() for m in model.modules() if isinstance(m, nn.Linear))
     g_params, g_grads, g_adam = got
-    ok = True
-    if g_params != params:
-        ok = False
-        if g_params == all_numel:
-            report.problem(f"[{where}] params = {g_params:,.0f} là số phần tử, chưa phải số byte: nhân với "
-                           "p.element_size() (4 với float32, 2 với bfloat16).")
-        elif g_params == 8 * params:
-            report.problem(f"[{where}] params lớn gấp 8 lần: đó là số bit; hỏi số byte.")
-        elif g_params == 4 * all_numel and size != 4:
-            report.problem(f"[{where}] params = số phần tử × 4, nhưng mô hình này mỗi số chỉ {size} byte: đừng viết "
-                           "cứng 4, dùng p.element_size().")
-        elif g_params == weights_only:
-            report.problem(f"[{where}] params chỉ tính weight của các lớp Linear, quên bias: cộng mọi tensor trong "
-                           "model.parameters().")
-        else:
-            report.problem(f"[{where}] params = {g_params:,.0f} byte, đúng là {params:,} ({format_bytes(params)}).")
-    if g_grads != grads:
-        ok = False
-        if g_grads == params and grads != params:
-            report.problem(f"[{where}] grads = params, nhưng tham số requires_grad=False không có gradient: chỉ cộng "
-                           "các p có p.requires_grad.")
-        elif g_grads == trainable_numel:
-            report.problem(f"[{where}] grads là số phần tử, chưa nhân số byte mỗi phần tử.")
-        elif g_grads == 4 * trainable_numel and size != 4:
-            report.problem(f"[{where}] grads viết cứng 4 byte/số; gradient có cùng dtype với tham số ({size} byte).")
-        else:
-            report.problem(f"[{where}] grads = {g_grads:,.0f} byte, đúng là {grads:,}: gradient có đúng kích thước "
-                           "và dtype của tham số được train.")
     steps = 4 * sum(1 for p in model.parameters() if p.requires_grad)   # one float32 `step` counter per tensor
-    if g_adam not in (adam, adam + steps):
-        ok = False
-        if g_adam == grads:
-            report.problem(f"[{where}] adam = grads: Adam giữ HAI buffer cho mỗi tham số được train (exp_avg và "
-                           "exp_avg_sq), tức 2 × grads.")
-        elif g_adam == 2 * params and params != grads:
-            report.problem(f"[{where}] adam = 2 × params, nhưng Adam chỉ giữ trạng thái cho tham số được train "
-                           "(requires_grad): 2 × grads.")
-        elif g_adam in (2 * adam, adam + grads + params, adam + params):
-            report.problem(f"[{where}] adam quá lớn: chỉ tính hai buffer exp_avg và exp_avg_sq (2 × grads), không "
-                           "cộng tham số hay gradient vào.")
-        else:
-            report.problem(f"[{where}] adam = {g_adam:,.0f} byte, đúng là {adam:,} (exp_avg + exp_avg_sq).")
-    return ok
+    parts = [
+        (g_params != params, [
+            (g_params == all_numel, f"params = {g_params:,.0f} là số phần tử, chưa phải số byte: nhân với "
+                                    "p.element_size() (4 với float32, 2 với bfloat16)."),
+            (g_params == 8 * params, "params lớn gấp 8 lần: đó là số bit; hỏi số byte."),
+            (g_params == 4 * all_numel and size != 4,
+             f"params = số phần tử × 4, nhưng mô hình này mỗi số chỉ {size} byte: đừng viết cứng 4, dùng "
+             "p.element_size()."),
+            (g_params == weights_only,
+             "params chỉ tính weight của các lớp Linear, quên bias: cộng mọi tensor trong "
+             "model.parameters()."),
+            (True, f"params = {g_params:,.0f} byte, đúng là {params:,} ({format_bytes(params)})."),
+        ]),
+        (g_grads != grads, [
+            (g_grads == params and grads != params,
+             "grads = params, nhưng tham số requires_grad=False không có gradient: chỉ cộng các p có "
+             "p.requires_grad."),
+            (g_grads == trainable_numel, "grads là số phần tử, chưa nhân số byte mỗi phần tử."),
+            (g_grads == 4 * trainable_numel and size != 4,
+             f"grads viết cứng 4 byte/số; gradient có cùng dtype với tham số ({size} byte)."),
+            (True, f"grads = {g_grads:,.0f} byte, đúng là {grads:,}: gradient có đúng kích thước và dtype "
+                   "của tham số được train."),
+        ]),
+        (g_adam not in (adam, adam + steps), [
+            (g_adam == grads, "adam = grads: Adam giữ HAI buffer cho mỗi tham số được train (exp_avg và "
+                              "exp_avg_sq), tức 2 × grads."),
+            (g_adam == 2 * params and params != grads,
+             "adam = 2 × params, nhưng Adam chỉ giữ trạng thái cho tham số được train (requires_grad): "
+             "2 × grads."),
+            (g_adam in (2 * adam, adam + grads + params, adam + params),
+             "adam quá lớn: chỉ tính hai buffer exp_avg và exp_avg_sq (2 × grads), không cộng tham số hay "
+             "gradient vào."),
+            (True, f"adam = {g_adam:,.0f} byte, đúng là {adam:,} (exp_avg + exp_avg_sq)."),
+        ]),
+    ]
+    for wrong, slips in parts:
+        if wrong:
+            report.problem(f"[{where}] " + next(message for matches, message in slips if matches))
+    return not any(wrong for wrong, _ in parts)
 
 
 def _evaluate(report: Report, training_bytes=None) -> None:
@@ -125,14 +122,9 @@ def _evaluate(report: Report, training_bytes=None) -> None:
                 "(làm tròn lên bội số 512 byte mỗi tensor).")
 
 
-task1 = Exercise(
-    "task1",
-    "Bài 14.6 · Tự tính bộ nhớ của tham số, gradient và Adam",
-    _evaluate,
-    hints=[
-        "Byte của một tensor = p.numel() * p.element_size(). params: cộng qua mọi p trong model.parameters(); "
-         "grads: chỉ những p có p.requires_grad.",
-        "Adam giữ exp_avg và exp_avg_sq, mỗi cái cùng kích thước và dtype với tham số được train: adam = 2 * grads.",
-    ],
-    group=GROUP,
-)
+task1 = Exercise("task1", "Bài 14.6 · Tự tính bộ nhớ của tham số, gradient và Adam", _evaluate,
+                 group=GROUP, hints=[
+    "Byte của một tensor = p.numel() * p.element_size(). params: cộng qua mọi p trong model.parameters(); "
+    "grads: chỉ những p có p.requires_grad.",
+    "Adam giữ exp_avg và exp_avg_sq, mỗi cái cùng kích thước và dtype với tham số được train: adam = 2 * grads.",
+])

@@ -15,6 +15,7 @@ from ._core import Exercise, Report
 GROUP = "lesson07"  # the exercise group (tools/grade.py reads it)
 
 MICRO, ACCUM, N_MICRO, LR = 4, 4, 8, 0.5     # 8 micro-batches of 4 samples, a step every 4: two big batches of 16
+_CADENCE = frozenset(i for i in range(N_MICRO) if (i + 1) % ACCUM == 0)
 
 
 def _setup(device: torch.device):
@@ -23,7 +24,8 @@ def _setup(device: torch.device):
     return model, [(x[i:i + MICRO].clone(), y[i:i + MICRO].clone()) for i in range(0, len(x), MICRO)]
 
 
-def _replay(model, batches, *, scale: float, steps_after: set[int], zero_before: set[int], zero_after_step: bool):
+def _replay(model, batches, *, scale: float = 1 / ACCUM, steps_after=_CADENCE, zero_before=frozenset(),
+            zero_after_step: bool = True):
     """Return the weights after a loop with the given habits (which micro-batches step or zero the gradients)."""
     twin = copy.deepcopy(model)
     optimizer = torch.optim.SGD(twin.parameters(), lr=LR)
@@ -78,25 +80,22 @@ def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
                        f"phải là {N_MICRO // ACCUM} lần, sau micro-batch thứ 4 và thứ 8 ((i + 1) % accum_steps == 0).",
                        stop=True)
     got = [p.detach() for p in model.parameters()]
-    cadence = {i for i in range(N_MICRO) if (i + 1) % ACCUM == 0}
-    right = _replay(start, batches, scale=1 / ACCUM, steps_after=cadence, zero_before=set(), zero_after_step=True)
+    right = _replay(start, batches)
     if _close(got, right):
         report.success(f"{N_MICRO} micro-batch {MICRO} mẫu, step mỗi {ACCUM}: trọng số khớp (torch.allclose) với train "
                        f"trên 2 batch {MICRO * ACCUM} mẫu, mà mỗi lần forward chỉ tốn bộ nhớ của {MICRO} mẫu.")
         return
-    offset = {i for i in range(N_MICRO) if i % ACCUM == 0}
     slips = [
-        (_replay(start, batches, scale=1.0, steps_after=cadence, zero_before=set(), zero_after_step=True),
+        (_replay(start, batches, scale=1.0),
          (f"loss chưa chia cho accum_steps: gradient cộng dồn lớn gấp {ACCUM} lần gradient của batch lớn (như tăng "
           f"learning rate {ACCUM} lần). Viết loss = loss_fn(...) / accum_steps.")),
-        (_replay(start, batches, scale=1 / ACCUM, steps_after=cadence, zero_before=set(range(N_MICRO)),
-                zero_after_step=True),
+        (_replay(start, batches, zero_before=set(range(N_MICRO))),
          ("zero_grad trước MỖI micro-batch xoá phần đã cộng dồn: lúc step chỉ còn gradient của micro-batch cuối. "
           "Chỉ zero_grad ngay sau optimizer.step().")),
-        (_replay(start, batches, scale=1 / ACCUM, steps_after=cadence, zero_before=set(), zero_after_step=False),
+        (_replay(start, batches, zero_after_step=False),
          ("thiếu optimizer.zero_grad() sau optimizer.step(): gradient của batch lớn thứ nhất còn nằm trong .grad và "
           "bị cộng vào batch lớn thứ hai.")),
-        (_replay(start, batches, scale=1 / ACCUM, steps_after=offset, zero_before=set(), zero_after_step=True),
+        (_replay(start, batches, steps_after={i for i in range(N_MICRO) if i % ACCUM == 0}),
          ("step sai micro-batch: i % accum_steps == 0 step ngay sau micro-batch ĐẦU (i = 0), khi mới có 1 phần. "
           "Dùng (i + 1) % accum_steps == 0.")),
     ]
@@ -110,14 +109,9 @@ def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
                    "(i + 1) % accum_steps == 0.")
 
 
-task1 = Exercise(
-    "task1",
-    "Bài 14.7 · Vòng train với gradient accumulation",
-    _evaluate_accumulate,
-    hints=[
-        "for i, (xb, yb) in enumerate(micro_batches): loss chia accum_steps, backward (gradient tự cộng dồn vào "
-         ".grad); cứ accum_steps micro-batch thì step một lần.",
-        "if (i + 1) % accum_steps == 0: optimizer.step(); optimizer.zero_grad(). Một lần zero_grad trước vòng lặp.",
-    ],
-    group=GROUP,
-)
+task1 = Exercise("task1", "Bài 14.7 · Vòng train với gradient accumulation", _evaluate_accumulate,
+                 group=GROUP, hints=[
+    "for i, (xb, yb) in enumerate(micro_batches): loss chia accum_steps, backward (gradient tự cộng dồn vào "
+    ".grad); cứ accum_steps micro-batch thì step một lần.",
+    "if (i + 1) % accum_steps == 0: optimizer.step(); optimizer.zero_grad(). Một lần zero_grad trước vòng lặp.",
+])

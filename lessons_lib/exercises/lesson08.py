@@ -85,19 +85,14 @@ def _explain_shard(report: Report, n: int, world: int, rank: int, got: list[int]
         report.problem(f"với {case}: bạn trả về {got_s}, DistributedSampler trả về {want_s}.")
 
 
-task2 = Exercise(
-    "task2",
-    "Bài 14.8 · Nhiệm vụ 2 · Mỗi rank một phần dữ liệu",
-    _evaluate_shard,
-    hints=[
-        "Không xáo (shuffle=False), thứ tự là 0, 1, …, n-1. Rank r lấy các vị trí r, r + world_size, "
-         "r + 2·world_size, … Thử với n=64, world_size=2: rank 0 lấy 0, 2, 4, …",
-        "Mọi rank phải có cùng số mẫu: total = ceil(n / world_size) · world_size. Khi n không chia hết, kéo dài danh "
-         "sách chỉ số thành `total` phần tử bằng cách quay vòng: vị trí i chứa mẫu i % n.",
-        "indices = [i % n for i in range(total)], rồi return indices[rank:total:world_size].",
-    ],
-    group=GROUP,
-)
+task2 = Exercise("task2", "Bài 14.8 · Nhiệm vụ 2 · Mỗi rank một phần dữ liệu", _evaluate_shard,
+                 group=GROUP, hints=[
+    "Không xáo (shuffle=False), thứ tự là 0, 1, …, n-1. Rank r lấy các vị trí r, r + world_size, "
+    "r + 2·world_size, … Thử với n=64, world_size=2: rank 0 lấy 0, 2, 4, …",
+    "Mọi rank phải có cùng số mẫu: total = ceil(n / world_size) · world_size. Khi n không chia hết, kéo dài danh "
+    "sách chỉ số thành `total` phần tử bằng cách quay vòng: vị trí i chứa mẫu i % n.",
+    "indices = [i % n for i in range(total)], rồi return indices[rank:total:world_size].",
+])
 
 # (parameters, GPUs): the lesson's 7 B on 8 GPUs, the ZeRO paper's 7.5 B on 64, an uneven split.
 _MEMORY_CASES = [(7_000_000_000, 8), (7_500_000_000, 64), (1_300_000_000, 4), (1_000_003, 3)]
@@ -118,32 +113,26 @@ def _formula_gb(n: int, g: int, stage: int, *, p: float = 2, gr: float = 2, o: f
 
 
 # Typical wrong rules and what to say about them.
+_ADAM_12 = ("trạng thái Adam với mixed precision là 12 byte mỗi tham số: bản fp32 của tham số (4) + "
+            "momentum (4) + ")
 _WRONG_RULES = [
-    ({"ddp_divides": True},
-     ("DDP (stage 0) không chia gì cho các GPU: mỗi GPU giữ đủ tham số, gradient và trạng thái Adam, "
-      "16 byte mỗi tham số dù có bao nhiêu GPU.")),
-    ({"o": 8},
-     ("trạng thái Adam với mixed precision là 12 byte mỗi tham số: bản fp32 của tham số (4) + momentum (4) + "
-      "variance (4), không phải 8.")),
-    ({"o": 4},
-     ("trạng thái Adam với mixed precision là 12 byte mỗi tham số: bản fp32 của tham số (4) + momentum (4) + "
-      "variance (4).")),
+    ({"ddp_divides": True}, "DDP (stage 0) không chia gì cho các GPU: mỗi GPU giữ đủ tham số, gradient và "
+                            "trạng thái Adam, 16 byte mỗi tham số dù có bao nhiêu GPU."),
+    ({"o": 8}, _ADAM_12 + "variance (4), không phải 8."),
+    ({"o": 4}, _ADAM_12 + "variance (4)."),
     ({"p": 4, "gr": 4, "o": 8},
-     ("đây là Adam fp32 (4 + 4 + 8 byte); bài này dùng cách tính của bài báo ZeRO cho mixed precision: tham số fp16 "
-      "(2) + gradient fp16 (2) + trạng thái Adam (12) = 16 byte.")),
+     "đây là Adam fp32 (4 + 4 + 8 byte); bài này dùng cách tính của bài báo ZeRO cho mixed precision: "
+     "tham số fp16 (2) + gradient fp16 (2) + trạng thái Adam (12) = 16 byte."),
     ({"shard_p": 1, "shard_g": 2, "shard_o": 3},
-     ("thứ tự các stage bị đảo: ZeRO-1 chia trạng thái optimizer trước (phần lớn nhất), ZeRO-2 chia thêm gradient, "
-      "ZeRO-3 chia thêm tham số.")),
-    ({"shard_g": 1},
-     "ZeRO-1 chỉ chia trạng thái optimizer; gradient được chia từ ZeRO-2."),
-    ({"shard_p": 2},
-     "ZeRO-2 chia trạng thái optimizer và gradient, nhưng mỗi GPU vẫn giữ đủ tham số; tham số chỉ được chia ở ZeRO-3."),
-    ({"shard_p": 4},
-     "ZeRO-3 (như FSDP chia hết) chia cả tham số: mỗi GPU chỉ giữ 1/N tham số."),
-    ({"unit": 2**30},
-     "đơn vị là GB = 1e9 byte (như bài báo ZeRO và bảng trong bài), không phải GiB = 2**30 byte."),
-    ({"unit": 1},
-     "hàm trả về số byte; hãy chia cho 1e9 để ra GB."),
+     "thứ tự các stage bị đảo: ZeRO-1 chia trạng thái optimizer trước (phần lớn nhất), ZeRO-2 chia thêm "
+     "gradient, ZeRO-3 chia thêm tham số."),
+    ({"shard_g": 1}, "ZeRO-1 chỉ chia trạng thái optimizer; gradient được chia từ ZeRO-2."),
+    ({"shard_p": 2}, "ZeRO-2 chia trạng thái optimizer và gradient, nhưng mỗi GPU vẫn giữ đủ tham số; "
+                     "tham số chỉ được chia ở ZeRO-3."),
+    ({"shard_p": 4}, "ZeRO-3 (như FSDP chia hết) chia cả tham số: mỗi GPU chỉ giữ 1/N tham số."),
+    ({"unit": 2**30}, "đơn vị là GB = 1e9 byte (như bài báo ZeRO và bảng trong bài), không phải "
+                      "GiB = 2**30 byte."),
+    ({"unit": 1}, "hàm trả về số byte; hãy chia cho 1e9 để ra GB."),
 ]
 
 
@@ -176,18 +165,13 @@ def _evaluate_memory(report: Report, per_gpu_gb=None) -> None:
     report.problem(f"ví dụ: per_gpu_gb({n:_}, {g}, {stage}) trả về {value:.4g} GB, đúng là {_expected_gb(n, g, stage):.4g} GB.")
 
 
-task1 = Exercise(
-    "task1",
-    "Bài 14.8 · Nhiệm vụ 1 · Bộ nhớ mỗi GPU: DDP và ZeRO",
-    _evaluate_memory,
-    hints=[
-        "Mỗi tham số: 2 byte tham số fp16, 2 byte gradient fp16, 12 byte trạng thái Adam. Một phần được 'chia' thì "
-         "mỗi GPU chỉ giữ 1/n_gpus của nó.",
-        "Stage 0 (DDP): không chia gì. Stage 1: chia trạng thái Adam. Stage 2: thêm gradient. Stage 3: thêm tham số. "
-         "Kết quả tính bằng GB = 1e9 byte.",
-        "params = 2 * n_params / (n_gpus if stage >= 3 else 1); tương tự grads (stage >= 2) và optim (12 byte, stage >= 1); "
-         "return (params + grads + optim) / 1e9.",
-    ],
-    group=GROUP,
-)
+task1 = Exercise("task1", "Bài 14.8 · Nhiệm vụ 1 · Bộ nhớ mỗi GPU: DDP và ZeRO", _evaluate_memory,
+                 group=GROUP, hints=[
+    "Mỗi tham số: 2 byte tham số fp16, 2 byte gradient fp16, 12 byte trạng thái Adam. Một phần được 'chia' thì "
+    "mỗi GPU chỉ giữ 1/n_gpus của nó.",
+    "Stage 0 (DDP): không chia gì. Stage 1: chia trạng thái Adam. Stage 2: thêm gradient. Stage 3: thêm tham số. "
+    "Kết quả tính bằng GB = 1e9 byte.",
+    "params = 2 * n_params / (n_gpus if stage >= 3 else 1); tương tự grads (stage >= 2) và optim (12 byte, stage >= 1); "
+    "return (params + grads + optim) / 1e9.",
+])
 

@@ -1,9 +1,6 @@
-"""Lesson 09's checked tasks: name the dominant op of a profile, pick ``num_workers`` from measurements.
-
-The checker records its own profiles and cases, built so that each typical mistake (a ``record_function``
-label, sorting by total time or call count, min instead of max; a strict >, an unsorted dict…) gives a
-different answer.
-"""
+"""Lesson 09's checked tasks: name a profile's dominant op, pick ``num_workers`` from measurements; each
+typical mistake (a ``record_function`` label, total time, call count, min, a strict >, an unsorted dict…)
+gives a different answer on the checker's own profiles and cases."""
 
 from __future__ import annotations
 
@@ -123,18 +120,13 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
                    f"(đáp án {answers[0]}), và một profile toàn phép nhỏ (đáp án {answers[1]}).")
 
 
-task1 = Exercise(
-    "task1",
-    "Nhiệm vụ 1 · Phép nào tốn thời gian nhất?",
-    _evaluate_dominant,
-    hints=[
-        "prof.key_averages() là danh sách các dòng; mỗi dòng có row.key (tên), row.self_cpu_time_total (µs, "
-         "không tính phép con), row.cpu_time_total (µs, tính cả phép con) và row.count (số lần gọi).",
-        "Lọc: [r for r in prof.key_averages() if r.key.startswith('aten::')], rồi max(..., key=lambda r: "
-         "r.self_cpu_time_total) và trả về .key của dòng đó.",
-    ],
-    group=GROUP,
-)
+task1 = Exercise("task1", "Nhiệm vụ 1 · Phép nào tốn thời gian nhất?", _evaluate_dominant,
+                 group=GROUP, hints=[
+    "prof.key_averages() là danh sách các dòng; mỗi dòng có row.key (tên), row.self_cpu_time_total (µs, "
+    "không tính phép con), row.cpu_time_total (µs, tính cả phép con) và row.count (số lần gọi).",
+    "Lọc: [r for r in prof.key_averages() if r.key.startswith('aten::')], rồi max(..., key=lambda r: "
+    "r.self_cpu_time_total) và trả về .key của dòng đó.",
+])
 
 #: (loader samples/s by num_workers, step samples/s, right answer, what the case is about).
 _WORKER_CASES = (
@@ -199,13 +191,7 @@ def _evaluate_workers(report: Report, pick_num_workers=None) -> None:
                    "thì chọn cấu hình nhanh nhất.")
 
 
-task2 = Exercise(
-    "task2",
-    "Nhiệm vụ 2 · Chọn num_workers từ số đo",
-    _evaluate_workers,
-    hints=[
-        "Duyệt số worker từ nhỏ đến lớn (sorted(loader_sps)); số đầu tiên có loader_sps[w] >= step_sps là đáp án.",
-        "Nếu không số nào đủ nhanh, trả về số worker nhanh nhất: max(loader_sps, key=loader_sps.get).",
-    ],
-    group=GROUP,
-)
+task2 = Exercise("task2", "Nhiệm vụ 2 · Chọn num_workers từ số đo", _evaluate_workers, group=GROUP, hints=[
+    "Duyệt số worker từ nhỏ đến lớn (sorted(loader_sps)); số đầu tiên có loader_sps[w] >= step_sps là đáp án.",
+    "Nếu không số nào đủ nhanh, trả về số worker nhanh nhất: max(loader_sps, key=loader_sps.get).",
+])

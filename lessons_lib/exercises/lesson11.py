@@ -1,8 +1,7 @@
-"""Lesson 11's checked tasks (``evaluate``, ``train_epoch``) and section 7's verdicts on the measured CPU times.
+"""Lesson 11's checked tasks (``evaluate``, ``train_epoch``) on load_digits, and section 7's verdicts.
 
-The tasks run on scikit-learn's ``load_digits`` split as the notebook splits it; scikit-learn is imported only
-when a check runs. ``reference_evaluate`` / ``reference_train_epoch`` are the lesson's solutions, so the later
-sections run whether the tasks are done or not.
+scikit-learn is imported only when a check runs; ``reference_evaluate`` / ``reference_train_epoch`` are the
+lesson's solutions, so the later sections run whether the tasks are done or not.
 """
 
 from __future__ import annotations
@@ -21,9 +20,7 @@ from ._core import Exercise, Report, number
 
 GROUP = "lesson11"  # the exercise group (tools/grade.py reads it)
 
-#: How the notebook splits load_digits (train_test_split arguments).
-_TEST_SIZE, _SPLIT_SEED = 0.25, 0
-#: What task2's check trains with, and what it must reach.
+_TEST_SIZE, _SPLIT_SEED = 0.25, 0  # how the notebook splits load_digits
 _BATCH_SIZE, _LR, _MAX_EPOCHS, _TARGET_ACCURACY = 64, 1e-2, 10, 0.95
 _DIGITS: dict[str, torch.Tensor] = {}
 
@@ -64,29 +61,22 @@ def _rng_guard(device: torch.device):
 
 
 class _Watch:
-    """Record each forward's mode, grad mode, rows and output dtype; after `mark()`, keep the next input."""
+    """Record each forward's (training, grad mode, rows, output dtype); with `keep_next`, its input too."""
 
     def __init__(self, model: nn.Module):
         self.calls: list[tuple[bool, bool, int, torch.dtype | None]] = []
         self.first_batches: list[torch.Tensor] = []
-        self._keep_next = False
-        self._handle = model.register_forward_hook(self._hook)
-
-    def mark(self) -> None:
-        """Keep the next call's input (the first batch of an epoch)."""
-        self._keep_next = True
+        self.keep_next = False
+        self.close = model.register_forward_hook(self._hook).remove
 
     def _hook(self, module, inputs, output) -> None:
         x = inputs[0] if inputs and isinstance(inputs[0], torch.Tensor) else None
         rows = int(x.shape[0]) if x is not None and x.dim() > 0 else 0
         dtype = output.dtype if isinstance(output, torch.Tensor) else None
         self.calls.append((module.training, torch.is_grad_enabled(), rows, dtype))
-        if self._keep_next and x is not None:
+        if self.keep_next and x is not None:
             self.first_batches.append(x.detach().float().cpu())
-            self._keep_next = False
-
-    def close(self) -> None:
-        self._handle.remove()
+            self.keep_next = False
 
 
 def _evaluate_task1(report: Report, evaluate=None) -> None:
@@ -95,10 +85,10 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
     X_train, y_train, X_test, y_test = _data(report, device)
     model = _make_digits_model(dropout=0.5).to(device)       # strong dropout: train mode changes the answers
     optimizer = torch.optim.Adam(model.parameters(), lr=_LR)
-    scaler = torch.amp.GradScaler(device.type, enabled=False)
     with _rng_guard(device):
         torch.manual_seed(0)
-        reference_train_epoch(model, optimizer, scaler, X_train, y_train, _BATCH_SIZE)   # a partly trained model
+        scaler = torch.amp.GradScaler(device.type, enabled=False)
+        reference_train_epoch(model, optimizer, scaler, X_train, y_train, _BATCH_SIZE)  # a partly trained model
     right = reference_evaluate(model, X_test, y_test)
     model.train()                                            # as after a training epoch
     watch = _Watch(model)
@@ -112,49 +102,47 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
         report.missing_part("evaluate chưa trả về gì (thiếu return độ chính xác).", stop=True)
     if not watch.calls:
         report.problem("evaluate không gọi model(X) (bộ chấm không thấy lần forward nào).", stop=True)
-    if any(training for training, *_ in watch.calls):
-        report.problem("model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả "
-                       "ngẫu nhiên mỗi lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch).")
-    if any(grad for _, grad, *_ in watch.calls):
-        report.problem("autograd vẫn bật khi dự đoán: bọc forward trong `with torch.no_grad():` (hoặc "
-                       "torch.inference_mode()), nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi.")
-    if grad_left_off:
-        report.problem("evaluate tắt autograd cho cả chương trình (torch.set_grad_enabled(False)) mà không bật lại: "
-                       "các ô train sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối.")
+    slips = [
+        (any(training for training, *_ in watch.calls),
+         "model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả ngẫu "
+         "nhiên mỗi lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch)."),
+        (any(grad for _, grad, *_ in watch.calls),
+         "autograd vẫn bật khi dự đoán: bọc forward trong `with torch.no_grad():` (hoặc "
+         "torch.inference_mode()), nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi."),
+        (grad_left_off,
+         "evaluate tắt autograd cho cả chương trình (torch.set_grad_enabled(False)) mà không bật lại: các ô "
+         "train sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối."),
+    ]
+    for wrong, message in slips:
+        if wrong:
+            report.problem(message)
     if isinstance(got, torch.Tensor) and got.requires_grad:
         report.problem("evaluate trả về tensor còn gắn đồ thị autograd: trả về một số Python (.item()).",
                        stop=True)
-    value = number(got)
+    value, n = number(got), len(y_test)
     if value is None:
         report.problem(f"evaluate phải trả về độ chính xác là một số (vd 0.93), không phải {type(got).__name__}.",
                        stop=True)
-    n = len(y_test)
-    if not report.problems:
-        if math.isclose(value, 100 * right, abs_tol=1e-2):
-            report.problem(f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f}).")
-        elif math.isclose(value, right * n, abs_tol=0.5):
-            report.problem(f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ.")
-        elif not math.isclose(value, right, abs_tol=1e-4):
-            report.problem(f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
-                           "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.")
     if report.problems:
         return
-    report.success(f"model.eval() + no_grad, độ chính xác {value:.1%} trên {n} ảnh test (mô hình mới train 1 epoch "
-                   "của bộ chấm).")
-    report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
+    if math.isclose(value, 100 * right, abs_tol=1e-2):
+        report.problem(f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f}).")
+    elif math.isclose(value, right * n, abs_tol=0.5):
+        report.problem(f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ.")
+    elif not math.isclose(value, right, abs_tol=1e-4):
+        report.problem(f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
+                       "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.")
+    else:
+        report.success(f"model.eval() + no_grad, độ chính xác {value:.1%} trên {n} ảnh test (mô hình mới "
+                       "train 1 epoch của bộ chấm).")
+        report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
 
 
-task1 = Exercise(
-    "task1",
-    "Nhiệm vụ 1 · Hàm evaluate đúng cách",
-    _evaluate_task1,
-    hints=[
-        "Hai việc trước khi dự đoán: model.eval() (tắt dropout) và `with torch.no_grad():` (tắt autograd). "
-         "Rồi pred = model(X).argmax(dim=1).",
-        "Độ chính xác = (pred == y).float().mean().item(): tỉ lệ từ 0 đến 1, một số Python.",
-    ],
-    group=GROUP,
-)
+task1 = Exercise("task1", "Nhiệm vụ 1 · Hàm evaluate đúng cách", _evaluate_task1, group=GROUP, hints=[
+    "Hai việc trước khi dự đoán: model.eval() (tắt dropout) và `with torch.no_grad():` (tắt autograd). "
+    "Rồi pred = model(X).argmax(dim=1).",
+    "Độ chính xác = (pred == y).float().mean().item(): tỉ lệ từ 0 đến 1, một số Python.",
+])
 
 
 def _amp_dtype_for_check(device: torch.device) -> torch.dtype | None:
@@ -162,37 +150,33 @@ def _amp_dtype_for_check(device: torch.device) -> torch.dtype | None:
     return {"cuda": torch.float16, "cpu": torch.bfloat16}.get(device.type)
 
 
+def _nonzero(grad) -> bool:
+    return grad is not None and bool(grad.abs().sum() > 0)
+
+
 class _GradientWatch:
     """Count steps, backwards and scaler calls; see stale gradients (not cleared between a step and a backward)."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scaler):
-        self.steps = 0
-        self.backwards = 0
-        self.stale = False
-        self.zero_at_step = False
-        self._since_step = 0
+        self.steps = self.backwards = self._since_step = 0
+        self.stale = self.zero_at_step = False
         self.scaler_calls = {name: mock.Mock(wraps=getattr(scaler, name)) for name in ("scale", "step", "update")}
         for name, spy in self.scaler_calls.items():
             setattr(scaler, name, spy)
-        param = next(model.parameters())
-        self._param = param
-        self._handles = [
-            param.register_hook(self._before_accumulate),
-            optimizer.register_step_pre_hook(self._pre_step),
-            optimizer.register_step_post_hook(self._post_step),
-        ]
+        self._param = next(model.parameters())
+        self._handles = [self._param.register_hook(self._before_accumulate),
+                         optimizer.register_step_pre_hook(self._pre_step),
+                         optimizer.register_step_post_hook(self._post_step)]
 
     def _before_accumulate(self, grad):
         self.backwards += 1
-        old = self._param.grad
-        if self._since_step and old is not None and bool(old.abs().sum() > 0):
+        if self._since_step and _nonzero(self._param.grad):
             self.stale = True
         self._since_step = 0
         return grad
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
-        if all(g is None or not bool(g.abs().sum() > 0) for g in grads):
+        if not any(_nonzero(p.grad) for group in optimizer.param_groups for p in group["params"]):
             self.zero_at_step = True
 
     def _post_step(self, optimizer, args, kwargs) -> None:
@@ -225,9 +209,7 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     X_train, y_train, X_test, y_test = _data(report, device)
     amp_dtype = _amp_dtype_for_check(device)
     short = str(amp_dtype).removeprefix("torch.") if amp_dtype is not None else "FP32"
-    precision = f"autocast {short}" if amp_dtype is not None else "FP32"
     what = f"train_epoch(..., batch_size={_BATCH_SIZE}, amp_dtype={'None' if amp_dtype is None else short})"
-
     model = _make_digits_model().to(device)
     model.eval()                                       # as after evaluate(): train_epoch must switch back
     optimizer = torch.optim.Adam(model.parameters(), lr=_LR)
@@ -240,8 +222,7 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
             torch.manual_seed(0)
             for epoch in range(1, _MAX_EPOCHS + 1):
                 before = [p.detach().clone() for p in model.parameters()]
-                calls_before = len(watch.calls)
-                watch.mark()
+                calls_before, watch.keep_next = len(watch.calls), True
                 with torch.enable_grad():
                     value = report.call(what, train_epoch, model, optimizer, scaler, X_train, y_train, _BATCH_SIZE,
                                         amp_dtype)
@@ -262,18 +243,18 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
         report.problem("epoch 1 và epoch 2 bắt đầu bằng cùng một batch: dữ liệu không được xáo trộn. Lấy thứ tự mới "
                        "mỗi epoch: order = torch.randperm(len(X), device=X.device), rồi idx = order[start:start + "
                        "batch_size].")
-        return
-    if accuracies[-1] < _TARGET_ACCURACY:
+    elif accuracies[-1] < _TARGET_ACCURACY:
         report.problem(f"sau {_MAX_EPOCHS} epoch, độ chính xác test chỉ {max(accuracies):.1%} (cần ≥ "
                        f"{_TARGET_ACCURACY:.0%}). Loss trung bình từng epoch: "
                        + ", ".join(f"{v:.3f}" for v in losses) + ". Kiểm tra: X và y lấy CÙNG chỉ số idx, loss là "
                        "F.cross_entropy(logits, nhãn), và mỗi batch theo thứ tự zero_grad → backward → step.")
-        return
-    report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
-                   f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; loss trung "
-                   f"bình {losses[0]:.3f} → {losses[-1]:.3f}.")
-    if device.type == "cpu":
-        report.note("Trên GPU: cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
+    else:
+        precision = f"autocast {short}" if amp_dtype is not None else "FP32"
+        report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
+                       f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; "
+                       f"loss trung bình {losses[0]:.3f} → {losses[-1]:.3f}.")
+        if device.type == "cpu":
+            report.note("Trên GPU: cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
 
 
 def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module, grads: _GradientWatch) -> None:
@@ -290,8 +271,9 @@ def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module
                    "rồi scaler.step(optimizer) (tức optimizer.step()).", stop=True)
 
 
+
 def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch, amp_dtype, short: str) -> None:
-    """Check what one epoch did: train mode, every sample once in batches of _BATCH_SIZE, autocast, scaler, zero_grad."""
+    """Check one epoch: train mode, each sample once in batches of _BATCH_SIZE, autocast, scaler, zero_grad."""
     if not calls:
         report.problem("train_epoch không gọi model(...) (bộ chấm không thấy lần forward nào).", stop=True)
     if any(not training for training, *_ in calls):
@@ -335,21 +317,15 @@ def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch
                        "mọi nơi.")
 
 
-task2 = Exercise(
-    "task2",
-    "Nhiệm vụ 2 · Vòng train một epoch (AMP)",
-    _evaluate_task2,
-    hints=[
-        "Khung của một epoch: model.train(); order = torch.randperm(len(X), device=X.device); rồi với start chạy "
-         "range(0, len(X), batch_size): idx = order[start:start + batch_size], forward + loss trên X[idx], y[idx].",
-        "Mỗi batch: forward + F.cross_entropy trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
-         "enabled=amp_dtype is not None):`; rồi optimizer.zero_grad(), scaler.scale(loss).backward(), "
-         "scaler.step(optimizer), scaler.update().",
-        "Loss trung bình: total += loss.detach().float() * len(idx) trong vòng lặp (không đồng bộ GPU mỗi bước), "
-         "cuối epoch return (total / len(X)).item().",
-    ],
-    group=GROUP,
-)
+task2 = Exercise("task2", "Nhiệm vụ 2 · Vòng train một epoch (AMP)", _evaluate_task2, group=GROUP, hints=[
+    "Khung của một epoch: model.train(); order = torch.randperm(len(X), device=X.device); rồi với start chạy "
+    "range(0, len(X), batch_size): idx = order[start:start + batch_size], forward + loss trên X[idx], y[idx].",
+    "Mỗi batch: forward + F.cross_entropy trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
+    "enabled=amp_dtype is not None):`; rồi optimizer.zero_grad(), scaler.scale(loss).backward(), "
+    "scaler.step(optimizer), scaler.update().",
+    "Loss trung bình: total += loss.detach().float() * len(idx) trong vòng lặp (không đồng bộ GPU mỗi bước), "
+    "cuối epoch return (total / len(X)).item().",
+])
 
 
 def _define(exercise: Exercise, name: str):
@@ -367,8 +343,7 @@ reference_train_epoch = _define(task2, "train_epoch")
 
 # Section 7's verdicts on the CPU times.
 
-#: A ratio within 10% of 1 counts as "about equal" (a shared CPU often varies by more between runs).
-_EQUAL_WITHIN = 1.1
+_EQUAL_WITHIN = 1.1  # a ratio within 10% of 1 is "about equal" (a shared CPU often varies more between runs)
 _BUSY = ("số đo nhiễu (máy bận? Colab/Kaggle CPU miễn phí chỉ có 2 vCPU trên một máy chủ dùng chung): "
          "chạy lại ô đo, đừng rút kết luận từ lần này")
 
@@ -396,32 +371,20 @@ def _check_times(times, gflop=None) -> tuple[str, str]:
 def epoch_time_warnings(times: dict, gflop: dict) -> list[str]:
     """Return a ⚠️ line for each dtype where the model with the least work took longer per epoch than the most.
 
-    Its extra small steps rarely outweigh ~100× the arithmetic, so such a pair almost always means a busy CPU.
-
-    Args:
-        times: Median seconds per epoch, keyed ``(model_name, dtype_label)`` as notebook 11's ``cpu_times``.
-        gflop: GFLOP per epoch of each model name.
+    ``times``: median seconds per epoch keyed ``(model_name, dtype_label)``; ``gflop``: GFLOP/epoch by name.
     """
     small, wide = _check_times(times, gflop)
-    lines = []
-    for label in dict.fromkeys(label for _, label in times):
-        if (small, label) in times and (wide, label) in times and times[small, label] > times[wide, label]:
-            lines.append(
-                f"⚠️ {label}: mô hình {small} ({times[small, label] * 1e3:.1f} ms/epoch) CHẬM hơn mô hình {wide} "
-                f"({times[wide, label] * 1e3:.1f} ms) dù ít việc hơn {gflop[wide] / gflop[small]:.0f}×. Nó có "
-                f"nhiều bước hơn (batch nhỏ hơn), nhưng chi phí cố định của chừng đó bước hiếm khi vượt được "
-                f"{gflop[wide] / gflop[small]:.0f}× số phép tính: nhiều khả năng là {_BUSY}.")
-    return lines
+    ratio = gflop[wide] / gflop[small]
+    slower = [label for label in dict.fromkeys(label for _, label in times)
+              if (small, label) in times and (wide, label) in times and times[small, label] > times[wide, label]]
+    return [f"⚠️ {label}: mô hình {small} ({times[small, label] * 1e3:.1f} ms/epoch) CHẬM hơn mô hình {wide} "
+            f"({times[wide, label] * 1e3:.1f} ms) dù ít việc hơn {ratio:.0f}×. Nó có nhiều bước hơn (batch "
+            f"nhỏ hơn), nhưng chi phí cố định của chừng đó bước hiếm khi vượt được {ratio:.0f}× số phép tính: "
+            f"nhiều khả năng là {_BUSY}." for label in slower]
 
 
 def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
-    """Return the sentence comparing how much more time the bigger model took with how much more work it does.
-
-    Args:
-        times: Median seconds per epoch, keyed ``(model_name, dtype_label)``.
-        gflop: GFLOP per epoch of each model name.
-        label: Which dtype's times to compare.
-    """
+    """Return the sentence comparing how much more time the bigger model took with how much more work it does."""
     small, wide = _check_times(times, gflop)
     if not isinstance(label, str):
         raise TypeError(f"label phải là nhãn dtype dạng str như 'fp32', không phải {type(label).__name__}")
@@ -441,23 +404,17 @@ def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
 
 
 def bf16_verdict(times: dict) -> list[str]:
-    """Return one line per model ("bf16 nhanh hơn 1.3×" …) and a conclusion, flagging what contradicts section 7.
-
-    Args:
-        times: Median seconds per epoch, keyed ``(model_name, "fp32" | "bf16")``; the first model is the small one,
-            the last the wide one.
-    """
+    """Return one line per model ("bf16 nhanh hơn 1.3×" …) and a conclusion, flagging what contradicts section 7."""
     small, wide = _check_times(times)
     names = list(dict.fromkeys(name for name, _ in times))
     missing = [name for name in names if (name, "fp32") not in times or (name, "bf16") not in times]
     if missing:
         raise ValueError(f"times cần cả 'fp32' và 'bf16' cho mọi mô hình, thiếu ở {missing}")
     speedup = {name: times[name, "fp32"] / times[name, "bf16"] for name in names}
-    lines = []
-    for name, ratio in speedup.items():
-        verdict = (f"bf16 nhanh hơn {ratio:.1f}×" if ratio > _EQUAL_WITHIN else
-                   f"bf16 CHẬM hơn {1 / ratio:.1f}×" if ratio < 1 / _EQUAL_WITHIN else "gần như bằng nhau (±10%)")
-        lines.append(f"mô hình {name}: {verdict}")
+    lines = [f"mô hình {name}: " + (f"bf16 nhanh hơn {ratio:.1f}×" if ratio > _EQUAL_WITHIN else
+                                   f"bf16 CHẬM hơn {1 / ratio:.1f}×" if ratio < 1 / _EQUAL_WITHIN else
+                                   "gần như bằng nhau (±10%)")
+             for name, ratio in speedup.items()]
     if any(times[small, label] > times[wide, label] for label in ("fp32", "bf16")):
         lines.append(f"⚠️ Chưa kết luận được: mô hình {small} đo chậm hơn mô hình {wide} (xem dòng ⚠️ của ô đo), nên "
                      f"các tỉ số trên không đáng tin; {_BUSY}.")

@@ -1,7 +1,4 @@
-"""Exercise 4: out of memory. CPU: the largest batch whose saved activations fit a budget (measured with
-`SavedTensorMeter`). GPU: trigger a real, capped CUDA OOM (caught as ``torch.OutOfMemoryError``), read
-``memory_allocated`` before it, clean up.
-"""
+"""Exercise 4: the largest batch whose saved activations fit a budget; on a GPU, a real capped OOM and clean-up."""
 
 from __future__ import annotations
 
@@ -108,9 +105,6 @@ ex4 = Exercise(
         "b/2 (vừa) và b (không vừa).",
     ],
 )
-
-
-# --------------------------------------------------------------------------- GPU: a real, capped OOM
 
 
 def _evaluate_gpu(report: Report, baseline=None, before_error=None, after_cleanup=None) -> None:

@@ -1,9 +1,6 @@
-"""Exercise 2: time a matmul correctly (warm-up, synchronize, median), compute GFLOP/s, explain small-matrix losses.
+"""Exercise 2: time a call correctly (warm-up, sync, median), GFLOP/s, why a small matmul can lose on a GPU.
 
-The timer check needs no GPU: it hands the learner's ``time_it`` a fake "GPU" whose work is queued
-asynchronously (``fn()`` returns at once, ``sync()`` waits for the queued work), whose first call is slow
-(like cuBLAS loading) and one of whose calls is disturbed. Only a timer that warms up, synchronizes before
-reading the clock and reports the median gets the true per-call time.
+``time_it`` gets a fake asynchronous "GPU" with a slow first call and one disturbed call.
 """
 
 from __future__ import annotations
@@ -77,8 +74,7 @@ def _evaluate_timer(report: Report, time_it=None) -> None:
     elif gpu.calls == REPEATS:
         report.problem("thiếu warm-up: gọi fn() một lần TRƯỚC khi đo (lần đầu trên GPU chậm vì nạp cuBLAS, "
                        "chọn kernel, cấp bộ nhớ).")
-    timing = _timing_problem(gpu, seconds)
-    if timing:
+    if timing := _timing_problem(gpu, seconds):
         report.problem(timing)
     report.success(f"warm-up, sync và trung vị đều đúng: đo được {seconds * 1e3:.1f} ms/lần trên một 'GPU giả' "
                    f"mỗi lần mất {WORK_S * 1e3:.0f} ms (kể cả khi một lần bị chen ngang).")
@@ -93,9 +89,6 @@ ex2a = Exercise(
         "Trên CPU truyền sync=lambda: None; trên GPU truyền sync=torch.cuda.synchronize.",
     ],
 )
-
-
-# --------------------------------------------------------------------------- 2b: GFLOP/s
 
 
 def _gflops_mistake(n: int, seconds: float, value: float) -> str:
@@ -136,9 +129,6 @@ ex2b = Exercise(
         "gflops = 2 * n**3 / seconds / 1e9",
     ],
 )
-
-
-# --------------------------------------------------------------------------- 2c: why can a small matmul lose on a GPU?
 
 _OPTIONS, _RIGHT = "ABCDE", frozenset("ACD")  # the statements themselves are in the notebook
 _WRONG = {
