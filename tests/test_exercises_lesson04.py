@@ -168,3 +168,18 @@ def test_task2_typical_wrong_answers_fail_with_their_message(fn, message):
 
 def test_lesson04_tasks_are_grouped():
     assert set(_core.GROUPS["lesson04"]) == {"task1", "task2"}
+
+
+@pytest.mark.parametrize(("options", "message"), [WRONG_TASK1["upload only"], WRONG_TASK1["download only"],
+                                                  (dict(), None)], ids=["upload only", "download only", "right"])
+def test_task1_verdict_does_not_depend_on_a_busy_machine(options, message, monkeypatch):
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: real_sleep(3 * s + 0.01))  # every fake step overshoots a lot
+
+    def split_time(a, b, device, sync, repeats=5):
+        return _timed(a, b, device, sync, repeats, **options)
+
+    if message is None:
+        assert task1.evaluate(split_time).passed
+    else:
+        assert_fails(task1.evaluate(split_time), message, in_lines=True)

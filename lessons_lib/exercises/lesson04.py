@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from unittest import mock
 
 import torch
 
@@ -32,10 +33,19 @@ class _FakeGpu:
     syncs: int = 0
     uploads: int = 0
     downloads: int = 0
+    clock: float = 0.0  # the time the learner's clock reads while checking: only the fake work advances it
+
+    def spend(self, seconds: float) -> None:
+        """Take `seconds`: on the checker's clock exactly, in real time at least (a busy machine adds more)."""
+        self.clock += seconds
+        time.sleep(seconds)
+
+    def now(self) -> float:
+        return self.clock
 
     def wait(self) -> None:
         if self.pending > 0:
-            time.sleep(self.pending)
+            self.spend(self.pending)
         self.pending = 0.0
 
     def sync(self) -> None:  # the ``sync`` handed to the learner's function
@@ -76,7 +86,7 @@ class _HostTensor(_FakeTensor):
         if not isinstance(device, _FakeDevice):
             raise TypeError(f"hãy dùng biến device được truyền vào, không phải {device!r}")
         self.gpu.wait()                      # the copy runs after the queued kernels (same stream)
-        time.sleep(_UP_S)
+        self.gpu.spend(_UP_S)
         self.gpu.uploads += 1
         return _DeviceTensor(self.gpu)
 
@@ -106,7 +116,7 @@ class _DeviceTensor(_FakeTensor):
 
     def cpu(self):
         self.gpu.wait()                      # a download waits for the kernels that produce the data
-        time.sleep(_DOWN_S)
+        self.gpu.spend(_DOWN_S)
         self.gpu.downloads += 1
         return _HostTensor(self.gpu, "c")
 
@@ -137,7 +147,9 @@ def _evaluate_split(report: Report, split_time=None) -> None:
     gpu = _FakeGpu()
     a, b, device = _HostTensor(gpu, "a"), _HostTensor(gpu, "b"), _FakeDevice(gpu)
     try:
-        result = split_time(a, b, device, gpu.sync, repeats=_REPEATS)
+        # The learner's clock reads the fake GPU's time, so a busy machine cannot blur copy and compute apart.
+        with mock.patch.multiple(time, perf_counter=gpu.now, monotonic=gpu.now, time=gpu.now):
+            result = split_time(a, b, device, gpu.sync, repeats=_REPEATS)
     except TypeError as exc:
         report.problem(f"gọi split_time(a, b, device, sync, repeats=5) báo TypeError: {exc}.", stop=True)
     except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
