@@ -165,9 +165,11 @@ def _physical_cores() -> int | None:
     """Return the physical CPU cores psutil reports, or None without psutil (or when unknown)."""
     try:
         import psutil
-
+    except ImportError:  # an optional dependency
+        return None
+    try:
         cores = psutil.cpu_count(logical=False)
-    except Exception:  # noqa: BLE001  (not installed, or a different error on each system)
+    except Exception:  # noqa: BLE001  (a different error on each system)
         return None
     return cores if isinstance(cores, int) and cores > 0 else None
 

@@ -141,8 +141,15 @@ def classify_outputs(cells: list[dict]) -> tuple[list[str], list[str], list[str]
     return errors, not_run, stderr_only
 
 
+def expand_all_code(page) -> None:
+    """View > Expand All Code: a quiz cell's code is collapsed (it holds the answer), and with it its prompt."""
+    page.locator(".lm-MenuBar-itemLabel").get_by_text("View", exact=True).click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Expand All Code", exact=True).click()
+
+
 def assert_no_error_shown(panel, notebook: Path) -> None:
     """Every code cell ran (Run All stops at the first error) and no output shows a traceback or widget error."""
+    expand_all_code(panel.page)
     cells = rendered_cells(panel)
     saved = [c for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
     assert len(cells) == len(saved), f"{len(cells)} code cells in the page, {len(saved)} in {notebook.name}"
@@ -203,8 +210,8 @@ def test_notebook01_runs_and_quiz_answers_clicks(lab, page, screenshots):
     expect(feedback).to_have_text("")
     button = quiz.get_by_role("button", name=f"{LETTERS[wrong]}. {first.options[wrong]}", exact=True)
     button.click()
-    expect(feedback).to_have_text(first.feedback(wrong))
-    assert first.feedback(wrong).startswith("❌ Chưa đúng.")
+    expect(feedback).to_have_text(first._feedback(wrong))
+    assert first._feedback(wrong).startswith("❌ Chưa đúng.")
     expect(button).to_have_class(re.compile(r"\bmod-danger\b"))
     shoot(page, screenshots, "01_quiz_wrong_answer.png", quiz)
 
@@ -213,8 +220,8 @@ def test_notebook01_runs_and_quiz_answers_clicks(lab, page, screenshots):
     other, quiz = questions[k], quizzes.nth(k)
     button = quiz.get_by_role("button", name=f"{LETTERS[other.correct]}. {other.options[other.correct]}", exact=True)
     button.click()
-    expect(quiz.locator(".lessons-quiz-feedback")).to_have_text(other.feedback(other.correct))
-    assert other.feedback(other.correct).startswith("✅ Đúng!")
+    expect(quiz.locator(".lessons-quiz-feedback")).to_have_text(other._feedback(other.correct))
+    assert other._feedback(other.correct).startswith("✅ Đúng!")
     expect(button).to_have_class(re.compile(r"\bmod-success\b"))
     shoot(page, screenshots, "01_quiz_right_answer.png", quiz)
     lab.mark(f"{NB01} checked, quiz answered")
