@@ -224,6 +224,8 @@ def record_check(group: str, feedback: Feedback, environ=os.environ) -> bool:
     """Append `feedback` as one JSON line to the file $LESSONS_GRADE_LOG names; return True when written."""
     if not isinstance(group, str):
         raise TypeError(f"group must be a str such as 'lesson02', got {type(group).__name__}")
+    if not isinstance(feedback, Feedback):
+        raise TypeError(f"feedback must be the Feedback that evaluate() returns, got {type(feedback).__name__}")
     path = environ.get(GRADE_LOG_ENV)
     if not path:
         return False
