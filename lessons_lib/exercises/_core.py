@@ -284,6 +284,14 @@ def same_code(fn_or_cls: object, code: str | None) -> bool:
         return False
 
 
+def source_has(fn: object, pattern: str) -> bool:
+    """Return True when the source of `fn` matches the regex `pattern` (False when it has no source)."""
+    try:
+        return re.search(pattern, inspect.getsource(fn)) is not None
+    except (OSError, TypeError):
+        return False
+
+
 def as_device(value: object) -> torch.device | None:
     """Return `value` as a torch.device, or None when it is not a device or a device name."""
     if isinstance(value, torch.device):

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import re
 from dataclasses import dataclass, field
 from unittest import mock
 
 import torch
 
-from ._core import Exercise, Report, as_device, is_blank
+from ._core import Exercise, Report, as_device, is_blank, source_has
 
 GROUP = "lesson01"  # the exercise group (tools/grade.py reads it)
 
@@ -134,16 +133,9 @@ def _call(report: Report, choose_device, machine: _Machine, *args):
             report.error(f"{call} trên {machine.name}", exc)
 
 
-def _source_has(fn, pattern: str) -> bool:
-    try:
-        return re.search(pattern, inspect.getsource(fn)) is not None
-    except (OSError, TypeError):
-        return False
-
-
 def _cuda_on_cpu_message(choose_device, machine: _Machine, probe: _Probe) -> str:
     """Say why the function picked cuda on a machine without a GPU."""
-    if not probe.cuda_check.called and _source_has(choose_device, r"is_available\b(?!\s*\()"):
+    if not probe.cuda_check.called and source_has(choose_device, r"is_available\b(?!\s*\()"):
         return ("trên máy chỉ có CPU, hàm vẫn trả về cuda mà không hề gọi torch.cuda.is_available(): có lẽ bạn "
                 "quên dấu ngoặc. `if torch.cuda.is_available:` luôn đúng vì một hàm luôn là 'truthy'; viết "
                 "torch.cuda.is_available().")
@@ -156,7 +148,7 @@ def _cuda_on_cpu_message(choose_device, machine: _Machine, probe: _Probe) -> str
                 "không: bản CUDA cài trên máy không có GPU (Colab/Kaggle CPU runtime, laptop Linux cài torch mặc "
                 "định) vẫn cho cuda. Dùng current_accelerator(check_available=True), hoặc hỏi "
                 "torch.accelerator.is_available() trước, hoặc torch.cuda.is_available().")
-    if _source_has(choose_device, r"version\.cuda|is_built\s*\("):
+    if source_has(choose_device, r"version\.cuda|is_built\s*\("):
         return (f"trên {machine.name}, hàm trả về cuda: torch.version.cuda / is_built() chỉ nói bản build có CUDA, "
                 "không nói máy có GPU. Chỉ chọn cuda khi torch.cuda.is_available() là True.")
     return (f"trên {machine.name}, hàm trả về cuda dù máy không có GPU. Chỉ chọn cuda khi "

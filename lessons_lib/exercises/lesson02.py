@@ -7,13 +7,11 @@ shows without a GPU), then on a CPU tensor for its values; ``move_keep`` moves a
 from __future__ import annotations
 
 import contextlib
-import inspect
-import re
 from collections import namedtuple
 
 import torch
 
-from ._core import Exercise, Report
+from ._core import Exercise, Report, source_has
 from ._tracking import MoveTracker
 
 GROUP = "lesson02"  # the exercise group (tools/grade.py reads it)
@@ -186,13 +184,6 @@ def _compare(report: Report, before, after, path: str) -> None:
                        stop=True)
 
 
-def _names_box(fn) -> bool:
-    try:
-        return re.search(r"\bBox\b", inspect.getsource(fn)) is not None
-    except (OSError, TypeError):
-        return False
-
-
 def _call_move(report: Report, move_keep, batch, what: str):
     try:
         return move_keep(batch, _META)
@@ -205,7 +196,7 @@ def _call_move(report: Report, move_keep, batch, what: str):
             report.problem(f"{what}: gọi .to() trên một giá trị không phải tensor ({exc}). Chuỗi, số… không có "
                            ".to(): trả về nguyên giá trị đó.", stop=True)
         if isinstance(exc, TypeError) and all(w in text for w in ("missing", "positional argument", "__new__")):
-            if _names_box(move_keep) and not text.startswith("Box"):
+            if source_has(move_keep, r"\bBox\b") and not text.startswith("Box"):
                 report.problem(f"{what}: {exc}. Hàm chỉ nhận ra namedtuple tên Box; batch thật có thể chứa namedtuple "
                                "khác. Nhận ra mọi namedtuple bằng isinstance(batch, tuple) and hasattr(batch, "
                                "'_fields').", stop=True)
