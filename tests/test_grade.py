@@ -116,10 +116,11 @@ def lessons():
 def test_lessons_know_their_checked_tasks(lessons):
     assert lessons[L2].tasks == ("task1", "task2") and lessons[L1].tasks == ("task1",)
     assert lessons[L2].module == "lessons_lib.exercises.lesson02"
-    assert "ex1_gpu" in lessons["10_exercises"].tasks and lessons["10_exercises"].module == "lessons_lib.exercises"
+    assert lessons["10_exercises"].tasks == ("ex1", "ex2", "ex3", "ex4", "ex5", "ex6")
+    assert lessons["10_exercises"].module == "lessons_lib.exercises"
     info = grade.task_info(lessons)
     assert info[L2][0] == "lesson02" and info["10_exercises"][0] == "exercises"
-    assert info["10_exercises"][1]["ex1_gpu"][1] is True and info[L2][1]["task1"][1] is False
+    assert info["10_exercises"][1]["ex3"][1] is False and info[L2][1]["task1"][1] is False
 
 
 def test_identify_by_content_not_by_file_name(lessons):

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from ._core import progress
-from .amp import ex5, ex5_gpu
-from .debugging import ex6, ex7, ex8
-from .environment import ex1, ex1_gpu
-from .oom import ex4, ex4_gpu
-from .speed import ex2a, ex2b, ex2c
-from .tensors import ex3
+from .amp import ex5, ex6
+from .debugging import ex1, ex2
+from .loaders import ex3, ex4
 
-__all__ = ["ex1", "ex1_gpu", "ex2a", "ex2b", "ex2c", "ex3", "ex4", "ex4_gpu", "ex5", "ex5_gpu", "ex6", "ex7", "ex8",
-           "progress"]
+__all__ = ["ex1", "ex2", "ex3", "ex4", "ex5", "ex6", "progress"]

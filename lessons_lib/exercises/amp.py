@@ -1,161 +1,195 @@
-"""Exercise 5: a mixed-precision loop (autocast, GradScaler for fp16), trained twice and compared with FP32."""
+"""Exercises 5-6: AMP with gradient accumulation and a GradScaler; resuming without the scaler's state.
+
+Both run on the CPU with a real enabled ``GradScaler("cpu")`` (the same calls as float16 on a GPU): its calls are
+counted by spies, and the checkpoint goes through ``torch.save``/``torch.load`` in a temporary folder.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import math
+import os
+import tempfile
 from unittest import mock
 
 import torch
+import torch.nn.functional as F
 
 from ..device import pick_device
-from ..memory import format_bytes
-from ..training import make_classification_data, make_mlp, recommend_amp
-from ._core import Exercise, Report, is_blank, on_gpu_note
+from ..training import make_classification_data, make_mlp
+from ._core import Exercise, Report, on_gpu_note, same_code
 
-_STEPS = 20
-_TOLERANCE = {torch.bfloat16: 0.05, torch.float16: 0.02}  # largest |loss_amp - loss_fp32| / loss_fp32[0]
-
-
-def _amp_dtype(device: torch.device) -> torch.dtype:
-    """Return the autocast dtype used on `device`: float16 on CUDA (with GradScaler), else bfloat16."""
-    return torch.float16 if device.type == "cuda" or recommend_amp(device) == "fp16" else torch.bfloat16
-
-
-@contextlib.contextmanager
-def _watch_scaler():
-    """Yield mocks wrapping GradScaler.scale / step / update: their calls are recorded, their work still done."""
-    with contextlib.ExitStack() as stack:
-        yield {name: stack.enter_context(mock.patch.object(torch.amp.GradScaler, name, autospec=True,
-                                                           side_effect=getattr(torch.amp.GradScaler, name)))
-               for name in ("scale", "step", "update")}
+_ACCUM = 4
+_ACCUM_STARTER = '''
+def train_accum(model, optimizer, scaler, micro_batches, accum_steps):
+    optimizer.zero_grad(set_to_none=True)
+    for i, (xb, yb) in enumerate(micro_batches):
+        with torch.autocast(device_type=xb.device.type, dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(xb), yb)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        if (i + 1) % accum_steps == 0:
+            optimizer.zero_grad(set_to_none=True)
+'''
 
 
-def _losses(report: Report, what: str, value) -> list[float]:
-    if value is None:
-        report.missing_part("train_amp chưa trả về danh sách loss (thiếu return losses).", stop=True)
-    if not isinstance(value, (list, tuple)) or not value:
-        report.problem(f"{what} phải trả về một danh sách loss (mỗi bước một số), không phải {type(value).__name__}.",
-                       stop=True)
-    out = []
-    for item in value:
-        if isinstance(item, torch.Tensor) and item.grad_fn is not None:
-            report.problem("danh sách loss giữ tensor còn gắn đồ thị autograd: mỗi bước giữ lại cả đồ thị trong "
-                           "bộ nhớ (một nguyên nhân OOM). Lưu loss.item().", stop=True)
-        if isinstance(item, torch.Tensor) and item.numel() != 1:
-            report.problem("mỗi phần tử của danh sách loss phải là một số.", stop=True)
-        if isinstance(item, bool) or not isinstance(item, (int, float, torch.Tensor)):
-            report.problem(f"loss phải là số (loss.item()), không phải {type(item).__name__}.", stop=True)
-        out.append(float(item.detach().float().cpu()) if isinstance(item, torch.Tensor) else float(item))
-    return out
+def _setup():
+    model = make_mlp(8, 3, hidden=16, depth=1, seed=6)
+    x, y = make_classification_data(32, 8, 3, seed=7)
+    batches = [(x[i:i + 4], y[i:i + 4]) for i in range(0, 32, 4)]  # 8 micro-batches: 2 big batches of 4
+    # A small S: a gradient left over from the last big batch is divided by S at unscale, so it must still show.
+    return model, torch.optim.SGD(model.parameters(), lr=0.5), torch.amp.GradScaler("cpu", init_scale=16.0), batches
 
 
-def _run(report: Report, train_amp, device: torch.device, dtype: torch.dtype | None):
-    """Train a fresh seeded MLP with the learner's loop; return its losses, output dtypes and GradScaler calls."""
-    x, y = make_classification_data(256, 32, 4, seed=0, device=device)
-    model = make_mlp(32, 4, hidden=64, depth=2, seed=0, device=device)
-    seen: set[torch.dtype] = set()
-    hook = model.register_forward_hook(lambda _m, _i, out: seen.add(out.dtype))
-    what = f"train_amp(model, x, y, {'None' if dtype is None else dtype}, steps={_STEPS})"
-    try:
-        with _watch_scaler() as calls:
-            value = report.call(what, train_amp, model, x, y, dtype, steps=_STEPS)
-    finally:
-        hook.remove()
-    counts = {name: called.call_count for name, called in calls.items()}
-    counts["enabled"] = any(call.args[0].is_enabled() for call in calls["scale"].call_args_list)
-    return _losses(report, what, value), seen, counts
+def _reference(divide: bool) -> list[torch.Tensor]:
+    model, optimizer, scaler, batches = _setup()
+    for i, (xb, yb) in enumerate(batches):
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(xb), yb) / (_ACCUM if divide else 1)
+        scaler.scale(loss).backward()
+        if (i + 1) % _ACCUM == 0:
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+    return [p.detach() for p in model.parameters()]
 
 
-def _check_autocast(report: Report, amp_dtype, short: str, seen32: set, seen_amp: set, counts: dict) -> None:
-    if seen32 != {torch.float32}:
-        report.problem(f"với amp_dtype=None, đầu ra của model là {sorted(map(str, seen32))}: phải tắt autocast "
-                       "(enabled=amp_dtype is not None) để có đường FP32 để so sánh.")
-    if amp_dtype not in seen_amp:
-        report.problem(f"với amp_dtype={short}, đầu ra của model vẫn là {sorted(map(str, seen_amp))}: autocast chưa bật "
-                       f"quanh forward. Dùng `with torch.autocast(device_type=x.device.type, dtype=amp_dtype):`.")
-    scaled = counts["scale"] and counts["enabled"]
-    if amp_dtype == torch.float16 and not scaled:
-        report.problem("fp16 cần GradScaler: scaler = torch.amp.GradScaler(device.type), rồi "
-                       "scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update(). Không có nó, "
-                       "gradient nhỏ bị làm tròn về 0 trong fp16.")
-    elif amp_dtype == torch.float16 and not (counts["step"] and counts["update"]):
-        report.problem("có scaler.scale(loss) nhưng thiếu scaler.step(optimizer) / scaler.update(): gradient vẫn "
-                       "đang bị nhân với hệ số scale khi optimizer cập nhật.")
-    elif amp_dtype != torch.float16 and scaled:
-        report.note(f"{short} không cần GradScaler (cùng dải số mũ với FP32); dùng cũng không sai, chỉ thừa.")
+def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return all(torch.allclose(p, q, rtol=1e-4, atol=1e-6) for p, q in zip(a, b, strict=True))
 
 
-def _evaluate(report: Report, train_amp=None) -> None:
-    report.require_function(train_amp, "train_amp(model, x, y, amp_dtype, steps)")
-    device = pick_device()
-    amp_dtype = _amp_dtype(device)
-    short = str(amp_dtype).removeprefix("torch.")
-    fp32, seen32, _ = _run(report, train_amp, device, None)
-    amp, seen_amp, counts = _run(report, train_amp, device, amp_dtype)
-    if not all(math.isfinite(v) for v in fp32):
-        report.problem("loss FP32 thành NaN/inf: kiểm tra learning rate.", stop=True)
-    if not seen32:
-        report.problem("train_amp không gọi model(x) (bộ chấm không thấy lần forward nào).", stop=True)
-    _check_autocast(report, amp_dtype, short, seen32, seen_amp, counts)
+def _evaluate_accum(report: Report, train_accum=None) -> None:
+    report.require_function(train_accum, "train_accum(model, optimizer, scaler, micro_batches, accum_steps)")
+    if same_code(train_accum, _ACCUM_STARTER):
+        report.missing_part("hàm vẫn y như bản có lỗi: sửa nó rồi chạy lại ô này.", stop=True)
+    model, optimizer, scaler, batches = _setup()
+    marks: dict[str, list[int]] = {"scale": [], "step": [], "update": []}  # micro-batches scaled before each call
+
+    def spy(name: str):
+        real = getattr(scaler, name)
+        return lambda *a, **k: (marks[name].append(len(marks["scale"])), real(*a, **k))[1]
+
+    failure = None
+    with mock.patch.multiple(scaler, **{name: spy(name) for name in marks}):
+        try:
+            train_accum(model, optimizer, scaler, batches, _ACCUM)
+        except Exception as exc:  # noqa: BLE001 - a real GradScaler raises on some wrong orders; the calls say why
+            failure = exc
+    n_scale = len(marks["scale"])
+    if n_scale == 0 and failure is None and not marks["step"]:
+        report.missing_part("chưa có scaler.scale(loss).backward() nào.", stop=True)
+    if n_scale == 0:
+        report.problem("loss.backward() không qua scaler: mỗi micro-batch phải gọi scaler.scale(loss).backward(), "
+                       "nếu không gradient không được nhân S và scaler.step không có gì để unscale.", stop=True)
+    why = {"step": "nếu không, mô hình đổi sau từng micro-batch",
+           "update": "gọi giữa chừng thì S đổi khi gradient của các micro-batch trước còn mang S cũ"}
+    for name in ("step", "update"):
+        at, want = marks[name], n_scale // _ACCUM
+        if len(at) != want or any(k % _ACCUM for k in at):
+            report.problem(f"scaler.{name}(...) chạy {len(at)} lần sau {n_scale} micro-batch, cần {want}: một lần "
+                           f"mỗi {_ACCUM} micro-batch, trong `if (i + 1) % accum_steps == 0:` ({why[name]}).")
+    if failure is not None:
+        report.error("train_accum(...)", failure)
+    if n_scale != len(batches):
+        report.problem(f"scaler.scale(loss).backward() chạy {n_scale} lần cho {len(batches)} micro-batch: mỗi "
+                       "micro-batch một lần.")
     if report.problems:
         return
-    if not all(math.isfinite(v) for v in amp):
-        report.problem(f"loss {short} thành NaN/inf.", stop=True)
-    if not min(fp32[-3:]) < fp32[0]:
-        report.problem(f"loss FP32 không giảm ({fp32[0]:.3f} → {fp32[-1]:.3f}): có gọi optimizer.zero_grad(), "
-                       "backward() và step() mỗi bước?", stop=True)
-    if len(amp) != len(fp32):
-        report.problem("hai lần chạy trả về số loss khác nhau: mỗi bước một loss.", stop=True)
-    gap = max(abs(a - b) for a, b in zip(amp, fp32, strict=True)) / fp32[0]
-    if gap > _TOLERANCE[amp_dtype]:
-        report.problem(f"loss {short} lệch FP32 tới {gap:.0%} (cho phép {_TOLERANCE[amp_dtype]:.0%}): loss tính trong "
-                       "autocast? Với fp16, đừng gọi optimizer.step() trực tiếp mà scaler.step(optimizer).", stop=True)
-    report.success(f"autocast {short} bật đúng chỗ; loss {fp32[0]:.3f} → FP32 {fp32[-1]:.4f} / {short} {amp[-1]:.4f} "
-                   f"sau {len(fp32)} bước (lệch tối đa {gap:.1%} loss ban đầu).")
-    on_gpu_note(report, device,
-                "autocast dùng float16 và cần GradScaler (T4 không có bf16 gốc); ô %%gpu bên dưới đo đỉnh bộ nhớ "
-                "FP32 và AMP. Trên CPU, bf16 tiết kiệm bộ nhớ activation nhưng chưa chắc nhanh hơn FP32.")
+    got = [p.detach() for p in model.parameters()]
+    if _close(got, _reference(divide=False)):
+        report.problem(f"loss chưa chia cho accum_steps: gradient là TỔNG của {_ACCUM} micro-batch, lớn gấp "
+                       f"{_ACCUM} lần gradient của batch lớn. Dùng loss = F.cross_entropy(...) / accum_steps.",
+                       stop=True)
+    if not _close(got, _reference(divide=True)):
+        report.problem("tham số sau train khác bản đúng: zero_grad sau mỗi scaler.step, và không đổi phép tính "
+                       "(autocast bfloat16, cross-entropy chia accum_steps).", stop=True)
+    report.success(f"{n_scale} lần scale().backward(), {n_scale // _ACCUM} lần step() và update(): tham số khớp bản "
+                   f"tham chiếu với GradScaler đang bật (S = {scaler.get_scale():.0f}).")
+    on_gpu_note(report, pick_device(), "với float16, cùng vòng này giữ gradient khỏi về 0; gọi update() mỗi "
+                "micro-batch thì một lần inf làm S giảm giữa chừng và các phần gradient bị chia sai hệ số.")
 
 
 ex5 = Exercise(
-    "ex5", "Bài 5 · Vòng train mixed precision", _evaluate,
+    "ex5", "Bài 5 · Gỡ lỗi: AMP cùng gradient accumulation", _evaluate_accum,
     hints=[
-        "Mỗi bước: optimizer.zero_grad(); trong `with torch.autocast(device_type=x.device.type, dtype=amp_dtype, "
-        "enabled=amp_dtype is not None):` tính loss; rồi scaler.scale(loss).backward(); scaler.step(optimizer); "
-        "scaler.update(); lưu loss.item().",
-        "scaler = torch.amp.GradScaler(x.device.type, enabled=(amp_dtype == torch.float16)): chỉ fp16 cần scale; "
-        "với bf16 / FP32 scaler tắt và các lời gọi thành bình thường.",
+        "Có 2 lỗi: loss của mỗi micro-batch chưa chia cho accum_steps, và scaler.step/update chạy mỗi micro-batch.",
+        "loss = F.cross_entropy(...) / accum_steps; scaler.scale(loss).backward() mỗi micro-batch; "
+        "chỉ trong `if (i + 1) % accum_steps == 0:` mới scaler.step(optimizer), scaler.update(), zero_grad.",
     ],
+    starter=_ACCUM_STARTER,
 )
 
+_RESUME_STARTER = '''
+def save_checkpoint(path, model, optimizer, scaler):
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
 
-def _evaluate_gpu(report: Report, peaks=None) -> None:
-    report.require_gpu()
-    if is_blank(peaks) or (isinstance(peaks, dict) and not peaks):
-        report.missing_part("chưa đo peaks.", stop=True)
-    if not isinstance(peaks, dict) or set(peaks) != {"fp32", "amp"}:
-        report.problem("peaks phải là dict {'fp32': byte, 'amp': byte} (torch.cuda.max_memory_allocated()).",
+def load_checkpoint(path, model, optimizer, scaler):
+    ckpt = torch.load(path)
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+'''
+_TRAINED_SCALE = 2.0**11  # a scale that backed off from 65536 after overflows, as in a real float16 run
+
+
+def _trio(scale: float | None = None):
+    model = make_mlp(4, 2, hidden=8, depth=1, seed=8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scaler = torch.amp.GradScaler("cpu") if scale is None else torch.amp.GradScaler("cpu", init_scale=scale)
+    return model, optimizer, scaler
+
+
+def _trained():
+    model, optimizer, scaler = _trio(_TRAINED_SCALE)
+    x, y = make_classification_data(8, 4, 2, seed=9)
+    scaler.scale(F.cross_entropy(model(x), y)).backward()
+    scaler.step(optimizer)  # momentum buffers now in the optimizer's state
+    scaler.update()
+    return model, optimizer, scaler
+
+
+def _evaluate_resume(report: Report, save_checkpoint=None, load_checkpoint=None) -> None:
+    report.require_function(save_checkpoint, "save_checkpoint(path, model, optimizer, scaler)")
+    report.require_function(load_checkpoint, "load_checkpoint(path, model, optimizer, scaler)")
+    if same_code(save_checkpoint, _RESUME_STARTER.split("\ndef load")[0]) and same_code(
+            load_checkpoint, "def load" + _RESUME_STARTER.split("\ndef load")[1]):
+        report.missing_part("hai hàm vẫn y như bản có lỗi: sửa chúng rồi chạy lại ô này.", stop=True)
+    model, optimizer, scaler = _trained()
+    fresh = _trio()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "checkpoint.pt")
+        report.call("save_checkpoint(path, model, optimizer, scaler)", save_checkpoint, path, model, optimizer,
+                    scaler)
+        saved = torch.load(path, weights_only=False) if os.path.exists(path) else None
+        if not isinstance(saved, dict):
+            report.problem("save_checkpoint phải ghi một dict vào path bằng torch.save(..., path).", stop=True)
+        if any(isinstance(v, torch.amp.GradScaler) for v in saved.values()):
+            report.problem("bạn lưu chính đối tượng scaler: torch.load (weights_only=True, mặc định từ torch 2.6) "
+                           "từ chối nó. Lưu scaler.state_dict(), như model và optimizer.", stop=True)
+        if not any(isinstance(v, dict) and v.get("scale") == scaler.get_scale() for v in saved.values()):
+            report.problem('checkpoint không có trạng thái của scaler: thêm "scaler": scaler.state_dict() vào dict '
+                           "của save_checkpoint.", stop=True)
+        report.call("load_checkpoint(path, model, optimizer, scaler)", load_checkpoint, path, *fresh)
+    if fresh[2].get_scale() != scaler.get_scale():
+        skipped = int(fresh[2].get_scale() / scaler.get_scale()).bit_length() - 1
+        report.problem(f"sau khi nạp, scaler truyền vào vẫn có S = {fresh[2].get_scale():.0f}, không phải "
+                       f"{scaler.get_scale():.0f}: gọi scaler.load_state_dict(ckpt['scaler']) trên chính scaler đó. "
+                       f"Với float16, tới {skipped} bước đầu sau khi chạy tiếp có thể bị bỏ qua vì inf, mỗi bước "
+                       "S giảm một nửa.", stop=True)
+    if fresh[2].state_dict() != scaler.state_dict():
+        report.problem("scaler nạp lại có scale đúng nhưng các trường khác (_growth_tracker…) sai: dùng "
+                       "scaler.load_state_dict(ckpt['scaler']).", stop=True)
+    if not _close([p.detach() for p in model.parameters()], [p.detach() for p in fresh[0].parameters()]):
+        report.problem("tham số của model nạp lại khác model đã lưu.", stop=True)
+    if not fresh[1].state_dict()["state"]:
+        report.problem("optimizer nạp lại mất trạng thái (momentum): optimizer.load_state_dict(ckpt['optimizer']).",
                        stop=True)
-    for name, value in peaks.items():
-        if is_blank(value):
-            report.missing_part(f"chưa đo peaks[{name!r}].", stop=True)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            report.problem(f"peaks[{name!r}] phải là số byte > 0, không phải {value!r}.", stop=True)
-    fp32, amp = peaks["fp32"], peaks["amp"]
-    if amp >= fp32:
-        report.problem(f"đỉnh AMP ({format_bytes(amp)}) không thấp hơn FP32 ({format_bytes(fp32)}). "
-                       "max_memory_allocated() là đỉnh từ lần reset gần nhất: gọi torch.cuda.reset_peak_memory_stats() "
-                       "trước MỖI lần đo, và xoá model/dữ liệu của lần trước.", stop=True)
-    report.success(f"đỉnh bộ nhớ FP32 {format_bytes(fp32)}, AMP {format_bytes(amp)}: giảm {1 - amp / fp32:.0%} "
-                   "(đo trên GPU này).")
-    report.note("AMP giảm bộ nhớ activation (lưu fp16), nhưng vẫn giữ trọng số FP32 và thêm bản fp16 của chúng, "
-                "nên mức giảm tổng thường dưới 50%.")
+    report.success(f"model, optimizer và scaler (S = {scaler.get_scale():.0f}) đều đi qua torch.save/torch.load.")
 
 
-ex5_gpu = Exercise(
-    "ex5_gpu", "Bài 5 (GPU) · Đỉnh bộ nhớ FP32 và AMP", _evaluate_gpu,
-    hints=["Trước mỗi lần chạy: torch.cuda.reset_peak_memory_stats(); sau khi chạy: "
-           "peaks[name] = torch.cuda.max_memory_allocated()."],
-    gpu=True,
+ex6 = Exercise(
+    "ex6", "Bài 6 · Gỡ lỗi: chạy tiếp từ checkpoint mà quên GradScaler", _evaluate_resume,
+    hints=[
+        "GradScaler cũng có trạng thái (hệ số S, bộ đếm tăng S), lưu và nạp như model và optimizer.",
+        'save: thêm "scaler": scaler.state_dict(); load: scaler.load_state_dict(ckpt["scaler"]).',
+    ],
+    starter=_RESUME_STARTER,
 )

@@ -1,11 +1,10 @@
-"""Exercises 6-8: a training loop with device bugs, a tensor made in ``forward``, gradient accumulation.
+"""Exercises 1-2: a training loop with device bugs, an evaluation that keeps every batch's graph.
 
-Device bugs show on a CPU too: `MoveTracker` sees unused ``.to()`` results, and ``forward`` runs on ``meta``.
+Device bugs show on a CPU too: `MoveTracker` sees unused ``.to()`` results; a forward hook sees grad mode and eval.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
@@ -13,7 +12,7 @@ import torch.nn.functional as F
 
 from ..device import pick_device
 from ..training import make_classification_data, make_mlp
-from ._core import Exercise, Report, is_blank, on_gpu_note, same_code, same_device
+from ._core import Exercise, Report, on_gpu_note, same_code
 from ._tracking import MoveTracker
 
 _TRAIN_STARTER = '''
@@ -99,8 +98,8 @@ def _evaluate_train(report: Report, train=None) -> None:
                 "mới hiện ra. Trên CPU không lỗi nào lộ ra, nên bộ chấm theo dõi từng lời gọi .to().")
 
 
-ex6 = Exercise(
-    "ex6", "Bài 6 · Gỡ lỗi: vòng train và device", _evaluate_train,
+ex1 = Exercise(
+    "ex1", "Bài 1 · Gỡ lỗi: vòng train và device", _evaluate_train,
     hints=[
         "Có 4 lỗi. Ba lỗi về device: model, input, target phải cùng nằm trên device. Một lỗi về bộ nhớ: "
         "danh sách losses.",
@@ -110,179 +109,76 @@ ex6 = Exercise(
     starter=_TRAIN_STARTER,
 )
 
-_MODULE_STARTER = '''
-class NoisyHead(nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.fc = nn.Linear(d, d)
-        self.scale = torch.linspace(0.5, 1.5, d)
-    def forward(self, x):
-        if self.training:
-            x = x + 0.1 * torch.randn(x.shape)
-        return self.fc(x) * self.scale
+
+_EVAL_STARTER = '''
+def evaluate(model, batches):
+    total_loss, correct, count = 0, 0, 0
+    for xb, yb in batches:
+        logits = model(xb)
+        total_loss += F.cross_entropy(logits, yb, reduction="sum")
+        correct += (logits.argmax(dim=1) == yb).sum()
+        count += len(yb)
+    return total_loss / count, correct / count
 '''
-_D = 16
 
 
-def _build(report: Report, module_cls, device: torch.device | str = "cpu") -> torch.nn.Module:
+def _dropout_model() -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return report.call(f"NoisyHead({_D})", module_cls, _D).to(device)
+        torch.manual_seed(3)
+        return torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Dropout(0.5),
+                                   torch.nn.Linear(64, 3))
 
 
-def _check_on_meta(report: Report, module: torch.nn.Module) -> None:
-    """Run ``forward`` on meta, which stands in for a GPU: a CPU tensor next to a meta one fails too."""
-    plain = [f"{name}.{attr}" if name else f"self.{attr}" for name, mod in module.named_modules()
-             for attr, value in vars(mod).items()
-             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter)]
-    if plain:
-        report.problem(f"{', '.join(plain)} là tensor gán thẳng làm thuộc tính: model.to(device) KHÔNG di chuyển nó "
-                       "(chỉ tham số và buffer). Đăng ký: self.register_buffer('scale', torch.linspace(0.5, 1.5, d)).")
-    on_meta = copy.deepcopy(module).to("meta").train()
-    failure = None
-    with MoveTracker() as tracker:
-        try:
-            on_meta(torch.randn(8, _D, device="meta"))
-        except Exception as exc:  # noqa: BLE001 - the bug makes the forward fail; that is what we look for
-            failure = exc
-    made = ", ".join(f"torch.{name}(...)" for name in sorted({n for n, d in tracker.factories if d.type != "meta"}))
-    if made and failure is not None:
-        report.problem(f"{made} trong forward tạo tensor trên CPU (thiết bị mặc định), bất kể x nằm ở đâu. "
-                       "Tạo cùng chỗ với x: torch.randn_like(x), hoặc torch.randn(x.shape, device=x.device).")
-    elif made:
-        report.note(f"{made} trong forward vẫn tạo tensor trên CPU rồi mới dùng/chép sang thiết bị của x: chạy được, "
-                    "nhưng tạo thẳng trên thiết bị (torch.randn_like(x), device=x.device) tránh một lần chép mỗi bước.")
-    if failure is not None and not report.problems:
-        report.error("forward khi model và x ở thiết bị khác CPU", failure)
-
-
-def _evaluate_module(report: Report, module_cls=None) -> None:
-    if is_blank(module_cls):
-        report.missing_part("chưa có lớp NoisyHead.", stop=True)
-    if not (isinstance(module_cls, type) and issubclass(module_cls, torch.nn.Module)):
-        report.problem("truyền chính lớp (class) NoisyHead, vd ex7.check(NoisyHead), không phải một đối tượng.",
-                       stop=True)
-    if same_code(module_cls, _MODULE_STARTER):
-        report.missing_part("NoisyHead vẫn y như bản có lỗi: sửa nó rồi chạy lại ô này.", stop=True)
-    _check_on_meta(report, _build(report, module_cls))
+def _evaluate_eval(report: Report, evaluate=None) -> None:
+    report.require_function(evaluate, "evaluate(model, batches)")
+    if same_code(evaluate, _EVAL_STARTER):
+        report.missing_part("hàm evaluate vẫn y như bản có lỗi: sửa nó rồi chạy lại ô này.", stop=True)
+    model = _dropout_model().train()  # as a training loop leaves it
+    x, y = make_classification_data(100, 16, 3, seed=4)
+    batches = [(x[i:i + 32], y[i:i + 32]) for i in range(0, 100, 32)]  # the last batch has 4 samples
+    seen: list[tuple[bool, bool]] = []  # (grad enabled, training) at each forward
+    hook = model.register_forward_hook(lambda m, _a, _o: seen.append((torch.is_grad_enabled(), m.training)))
+    try:
+        result = report.call("evaluate(model, batches)", evaluate, model, batches)
+    finally:
+        hook.remove()
+    if not seen:
+        report.missing_part("model chưa được gọi trên batch nào.", stop=True)
+    if any(training for _, training in seen):
+        report.problem("model vẫn ở chế độ train: Dropout còn tắt ngẫu nhiên một nửa neuron, nên loss và accuracy "
+                       "đổi sau mỗi lần chạy. Gọi model.eval() ở đầu hàm.")
+    if any(grad for grad, _ in seen):
+        report.problem("forward chạy khi autograd bật: mỗi batch lưu activation cho một backward không bao giờ "
+                       "đến. Bọc vòng lặp trong `with torch.no_grad():`; .item() hay .detach() sau forward thì "
+                       "activation đã được lưu rồi.")
+    if not (isinstance(result, tuple) and len(result) == 2):
+        report.problem("evaluate phải trả về một cặp (loss trung bình, accuracy).", stop=True)
+    if any(isinstance(v, torch.Tensor) and v.grad_fn is not None for v in result):
+        report.problem("kết quả còn grad_fn: total_loss += loss cộng TENSOR, nên đồ thị của mọi batch bị giữ tới "
+                       "cuối. Cộng số Python: loss.item().")
+    elif not all(isinstance(v, float) for v in result):
+        report.problem(f"trả về {', '.join(type(v).__name__ for v in result)}: hãy trả về hai số Python (float), "
+                       "dùng .item() cho loss và cho số dự đoán đúng.")
     if report.problems:
         return
-    device = pick_device()
-    module = _build(report, module_cls, device).eval()
-    x = torch.randn(8, _D, device=device)
-    out = report.call("forward (eval)", module, x)
-    if not isinstance(out, torch.Tensor) or not same_device(out.device, device):
-        report.problem(f"đầu ra phải là tensor trên {device}.", stop=True)
     with torch.no_grad():
-        want = module.fc(x) * torch.linspace(0.5, 1.5, _D, device=device)
-    if out.shape != want.shape or not torch.allclose(out, want, rtol=1e-5, atol=1e-6):
-        report.problem("ở chế độ eval, đầu ra phải đúng là fc(x) * scale với scale = linspace(0.5, 1.5, d): "
-                       "chỉ sửa nơi tạo tensor, đừng đổi phép tính.", stop=True)
-    module.train()
-    if torch.equal(module(x), module(x)):
-        report.problem("ở chế độ train, hai lần forward cho cùng kết quả: nhiễu đã mất. Giữ nhiễu, chỉ tạo nó cùng "
-                       "thiết bị với x.", stop=True)
-    report.success(f"không còn tensor nào kẹt ở CPU: forward chạy trên meta và trên {device}, scale là buffer "
-                   "(đi theo model.to() và nằm trong state_dict).")
-    on_gpu_note(report, device,
-                "bản có lỗi báo RuntimeError lệch thiết bị (cuda:0 và cpu) ở dòng cộng nhiễu. Ở đây bộ chấm dùng "
-                "thiết bị meta để tái hiện đúng lỗi đó mà không cần GPU.")
+        logits = model.eval()(x)
+    loss, acc = F.cross_entropy(logits, y).item(), (logits.argmax(dim=1) == y).float().mean().item()
+    if not math.isclose(result[1], acc, rel_tol=1e-5):
+        report.problem(f"accuracy = {result[1]:.4f}, đúng là {acc:.4f} (số dự đoán đúng / tổng số mẫu).", stop=True)
+    if not math.isclose(result[0], loss, rel_tol=1e-4):
+        report.problem(f"loss = {result[0]:.4f}, đúng là {loss:.4f}: batch cuối chỉ có 4 mẫu, nên trung bình các "
+                       "loss của batch lệch; cộng loss tổng (reduction='sum') rồi chia cho tổng số mẫu.", stop=True)
+    report.success(f"model.eval(), no_grad và số Python: loss {loss:.4f}, accuracy {acc:.1%}, không batch nào "
+                   "giữ đồ thị.")
 
 
-ex7 = Exercise(
-    "ex7", "Bài 7 · Gỡ lỗi: tensor tạo trong forward", _evaluate_module,
+ex2 = Exercise(
+    "ex2", "Bài 2 · Gỡ lỗi: vòng đánh giá giữ đồ thị", _evaluate_eval,
     hints=[
-        "Hai tensor không đi theo model.to(device): một cái tạo trong forward, một cái gán thẳng trong __init__.",
-        "torch.randn_like(x) tạo nhiễu cùng shape, dtype, device với x; self.register_buffer('scale', ...) biến "
-        "scale thành buffer.",
+        "Có 3 lỗi: model còn ở chế độ train, autograd còn bật, và total_loss/correct cộng dồn tensor.",
+        "model.eval(); `with torch.no_grad():` quanh vòng lặp; total_loss += F.cross_entropy(...).item() và "
+        "correct += (...).sum().item().",
     ],
-    starter=_MODULE_STARTER,
-)
-
-_CASES = ((32, 8), (30, 8))  # (batch size, micro-batch size): the second leaves a smaller last micro-batch
-
-
-def _grads(model: torch.nn.Module) -> list[torch.Tensor | None]:
-    return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
-
-
-def _micro_grads(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, micro: int) -> list[list[torch.Tensor]]:
-    out = []
-    for start in range(0, len(x), micro):
-        twin = copy.deepcopy(model)
-        twin.zero_grad(set_to_none=True)
-        F.cross_entropy(twin(x[start:start + micro]), y[start:start + micro]).backward()
-        out.append(_grads(twin))
-    return out
-
-
-def _close(a: list, b: list) -> bool:
-    return all(p is not None and q is not None and torch.allclose(p, q, rtol=1e-4, atol=1e-6)
-               for p, q in zip(a, b, strict=True))
-
-
-def _combine(parts: list[list[torch.Tensor]], weights: list[float]) -> list[torch.Tensor]:
-    return [sum(w * part[i] for part, w in zip(parts, weights, strict=True)) for i in range(len(parts[0]))]
-
-
-def _accumulation_mistake(got, parts, full, n: int, micro: int) -> str:
-    k, last = len(parts), n - micro * (len(parts) - 1)
-    if _close([g - 1 for g in got], full):
-        return "gradient = gradient đúng + phần cũ còn sót: gọi model.zero_grad() ở ĐẦU hàm (trước vòng lặp)."
-    if _close(got, _combine(parts, [1.0] * k)):
-        return (f"gradient lớn gấp {k} lần gradient của cả batch: chia loss của mỗi micro-batch "
-                f"(vd loss * len(xb) / len(x)).")
-    if any(_close(got, _combine([parts[-1]], [w])) for w in (1.0, 1.0 / k, last / n)):
-        return ("chỉ còn gradient của micro-batch cuối: đừng zero_grad trong vòng lặp, gradient phải CỘNG "
-                "DỒN qua mọi micro-batch.")
-    if _close(got, _combine(parts, [1.0 / k] * k)):
-        return (f"đúng khi các micro-batch bằng nhau, nhưng với batch {n} và micro_batch {micro}, micro-batch "
-                f"cuối chỉ có {last} mẫu. Chia cho số bước cho nó trọng số quá lớn; nhân loss với "
-                "len(xb) / len(x).")
-    worst = max(float((g - f).abs().max()) for g, f in zip(got, full, strict=True))
-    return f"gradient khác gradient của cả batch {n} (sai khác lớn nhất {worst:.2e})."
-
-
-def _evaluate_accumulate(report: Report, accumulate=None) -> None:
-    report.require_function(accumulate, "accumulate(model, x, y, micro_batch)")
-    device = pick_device()
-    for n, micro in _CASES:
-        model = make_mlp(8, 3, hidden=16, depth=1, seed=1, device=device)
-        x, y = make_classification_data(n, 8, 3, seed=2, device=device)
-        parts = _micro_grads(model, x, y, micro)
-        full = _combine(parts, [len(x[s:s + micro]) / n for s in range(0, n, micro)])
-        before = [p.detach().clone() for p in model.parameters()]
-        for p in model.parameters():
-            p.grad = torch.ones_like(p)  # gradients left over from an earlier step
-        seen: list[int] = []
-        hook = model.register_forward_pre_hook(lambda _m, args, seen=seen: seen.append(len(args[0])))
-        try:
-            report.call(f"accumulate(model, x, y, micro_batch={micro})", accumulate, model, x, y, micro)
-        finally:
-            hook.remove()
-        got = _grads(model)
-        if not seen or all(g is None for g in got) or _close(got, [torch.ones_like(p) for p in model.parameters()]):
-            report.missing_part("gradient chưa thay đổi: chưa có forward/backward nào (hàm còn trống?).", stop=True)
-        if any(not torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True)):
-            report.problem("tham số đã bị thay đổi: hàm này chỉ tích luỹ gradient, không gọi optimizer.step().",
-                           stop=True)
-        if max(seen) > micro:
-            report.problem(f"model nhận một batch {max(seen)} mẫu > micro_batch={micro}: tích luỹ nghĩa là chạy từng "
-                           "micro-batch nhỏ (đó là chỗ tiết kiệm bộ nhớ).", stop=True)
-        if any(g is None for g in got):
-            report.problem("có tham số không có gradient: backward trên mọi micro-batch chưa?", stop=True)
-        if not _close(got, full):
-            report.problem(_accumulation_mistake(got, parts, full, n, micro), stop=True)
-    report.success("gradient tích luỹ qua các micro-batch khớp gradient của cả batch (torch.allclose), cả khi "
-                   "micro-batch cuối nhỏ hơn.")
-
-
-ex8 = Exercise(
-    "ex8", "Bài 8 · Gradient accumulation", _evaluate_accumulate,
-    hints=[
-        "model.zero_grad() một lần ở đầu; rồi với mỗi micro-batch: forward, loss, backward (gradient tự cộng dồn "
-        "vào .grad).",
-        "loss của cả batch là trung bình: mỗi micro-batch đóng góp loss_mb * len(xb) / len(x). "
-        "Chia cho số bước chỉ đúng khi mọi micro-batch bằng nhau.",
-    ],
+    starter=_EVAL_STARTER,
 )
