@@ -1,7 +1,6 @@
 """The maintainer's sessions (nox with the uv backend); `nox -l` lists them.
 
     nox -s wheel              the lessons_lib wheel for Kaggle without Internet (python -m build) -> dist/
-    nox -s site               the course website -> build/site/ (tools/build_site.py)
     nox -s resolve            requirements.txt resolves for Linux, macOS 14+, Windows x Python 3.10-3.13
     nox -s colab              the course in Colab's conditions: envs/colab-pins.txt, Colab's Python + torch
     nox -s matrix             every row of tools/version_matrix.py's COMBOS (one: nox -s "matrix(ID)")
@@ -89,13 +88,6 @@ def wheel(session: nox.Session) -> None:
     """Build the lessons_lib wheel into dist/; check it holds the package and pyproject's metadata."""
     built = _build_wheel(session, ROOT / "dist")
     session.log(f"{built.relative_to(ROOT)} ({built.stat().st_size / 1024:.0f} KiB)")
-
-
-@nox.session
-def site(session: nox.Session) -> None:
-    """Build the course website into build/site/ in the course's environment (requirements.txt)."""
-    session.install("-r", "requirements.txt", "-e", ".")
-    session.run("python", "tools/build_site.py", *session.posargs)
 
 
 @nox.session(python=False)

@@ -108,13 +108,8 @@ def bare_colab_env():
 # --------------------------------------------------------------------------- the cell's text
 
 
-def test_setup_cell_is_short_and_the_same_in_every_notebook():
-    expected = build_course.setup_cell_source(build_course.load_config())
-    assert len(expected.splitlines()) <= MAX_SETUP_LINES
-    for path in NOTEBOOKS:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        setup = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "Ô cài đặt" in "".join(c["source"])]
-        assert setup == [expected], f"{path.name}: setup cell differs from tools/build_course.py; rebuild the course"
+def test_setup_cell_is_short():  # every notebook holds it: tests/test_course_build.py's lint
+    assert len(build_course.setup_cell_source(build_course.load_config()).splitlines()) <= MAX_SETUP_LINES
 
 
 def test_setup_cell_installs_like_the_tested_install():
@@ -126,16 +121,6 @@ def test_setup_cell_installs_like_the_tested_install():
     config = build_course.load_config()
     assert f'"git+https://github.com/{config.repo}@{config.ref}"' in cell, "install from [tool.course]'s repo and ref"
     assert 'os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input")' in cell and "recursive=True" in cell
-
-
-def test_setup_cell_installs_a_pinned_ref_not_a_branch():
-    config = build_course.load_config()
-    import lessons_lib
-
-    assert build_course.package_version() == lessons_lib.__version__
-    assert config.ref == f"v{lessons_lib.__version__}" or re.fullmatch(r"[0-9a-f]{40}", config.ref), \
-        f"[tool.course] ref {config.ref!r} must be the tag v{lessons_lib.__version__} or a 40-hex commit"
-    assert f"@{config.ref}\"" in build_course.setup_cell_source(config)
 
 
 @pytest.mark.parametrize("ref", ["v0.2.0", "0123456789abcdef0123456789abcdef01234567"])

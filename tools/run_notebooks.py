@@ -107,6 +107,12 @@ def keep_first_pass_streams(first: list, last: list) -> None:
             after.metadata[FIRST_PASS_KEY] = streams
 
 
+def course_notebooks(root: Path = ROOT / "notebooks") -> list[Path]:
+    """Return every course notebook under `root`: lessons first, then sub-folders (solutions), each sorted."""
+    paths = [p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+    return sorted(paths, key=lambda p: (len(p.relative_to(root).parts), p.relative_to(root).as_posix()))
+
+
 def saved_path(path: Path, save_dir: Path) -> Path:
     """Return where ``--save`` writes the executed copy of `path`: its path relative to the repository, or its name."""
     path = Path(path).resolve()
@@ -202,8 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme and args.notebooks:
         parser.error("--readme measures every notebook: give no notebook names")
     footnote = _footnote()  # the load before the runs add their own
-    paths = args.notebooks or sorted((ROOT / "notebooks").rglob("*.ipynb"))
-    paths = [p.resolve() for p in paths if ".ipynb_checkpoints" not in str(p)]
+    paths = [p.resolve() for p in args.notebooks or course_notebooks()]
     results, failed = [], False
     total_start = time.perf_counter()
     for path in paths:

@@ -42,14 +42,6 @@ LAB_SETTINGS = {
 _SUMMARY: dict[str, str] = {}
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "browser: end-to-end test in JupyterLab + headless Chromium (needs /usr/bin/chromium; "
-        "skip with -m 'not browser')",
-    )
-
-
 def pytest_terminal_summary(terminalreporter):
     for key, value in _SUMMARY.items():
         terminalreporter.write_line(f"[browser test] {key}: {value}")
