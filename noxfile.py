@@ -249,16 +249,12 @@ def _pytest(session: nox.Session, junit: Path, *args: str, env: dict | None = No
 
 
 def _build_env(session: nox.Session, combo: vm.Combo, pins_file: Path) -> dict:
-    """Install the row's pins exactly (else fail); return the record's swaps, extras and build time."""
+    """Install the row's pins (uv installs each name==version or fails); return its swaps, extras, build time."""
     start, pins = time.perf_counter(), colab_pins.read_pins()
     expected = {**pins, "torch": combo.torch, **combo.swaps}
     pins_file.write_text("".join(f"{name}=={version}\n" for name, version in expected.items()))
     session.install("--index-url", INDEX, "--only-binary", ":all:", "-r", str(pins_file))
     installed = _installed(session)
-    drift = {name: (version, installed.get(name)) for name, version in expected.items()
-             if (installed.get(name) or "").split("+")[0] != version}
-    if drift:
-        session.error(f"{combo.id}: the environment differs from its pins (pinned, installed): {drift}")
     session.run("python", "-m", "pip", "check", silent=True)
     return {"swaps": [{"name": name, "pinned": pins[name], "version": version,
                        "reason": f"{name} {pins[name]} has no wheel for Python {combo.python}"}
