@@ -68,8 +68,6 @@ def package_version(init: Path = ROOT / "lessons_lib" / "__init__.py") -> str:
 
 def check_ref(ref: str, version: str) -> str:
     """Return `ref` if the setup cell may install from it: tag "v<version>" or a 40-hex commit; else raise."""
-    if not isinstance(ref, str) or not isinstance(version, str):
-        raise TypeError(f"ref and version must be str, got {type(ref).__name__} and {type(version).__name__}")
     if ref == f"v{version}" or _COMMIT.fullmatch(ref):
         return ref
     raise ValueError(f"[tool.course] ref = {ref!r}: the setup cell must install a pinned ref, the release tag "

@@ -100,9 +100,6 @@ def sync(source: Path | str, dest: Path | str) -> SyncReport:
     Returns:
         A ``SyncReport`` of what was copied, updated, kept and offered beside an edited copy.
     """
-    for name, value in (("source", source), ("dest", dest)):
-        if not isinstance(value, (str, Path)):
-            raise TypeError(f"{name} must be a folder path (str or Path), got {type(value).__name__}")
     source, dest = Path(source), Path(dest)
     if not source.is_dir():
         raise ValueError(f"source must be the course's notebooks folder, but {source} is not a folder")

@@ -26,6 +26,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools"))
+import course  # noqa: E402  (the command `course.sh lab` runs, and how it waits for the server)
+
 CHROMIUM = os.environ.get("LESSONS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -173,14 +176,11 @@ def lab():
                JUPYTER_RUNTIME_DIR=str(runtime), IPYTHONDIR=str(home / ".ipython"), MPLCONFIGDIR=str(home / ".mpl"),
                XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1",
                JUPYTER_PLATFORM_DIRS="1")
-    command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-        "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly", "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        command.append("--allow-root")
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    command = course.lab_command(sys.executable, root, "127.0.0.1", port, uid, no_browser=True, extra=[
+        f"--IdentityProvider.token={token}", "--ServerApp.terminals_enabled=False",
+        "--LabApp.extension_manager=readonly", "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"])
     log = work / "jupyterlab.log"
     started = time.monotonic()
     with open(log, "wb") as log_file:
@@ -189,17 +189,9 @@ def lab():
     server = None
     try:
         server = Lab(f"http://127.0.0.1:{port}", token, root, log, process, started)
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"JupyterLab exited with code {process.returncode}:\n{server.log_tail()}")
-            try:
-                server.api("/api/status")
-                break
-            except (OSError, urllib.error.URLError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not answer within {SERVER_START_TIMEOUT_S} s:\n{server.log_tail()}")
-                time.sleep(0.25)
+        if not course.wait_until_serving(process, server.base_url, token, SERVER_START_TIMEOUT_S):
+            pytest.fail(f"JupyterLab did not answer within {SERVER_START_TIMEOUT_S} s (exit code "
+                        f"{process.poll()}):\n{server.log_tail()}")
         server.mark("JupyterLab server answers")
         yield server
     finally:
