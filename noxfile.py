@@ -15,7 +15,7 @@ a %%gpu cell), every notebook twice per kernel with its output checks (tests/tes
 Colab's environment variables), the unit tests, and on Colab rows the colab_env tests
 (tests/test_colab_env.py, tests/test_setup_cell.py); the record is merged into docs/version-matrix.json.
 After `--`: `-k EXPR` (only the matching notebooks) or `--no-unit-tests` make a trial run that writes no
-record; `--readme` rewrites README's table afterwards.
+record. `nox -s table` then rewrites README's table.
 """
 
 from __future__ import annotations
@@ -291,7 +291,6 @@ def _run_row(session: nox.Session, combo: vm.Combo) -> None:
     parser = argparse.ArgumentParser(prog=f"nox -s {session.name} --")
     parser.add_argument("-k", help="only the notebooks whose test id matches (a trial run: no record)")
     parser.add_argument("--no-unit-tests", action="store_true", help="skip the unit tests (a trial run)")
-    parser.add_argument("--readme", action="store_true", help="rewrite README's table afterwards")
     args = parser.parse_args(session.posargs)
     start, load_start = time.perf_counter(), os.getloadavg()
     tmp = Path(session.create_tmp()).resolve()  # absolute: the tests run from inside it
@@ -342,8 +341,6 @@ def _run_row(session: nox.Session, combo: vm.Combo) -> None:
     if args.k or args.no_unit_tests:
         session.log(f"trial run: record not written\n{json.dumps(record, ensure_ascii=False)[:3000]}")
     else:
-        data = vm.save_results([record])
-        if args.readme:
-            vm.write_readme(data)
+        vm.save_results([record])
     if not record["ok"]:
         session.error(f"{combo.id}: a notebook, a test or the setup-cell install failed (see above)")
