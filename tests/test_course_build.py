@@ -86,9 +86,7 @@ class TestNotebookLint:
     def test_valid_nbformat_and_kernelspec(self, path):
         nb = self.nb(path)
         nbformat.validate(nb)
-        assert nb.nbformat == 4
         assert nb.metadata["kernelspec"]["name"] == "python3"
-        assert nb.metadata["accelerator"] == "GPU" and nb.metadata["colab"]["gpuType"] == "T4"
 
     def test_outputs_stripped(self, path):
         raw = json.loads(path.read_text(encoding="utf-8"))

@@ -39,8 +39,6 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from lessons_lib import __version__, gpu_cells, gpu_check  # noqa: E402
 
-_SKIP_NOTICE = "⏭️"  # how lessons_lib.gpu_cells.missing_hardware starts, in every language
-
 
 def first_gpu_computation() -> str | None:
     """Run one small computation on cuda:0 and return its error, or None when it worked."""
@@ -109,7 +107,7 @@ def skipped_in_kernel(executed: Path, machine_gpus: int, shown_as: str | None = 
         if needed is None or needed > machine_gpus:
             continue
         text = "".join(out.get("text", "") for out in cell.get("outputs", []) if out.get("output_type") == "stream")
-        if any(line.lstrip().startswith(_SKIP_NOTICE) for line in text.splitlines()):
+        if any(line.lstrip().startswith(gpu_cells.SKIP_MARK) for line in text.splitlines()):
             found.append(f"[kernel] {shown_as or _shown(executed)}::Cell {index} (needs {needed} GPU)")
     return found
 
