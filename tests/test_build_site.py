@@ -105,11 +105,6 @@ def test_parse_environment_counts_identical_gpus():
     assert build_site.parse_environment(two) == ("2× Tesla T4", "2026-11-30")
 
 
-def test_parse_environment_without_a_gpu():
-    text = "date: 2026-11-30 09:15 UTC\nnvidia-smi: not found\ntorch 2.13.0+cpu | CUDA None | GPUs 0\n"
-    assert build_site.parse_environment(text) == (None, "2026-11-30")
-
-
 def make_gpu_run(folder: Path, environment: str = ENVIRONMENT, notebooks: dict | None = None) -> Path:
     (folder / "executed").mkdir(parents=True)
     (folder / "environment.txt").write_text(environment, encoding="utf-8")

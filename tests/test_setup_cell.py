@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import build_course  # noqa: E402
+import course  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").rglob("*.ipynb"))
 MAX_SETUP_LINES = 17
@@ -49,17 +49,11 @@ def _setup_cell() -> str:
     return cells[0]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_setup_cell_offline(python: Path, wheel_dir: Path, tmp_path: Path) -> tuple[str, dict, float]:
     """Run the setup cell in IPython under `python` with no network; return stdout, the cell result, seconds."""
     cell = tmp_path / "setup_cell.py"
     cell.write_text(_setup_cell(), encoding="utf-8")
-    dead = f"http://127.0.0.1:{_closed_port()}"
+    dead = f"http://127.0.0.1:{course.free_port()}"  # nothing listens there
     env = {k: v for k, v in os.environ.items()
            if k.lower() != "no_proxy" and k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env.update(LESSONS_WHEEL_DIR=str(wheel_dir), http_proxy=dead, https_proxy=dead, HTTP_PROXY=dead,

@@ -37,9 +37,10 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_course import CORE_PATH, GUIDE, colab_url, kaggle_url, load_config  # noqa: E402
 from execute_course import RUN_KEY, execute_cached  # noqa: E402
+from gpu_validate import needed_gpus  # noqa: E402
 from run_notebooks import course_notebooks  # noqa: E402
 
-from lessons_lib.gpu_cells import SKIP_MARK, required_gpus  # noqa: E402
+from lessons_lib.gpu_cells import SKIP_MARK  # noqa: E402
 from lessons_lib.widget_display import STATIC_HTML_KEY  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,10 +128,6 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
 
 
-def _source(cell) -> str:
-    return "".join(cell.source) if isinstance(cell.source, list) else cell.source
-
-
 def run_label(run: dict) -> str:
     """Return "Chạy trên <CPU>, <N> lõi, torch <ver>, Python <ver>, <date>" from a notebook's lessons_run."""
     if not run:
@@ -198,7 +195,7 @@ def _gpu_cells_by_source(gpu_nb) -> dict[str, list]:
     cells: dict[str, list] = {}
     for cell in gpu_nb.cells if gpu_nb is not None else []:
         if cell.cell_type == "code":
-            cells.setdefault(_source(cell).strip(), []).append(cell)
+            cells.setdefault(cell.source.strip(), []).append(cell)
     return cells
 
 
@@ -220,12 +217,12 @@ def prepare_notebook(nb, colab: str, kaggle: str, *, gpu_nb=None, gpu_run: GpuRu
     nb.metadata.pop("widgets", None)  # widget state: MyST-NB would load the widget manager from a CDN
     prepared = Prepared(nb=nb)
     cells = nb.cells
-    if cells and cells[0].cell_type == "markdown" and "colab.research.google.com" in _source(cells[0]):
+    if cells and cells[0].cell_type == "markdown" and "colab.research.google.com" in cells[0].source:
         del cells[0]  # the badge cell: its images come from other hosts; replaced by local buttons below
-    title = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and _source(c).lstrip().startswith("# ")),
+    title = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.lstrip().startswith("# ")),
                  None)
     if title is not None:  # the H1 alone in its cell, so the buttons and the run label sit right under it
-        first, _, rest = _source(cells[title]).lstrip().partition("\n")
+        first, _, rest = cells[title].source.lstrip().partition("\n")
         cells[title].source = first + title_suffix
         if rest.strip():
             rest_cell = nbformat.v4.new_markdown_cell(rest.strip("\n"))
@@ -239,13 +236,10 @@ def prepare_notebook(nb, colab: str, kaggle: str, *, gpu_nb=None, gpu_run: GpuRu
         if cell.cell_type != "code":
             continue
         cell.outputs = static_outputs(cell.outputs)
-        try:
-            needed = required_gpus(_source(cell))
-        except ValueError:
-            needed = None
+        needed = needed_gpus(cell.source)
         if needed is None or not was_skipped(cell):
             continue  # not a GPU cell, or it ran here (a build on a GPU machine)
-        matches = gpu_cells.get(_source(cell).strip(), [])
+        matches = gpu_cells.get(cell.source.strip(), [])
         match = matches.pop(0) if matches else None
         if gpu_run is None:
             reason = "Chưa có lần chạy GPU nào của khoá học được đưa vào trang."

@@ -94,8 +94,6 @@ def read_source(source: Path | str, rev: str | None = None, runtime: str = "gpu"
 
     `rev` is a commit of its history (default: the folder's files, else HEAD); `runtime` a key of RUNTIMES.
     """
-    if runtime not in RUNTIMES:
-        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
     source = Path(source)
     if not source.is_dir():
         raise FileNotFoundError(f"{source}: no such folder; clone Colab's list first: git clone {REPO_URL}")

@@ -120,10 +120,7 @@ def load_results(path: Path = RESULTS) -> dict:
     path = Path(path)
     if not path.exists():
         return {"combos": {}}
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or not isinstance(data.get("combos"), dict):
-        raise ValueError(f"{path} is not a version-matrix results file (it needs a 'combos' object)")
-    return data
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def save_results(records: list[dict], path: Path = RESULTS) -> dict:

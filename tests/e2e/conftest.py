@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -80,12 +79,6 @@ def _skip_without_browser(request):
         reason = _missing_browser_reason()
         if reason:
             pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _pids_mentioning(text: str) -> list[int]:
@@ -170,7 +163,7 @@ def lab():
     root = work / "notebooks"
     shutil.copytree(REPO / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     _write_lab_settings(config)
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = course.free_port("127.0.0.1", first=18900), secrets.token_hex(16)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("JUPYTER", "JPY_"))}
     env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(config), JUPYTER_DATA_DIR=str(data),
                JUPYTER_RUNTIME_DIR=str(runtime), IPYTHONDIR=str(home / ".ipython"), MPLCONFIGDIR=str(home / ".mpl"),
