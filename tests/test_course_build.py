@@ -86,9 +86,7 @@ class TestNotebookLint:
     def test_valid_nbformat_and_kernelspec(self, path):
         nb = self.nb(path)
         nbformat.validate(nb)
-        assert nb.nbformat == 4
         assert nb.metadata["kernelspec"]["name"] == "python3"
-        assert nb.metadata["accelerator"] == "GPU" and nb.metadata["colab"]["gpuType"] == "T4"
 
     def test_outputs_stripped(self, path):
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -164,14 +162,6 @@ def test_links_to_notebooks_resolve(path):
             for target in re.findall(r"\]\(([^)\s]+\.ipynb)(?:#[^)]*)?\)", cell.source):
                 if "://" not in target:
                     assert (path.parent / target).resolve().is_file(), f"{path.name}: link {target} goes nowhere"
-
-
-def test_badge_links_point_at_existing_files():
-    text = (ROOT / "colab_badges.md").read_text(encoding="utf-8")
-    config = build_course.load_config()
-    targets = re.findall(rf"colab\.research\.google\.com/github/{re.escape(config.repo)}/blob/[^/]+/([^)\s]+)", text)
-    assert targets and all((ROOT / t).exists() for t in targets)
-    assert len(targets) == len(NOTEBOOKS)
 
 
 _LINK = re.compile(r"\]\((https://[^)\s]+)\)")

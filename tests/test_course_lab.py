@@ -113,17 +113,8 @@ def test_lab_serves_the_course_from_a_fresh_clone_and_shuts_down(tmp_path, who, 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 120
-        status = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                status, _ = _get(f"{base}/api/status", token, timeout=2)
-                if status == 200:
-                    break
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.5)
-        assert status == 200, f"JupyterLab did not answer (exit {proc.poll()}):\n{''.join(output)[-3000:]}"
+        assert course.wait_until_serving(proc, base, token, timeout=120), \
+            f"JupyterLab did not answer (exit {proc.poll()}):\n{''.join(output)[-3000:]}"
         ready_s = time.perf_counter() - start
 
         code, body = _get(f"{base}/api/contents", token)

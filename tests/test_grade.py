@@ -137,13 +137,6 @@ def test_identify_by_content_not_by_file_name(lessons):
     assert grade.identify({"cells": [code_cell("print('xin chào')")]}, lessons) is None
 
 
-def test_identify_rejects_what_is_not_a_notebook(lessons):
-    with pytest.raises(TypeError, match="'cells' list"):
-        grade.identify({"hello": 1}, lessons)
-    with pytest.raises(TypeError, match="pathlib.Path"):
-        grade.load_lessons("notebooks")
-
-
 @pytest.mark.parametrize("rel, lesson, want", [
     ("Trần Thị B/bai1.ipynb", L1, "Trần Thị B"),
     ("an-02_moving_tensors.ipynb", L2, "an"),
@@ -163,21 +156,12 @@ def _sub(lessons, nb=None):
     return grade.Submission(Path("x.ipynb"), "an", nb, L2)
 
 
-def test_rows_say_where_a_run_stopped(lessons):
-    info = grade.task_info(lessons)
-    nb = solved(L2)
-    task2_cell = index_of(nb, "task2.check(") + 1  # numbered from 1, like the grader
+def test_rows_of_a_lost_run_keep_this_lessons_logged_checks_only(lessons):  # a run that died: vinh/crash
     checks = [{"group": "lesson02", "key": "task1", "status": "pass", "lines": ["tốt"], "notes": []},
               {"group": "lesson09", "key": "task2", "status": "pass", "lines": [], "notes": []}]  # other lesson
-    result = {"errors": [], "cells_run": 5, "seconds": 3.0, "dropped": 0, "warning": None,
-              "stopped": {"reason": "died", "cell": task2_cell - 2, "detail": "x", "exit": -9}}
-    rows = grade.rows_for(_sub(lessons, nb), result, checks, info, False, 60, 1000)
-    by_task = {r["task"]: r for r in rows}
-    assert by_task["task1"]["status"] == "passed" and by_task["task1"]["message"] == "tốt"
-    assert by_task["task2"]["status"] == "error" and "kernel dừng đột ngột" in by_task["task2"]["message"]
-    assert "tín hiệu 9 (SIGKILL" in by_task[grade.NOTEBOOK_TASK]["message"]
-    lost = grade.rows_for(_sub(lessons, nb), None, checks[:1], info, False, 60, 1000)
-    assert [r["status"] for r in lost] == ["passed", "error", "error"]
+    lost = grade.rows_for(_sub(lessons), None, checks, grade.task_info(lessons), False, 60, 1000)
+    assert [r["status"] for r in lost] == ["passed", "error", "error"] and lost[0]["message"] == "tốt"
+    assert "kết quả bị mất" in lost[1]["message"]
 
 
 def test_rows_of_a_check_cell_that_raised_and_of_a_deleted_check(lessons):
@@ -200,8 +184,6 @@ def test_grade_rejects_bad_arguments(tmp_path):
     for kwargs, name in (({"timeout": 0}, "timeout"), ({"memory_mb": 10}, "memory_mb"), ({"jobs": True}, "jobs")):
         with pytest.raises(grade.GradeError, match=name):
             grade.grade(tmp_path, tmp_path / "out", **kwargs)
-    with pytest.raises(TypeError, match="pathlib.Path"):
-        grade.grade(str(tmp_path), tmp_path / "out")
 
 
 def test_course_sh_grade_hands_over_to_tools_grade(monkeypatch, tmp_path):

@@ -55,15 +55,6 @@ def test_machine_kind_of_each_build(torch, kind):
     assert output_checks.machine_kind(torch) == kind
 
 
-def test_machine_kind_of_this_interpreter_is_a_kind():
-    assert output_checks.machine_kind() in output_checks.KINDS
-
-
-def test_kind_of_rejects_non_bools():
-    with pytest.raises(TypeError, match="bool"):
-        output_checks.kind_of("13.0", False)
-
-
 EXPECT = {"expect": [[["cpu-build", "cuda-no-gpu"], r"^→ device: cpu$"]]}
 
 
@@ -142,8 +133,6 @@ def test_a_clean_notebook_has_no_problems_and_bad_input_is_refused():
     assert output_checks.check_outputs(notebook(cell([stdout("hello\n")])), "cuda") == []
     with pytest.raises(ValueError, match="kind must be one of"):
         output_checks.check_outputs(notebook(), "gpu")
-    with pytest.raises(TypeError, match="executed notebook"):
-        output_checks.check_outputs([], "cpu-build")
 
 
 def test_a_notebook_file_read_as_plain_json_works_too(tmp_path):

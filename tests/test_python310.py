@@ -1,9 +1,9 @@
 """lessons_lib stays within Python 3.10 syntax and standard library (some learners run 3.10; Colab runs 3.12).
 
-Three checks: ruff's version-aware parser with --target-version py310; compiling every module with a real
-Python 3.10; and, under that Python 3.10, importing every standard-library name lessons_lib imports, then the
-modules that need nothing outside the standard library. (torch is not installed for 3.10 here, so modules that
-import it are only compiled, not imported.)
+Checks: ruff's version-aware parser with --target-version py310 (the syntax); under a real Python 3.10,
+importing every standard-library name lessons_lib imports, then the modules that need nothing outside the
+standard library. (torch is not installed for 3.10 here, so the modules that import it are left to ruff
+and to the version matrix's Python 3.10 row, `nox -s matrix`.)
 """
 
 from __future__ import annotations
@@ -103,12 +103,6 @@ def test_ruff_finds_no_syntax_newer_than_python310():
     assert proc.returncode == 0, f"syntax that Python 3.10 rejects:\n{proc.stdout}{proc.stderr}"
 
 
-def test_project_lint_targets_python310():
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert config["tool"]["ruff"]["target-version"] == "py310"
-    assert config["project"]["requires-python"] == ">=3.10"
-
-
 def test_only_declared_dependencies_besides_the_standard_library():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     declared = {dep.split(">")[0].split("=")[0].split("<")[0].strip() for dep in config["project"]["dependencies"]}
@@ -118,14 +112,6 @@ def test_only_declared_dependencies_besides_the_standard_library():
                     for module, _, line in collect_imports(p)
                     if module.split(".")[0] not in stdlib | allowed})
     assert not stray, f"imports that are neither stdlib nor a dependency in pyproject.toml: {stray}"
-
-
-@needs_310
-def test_every_module_compiles_with_python310():
-    proc = subprocess.run([PYTHON310, "-c", "import sys\n"
-                           "for f in sys.argv[1:]: compile(open(f, encoding='utf-8').read(), f, 'exec')",
-                           *map(str, MODULES)], capture_output=True, text=True)
-    assert proc.returncode == 0, f"Python 3.10 cannot compile lessons_lib:\n{proc.stderr[-3000:]}"
 
 
 @needs_310

@@ -17,11 +17,9 @@ _spec.loader.exec_module(root_conftest)
 
 
 @pytest.mark.parametrize("nodeid, scope", [
-    ("notebooks/02_moving_tensors.ipynb::Cell 7", "notebooks/02_moving_tensors.ipynb"),
     ("tests/test_bench.py::test_x[a]", "tests/test_bench.py"),
     ("tests/test_rerun.py::Test_01_device_basics::test_runs_twice_in_one_kernel", "notebook-kernels"),
     ("tests/test_core_path.py::test_core_cells_run_alone_top_to_bottom[01_device_basics]", "notebook-kernels"),
-    ("tests/test_grade.py::test_nothing_is_left_behind", "tests/test_grade.py"),
     ("tests/test_setup_cell.py::test_offline", "colab-env"),
     ("tests/test_colab_env.py::test_notebook_runs_top_to_bottom_in_colab_env[01.ipynb]", "colab-env"),
 ])

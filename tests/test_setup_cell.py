@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import build_course  # noqa: E402
+import course  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").rglob("*.ipynb"))
 MAX_SETUP_LINES = 17
@@ -49,17 +49,11 @@ def _setup_cell() -> str:
     return cells[0]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_setup_cell_offline(python: Path, wheel_dir: Path, tmp_path: Path) -> tuple[str, dict, float]:
     """Run the setup cell in IPython under `python` with no network; return stdout, the cell result, seconds."""
     cell = tmp_path / "setup_cell.py"
     cell.write_text(_setup_cell(), encoding="utf-8")
-    dead = f"http://127.0.0.1:{_closed_port()}"
+    dead = f"http://127.0.0.1:{course.free_port()}"  # nothing listens there
     env = {k: v for k, v in os.environ.items()
            if k.lower() != "no_proxy" and k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env.update(LESSONS_WHEEL_DIR=str(wheel_dir), http_proxy=dead, https_proxy=dead, HTTP_PROXY=dead,
@@ -108,13 +102,8 @@ def bare_colab_env():
 # --------------------------------------------------------------------------- the cell's text
 
 
-def test_setup_cell_is_short_and_the_same_in_every_notebook():
-    expected = build_course.setup_cell_source(build_course.load_config())
-    assert len(expected.splitlines()) <= MAX_SETUP_LINES
-    for path in NOTEBOOKS:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        setup = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "Ô cài đặt" in "".join(c["source"])]
-        assert setup == [expected], f"{path.name}: setup cell differs from tools/build_course.py; rebuild the course"
+def test_setup_cell_is_short():  # every notebook holds it: tests/test_course_build.py's lint
+    assert len(build_course.setup_cell_source(build_course.load_config()).splitlines()) <= MAX_SETUP_LINES
 
 
 def test_setup_cell_installs_like_the_tested_install():
@@ -126,16 +115,6 @@ def test_setup_cell_installs_like_the_tested_install():
     config = build_course.load_config()
     assert f'"git+https://github.com/{config.repo}@{config.ref}"' in cell, "install from [tool.course]'s repo and ref"
     assert 'os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input")' in cell and "recursive=True" in cell
-
-
-def test_setup_cell_installs_a_pinned_ref_not_a_branch():
-    config = build_course.load_config()
-    import lessons_lib
-
-    assert build_course.package_version() == lessons_lib.__version__
-    assert config.ref == f"v{lessons_lib.__version__}" or re.fullmatch(r"[0-9a-f]{40}", config.ref), \
-        f"[tool.course] ref {config.ref!r} must be the tag v{lessons_lib.__version__} or a 40-hex commit"
-    assert f"@{config.ref}\"" in build_course.setup_cell_source(config)
 
 
 @pytest.mark.parametrize("ref", ["v0.2.0", "0123456789abcdef0123456789abcdef01234567"])
@@ -150,9 +129,7 @@ def test_check_ref_refuses_branches_other_versions_and_short_commits(ref, why):
         build_course.check_ref(ref, "0.2.0")
 
 
-def test_check_ref_and_package_version_say_what_to_pass(tmp_path):
-    with pytest.raises(TypeError, match="ref and version must be str"):
-        build_course.check_ref(None, "0.2.0")
+def test_package_version_needs_a_version_line(tmp_path):
     init = tmp_path / "__init__.py"
     init.write_text('"""No version here."""\n', encoding="utf-8")
     with pytest.raises(ValueError, match="__version__"):

@@ -18,11 +18,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 import version_matrix as vm  # noqa: E402
 
 
-def test_combinations_cover_colab_the_declared_floor_and_the_newest():
+def test_combinations_are_distinct_and_run_the_declared_floors():
     ids = [combo.id for combo in vm.COMBOS]
     assert len(ids) == len(set(ids))
-    assert "py3.12-torch2.11.0" in ids, "Colab today: Python 3.12 with torch 2.11"
-    assert "py3.12-torch2.8.0" in ids and "py3.13-torch2.14.1" in ids
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     floor = next(dep for dep in project["dependencies"] if dep.startswith("torch"))
     floor_version = floor.split(">=")[1].strip()
@@ -31,11 +29,6 @@ def test_combinations_cover_colab_the_declared_floor_and_the_newest():
     assert oldest.torch.startswith(floor_version + "."), f"the oldest torch run must be the declared floor {floor}"
     assert all(Version(c.python) >= Version(python_floor) for c in vm.COMBOS)
     assert any(c.python == python_floor for c in vm.COMBOS), f"the declared Python floor {python_floor} must run"
-
-
-def test_the_colab_rows_run_as_on_colab_and_the_others_do_not():
-    colab = {combo.id for combo in vm.COMBOS if combo.colab}
-    assert colab == {"py3.12-torch2.11.0", "py3.12-torch2.8.0"}
 
 
 def test_parse_junit_counts_and_names_failures():
@@ -81,8 +74,6 @@ def test_markdown_table_shows_each_combination_and_how_it_was_measured():
     assert "2026-12-01" in table and "2 lõi" in table and "3–6" in table and "2 lần" in table
     assert "(commit `?`, `abc123def456` cộng thay đổi chưa commit ở `notebooks/03.ipynb`)" in table
     assert "test_ruff_finds_no_syntax_newer_than_python310" in table, "what the matrix leaves out is said"
-    with pytest.raises(TypeError, match="combos"):
-        vm.markdown_table([])
 
 
 def test_checkout_state_names_the_commit_and_uncommitted_files(tmp_path):
@@ -98,14 +89,9 @@ def test_results_merge_per_combination_in_matrix_order(tmp_path):
     data = vm.save_results([_record("py3.12-torch2.11.0"), _record("py3.13-torch2.14.1", ok=False)], path)
     assert list(data["combos"]) == ["py3.12-torch2.11.0", "py3.13-torch2.14.1"]
     assert data["combos"]["py3.13-torch2.14.1"]["ok"] is False and vm.load_results(path) == data
-    path.write_text("[]", encoding="utf-8")
-    with pytest.raises(ValueError, match="combos"):
-        vm.load_results(path)
 
 
-def test_replace_readme_table_needs_both_markers():
-    text = f"intro\n{vm.TABLE_START}\nold\n{vm.TABLE_END}\nrest\n"
-    assert vm.replace_readme_table(text, "| new |") == f"intro\n{vm.TABLE_START}\n| new |\n{vm.TABLE_END}\nrest\n"
+def test_replace_readme_table_needs_both_markers():  # a good README: test_readme_table_is_the_committed_results
     with pytest.raises(ValueError, match="markers"):
         vm.replace_readme_table("no markers here", "| new |")
 
@@ -113,7 +99,7 @@ def test_replace_readme_table_needs_both_markers():
 def test_readme_table_is_the_committed_results():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     expected = vm.replace_readme_table(readme, vm.markdown_table(vm.load_results(vm.RESULTS)))
-    assert readme == expected, "README's version table is stale: run `python tools/version_matrix.py table --readme`"
+    assert readme == expected, "README's version table is stale: run `nox -s table`"
     data = vm.load_results(vm.RESULTS)
     assert set(data["combos"]) == {combo.id for combo in vm.COMBOS}, "the results must cover every combination"
     assert all(record["ok"] for record in data["combos"].values()), "the README shows only a run that passed"
@@ -140,16 +126,6 @@ def test_notebook_rows_fail_a_notebook_that_raised_or_broke_the_lessons_promise(
     assert rows["notebooks/02.ipynb"]["problems"] == ["cell 3: expect device: cpu", "cell 4: stderr W1201 No CUDA runtime"]
     assert not rows["notebooks/03.ipynb"]["ok"] and "ZeroDivisionError" in rows["notebooks/03.ipynb"]["error"]
     assert rows["notebooks/03.ipynb"]["problems"] == [], "a notebook that raised is reported by its error"
-
-
-def test_main_prints_the_table_and_rewrites_the_readme_only_when_asked(tmp_path, monkeypatch, capsys):
-    results = tmp_path / "results.json"
-    vm.save_results([_record()], results)
-    written = []
-    monkeypatch.setattr(vm, "write_readme", written.append)
-    assert vm.main(["--results", str(results)]) == 0 and not written
-    assert "2.11.0+cu130" in capsys.readouterr().out
-    assert vm.main(["--results", str(results), "--readme"]) == 0 and list(written[0]["combos"]) == ["py3.12-torch2.11.0"]
 
 
 def test_each_swap_replaces_a_colab_pin_other_than_torch():

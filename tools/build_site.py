@@ -36,9 +36,11 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_course import CORE_PATH, GUIDE, colab_url, kaggle_url, load_config  # noqa: E402
-from execute_course import RUN_KEY, course_notebooks, execute_cached  # noqa: E402
+from execute_course import RUN_KEY, execute_cached  # noqa: E402
+from gpu_validate import needed_gpus  # noqa: E402
+from run_notebooks import course_notebooks  # noqa: E402
 
-from lessons_lib.gpu_cells import SKIP_MARK, required_gpus  # noqa: E402
+from lessons_lib.gpu_cells import SKIP_MARK  # noqa: E402
 from lessons_lib.widget_display import STATIC_HTML_KEY  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,8 +76,6 @@ class GpuRun:
 
 def parse_environment(text: str) -> tuple[str | None, str | None]:
     """Return (GPU description, YYYY-MM-DD date) from a GPU run's environment.txt (None where not found)."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be the content of environment.txt (str), got {type(text).__name__}")
     date = re.search(r"^date:\s*(\d{4}-\d{2}-\d{2})", text, re.M)
     names: list[str] = []
     lines = text.splitlines()
@@ -86,9 +86,6 @@ def parse_environment(text: str) -> tuple[str | None, str | None]:
                     break
                 names.append(row.split(",")[0].strip())
             break
-    if not names:
-        named = re.search(r"^gpu:\s*(\S.*)$", text, re.M | re.I)
-        names = [named.group(1).strip()] if named else []
     gpu = " + ".join(f"{count}× {name}" if count > 1 else name for name, count in Counter(names).items()) or None
     return gpu, date.group(1) if date else None
 
@@ -129,10 +126,6 @@ class Prepared:
     gpu_measured: int = 0
     gpu_skipped: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-def _source(cell) -> str:
-    return "".join(cell.source) if isinstance(cell.source, list) else cell.source
 
 
 def run_label(run: dict) -> str:
@@ -202,7 +195,7 @@ def _gpu_cells_by_source(gpu_nb) -> dict[str, list]:
     cells: dict[str, list] = {}
     for cell in gpu_nb.cells if gpu_nb is not None else []:
         if cell.cell_type == "code":
-            cells.setdefault(_source(cell).strip(), []).append(cell)
+            cells.setdefault(cell.source.strip(), []).append(cell)
     return cells
 
 
@@ -220,18 +213,16 @@ def prepare_notebook(nb, colab: str, kaggle: str, *, gpu_nb=None, gpu_run: GpuRu
     Returns:
         The ``Prepared`` notebook with counts of %%gpu cells measured on the GPU run and skipped.
     """
-    if (gpu_nb is None) != (gpu_run is None):
-        raise ValueError("pass gpu_nb and gpu_run together (both None when there is no GPU run)")
     nb = copy.deepcopy(nb)
     nb.metadata.pop("widgets", None)  # widget state: MyST-NB would load the widget manager from a CDN
     prepared = Prepared(nb=nb)
     cells = nb.cells
-    if cells and cells[0].cell_type == "markdown" and "colab.research.google.com" in _source(cells[0]):
+    if cells and cells[0].cell_type == "markdown" and "colab.research.google.com" in cells[0].source:
         del cells[0]  # the badge cell: its images come from other hosts; replaced by local buttons below
-    title = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and _source(c).lstrip().startswith("# ")),
+    title = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.lstrip().startswith("# ")),
                  None)
     if title is not None:  # the H1 alone in its cell, so the buttons and the run label sit right under it
-        first, _, rest = _source(cells[title]).lstrip().partition("\n")
+        first, _, rest = cells[title].source.lstrip().partition("\n")
         cells[title].source = first + title_suffix
         if rest.strip():
             rest_cell = nbformat.v4.new_markdown_cell(rest.strip("\n"))
@@ -245,13 +236,10 @@ def prepare_notebook(nb, colab: str, kaggle: str, *, gpu_nb=None, gpu_run: GpuRu
         if cell.cell_type != "code":
             continue
         cell.outputs = static_outputs(cell.outputs)
-        try:
-            needed = required_gpus(_source(cell))
-        except ValueError:
-            needed = None
+        needed = needed_gpus(cell.source)
         if needed is None or not was_skipped(cell):
             continue  # not a GPU cell, or it ran here (a build on a GPU machine)
-        matches = gpu_cells.get(_source(cell).strip(), [])
+        matches = gpu_cells.get(cell.source.strip(), [])
         match = matches.pop(0) if matches else None
         if gpu_run is None:
             reason = "Chưa có lần chạy GPU nào của khoá học được đưa vào trang."
@@ -273,13 +261,6 @@ def prepare_notebook(nb, colab: str, kaggle: str, *, gpu_nb=None, gpu_run: GpuRu
 
 
 # ----------------------------------------------------------------------------------------------- the site
-
-
-def _title(nb) -> str:
-    for cell in nb.cells:
-        if cell.cell_type == "markdown" and _source(cell).lstrip().startswith("# "):
-            return _source(cell).lstrip()[2:].split("\n", 1)[0].strip()
-    return "?"
 
 
 def index_markdown(lessons: list[str], solutions: list[str], runs: list[dict], gpu_run: GpuRun | None,
@@ -401,9 +382,7 @@ def prune_pages(out: Path, pages: list[str]) -> list[Path]:
 
 def build_site(gpu_run: GpuRun | None | str = "auto", out: Path = OUT, clean: bool = False) -> SiteBuild:
     """Build the whole site into `out`; `gpu_run` is a GpuRun, None (no GPU outputs) or "auto" (newest found)."""
-    if isinstance(gpu_run, str):
-        if gpu_run != "auto":
-            raise ValueError(f'gpu_run must be a GpuRun, None or "auto", got {gpu_run!r}')
+    if gpu_run == "auto":
         gpu_run = find_gpu_run()
     if clean:
         if out.exists() and not (out / ".buildinfo").is_file():

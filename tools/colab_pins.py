@@ -70,8 +70,6 @@ def _git(folder: Path, *args: str) -> subprocess.CompletedProcess:
 
 def parse_freeze(text: str) -> dict[str, str | None]:
     """Return {normalized name: version} of a `pip freeze` listing (None for a URL that is not a wheel's)."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be the text of a pip freeze (str), got {type(text).__name__}")
     found: dict[str, str | None] = {}
     for raw in text.splitlines():
         match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*(\S+)|@\s*(\S+))", raw.strip())
@@ -85,8 +83,6 @@ def parse_freeze(text: str) -> dict[str, str | None]:
 
 def parse_python(text: str) -> str:
     """Return the Python version an os-info file reports (its `Python 3.12.13` line)."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be the text of an os-info file (str), got {type(text).__name__}")
     match = re.search(r"^Python (\d+\.\d+\.\d+\S*)\s*$", text, re.MULTILINE)
     if match is None:
         raise ValueError("this os-info file has no `Python X.Y.Z` line")
@@ -98,8 +94,6 @@ def read_source(source: Path | str, rev: str | None = None, runtime: str = "gpu"
 
     `rev` is a commit of its history (default: the folder's files, else HEAD); `runtime` a key of RUNTIMES.
     """
-    if runtime not in RUNTIMES:
-        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
     source = Path(source)
     if not source.is_dir():
         raise FileNotFoundError(f"{source}: no such folder; clone Colab's list first: git clone {REPO_URL}")
@@ -138,8 +132,6 @@ def regenerate(pins_text: str, snap: Snapshot, today: str) -> tuple[str, list[tu
     `note` is "" (follows Colab), "departure" (a `# Colab:` pin: old/new are Colab's versions) or "absent" (no
     version in Colab's freeze: kept). The first two rows are the Python and the source commit.
     """
-    if not isinstance(pins_text, str) or not isinstance(snap, Snapshot):
-        raise TypeError("pass the pins file's text (str) and a Snapshot (read_source)")
     lines, out, rows = pins_text.splitlines(), [], []
     starts = [i for i, line in enumerate(lines) if line.startswith("# Source:")]
     if not starts:

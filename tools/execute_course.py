@@ -9,21 +9,15 @@ when one of those changed. A failed run is never cached.
 
 The re-run test (``tests/test_rerun.py``) and the website build (``tools/build_site.py``) both read from this
 cache, so one test command executes each notebook once for both.
-
-Usage:
-    python tools/execute_course.py                      # every notebook under notebooks/ (cached)
-    python tools/execute_course.py notebooks/01_device_basics.ipynb --force
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 import platform
 import sys
-import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -32,7 +26,8 @@ import nbformat
 from filelock import FileLock  # a dependency of torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_notebooks import execute_notebook  # noqa: E402  (tools/ is not a package)
+# tools/ is not a package; tests/test_rerun.py uses course_notebooks as execute_course.course_notebooks
+from run_notebooks import course_notebooks, execute_notebook, saved_path  # noqa: E402, F401
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -41,7 +36,7 @@ CACHE_DIR = Path(os.environ.get("BAI14_EXECUTED_DIR", ROOT / "build" / "executed
 REPEAT = 2
 SETTINGS = f"execute_course v2 (first-pass streams kept); repeat={REPEAT}; kernel=python3"
 RUN_KEY = "lessons_run"
-# Packages whose version changes what a notebook prints (torch first: the brief's key names it).
+# Packages whose version changes what a notebook prints (torch first: it changes the most).
 VERSIONED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "ipython")
 
 # Printed by a cell appended after the notebook: where it ran, measured inside the kernel itself.
@@ -93,12 +88,6 @@ class Executed:
         return dict(self.nb.metadata.get(RUN_KEY, {})) if self.nb is not None else {}
 
 
-def course_notebooks(root: Path = NOTEBOOKS) -> list[Path]:
-    """Return every course notebook under `root`: lessons first, then sub-folders (solutions), each sorted."""
-    paths = [p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
-    return sorted(paths, key=lambda p: (len(p.relative_to(root).parts), p.relative_to(root).as_posix()))
-
-
 def environment_digest(library: Path = LIBRARY) -> str:
     """Return a SHA-256 over lessons_lib's files, the versions of Python, torch and the kernel's packages, and the settings."""
     digest = hashlib.sha256()
@@ -132,13 +121,6 @@ def cache_key(path: Path, environment: str | None = None) -> str:
     return hashlib.sha256(Path(path).read_bytes() + b"\0" + environment.encode()).hexdigest()
 
 
-def cached_path(path: Path, cache_dir: Path = CACHE_DIR) -> Path:
-    """Return where the executed copy of `path` lives in `cache_dir` (its path relative to the repository)."""
-    path = Path(path).resolve()
-    relative = path.relative_to(ROOT) if path.is_relative_to(ROOT) else Path(path.name)
-    return Path(cache_dir) / relative
-
-
 def _parse_probe(text: str) -> dict:
     for line in text.splitlines():
         if line.startswith("LESSONS_RUN "):
@@ -151,7 +133,7 @@ def execute_cached(path: Path, cache_dir: Path = CACHE_DIR, force: bool = False,
 
     Args:
         path: The course notebook (.ipynb).
-        cache_dir: The cache folder; the executed copy is saved at ``cached_path(path, cache_dir)``.
+        cache_dir: The cache folder; the executed copy is saved at ``saved_path(path, cache_dir)``.
         force: Run even when the cache holds a copy with the same key.
         timeout: Seconds allowed per cell.
 
@@ -160,10 +142,8 @@ def execute_cached(path: Path, cache_dir: Path = CACHE_DIR, force: bool = False,
         error, and nothing is written to the cache.
     """
     path = Path(path)
-    if path.suffix != ".ipynb" or not path.is_file():
-        raise ValueError(f"path must be an existing .ipynb notebook, got {str(path)!r}")
     key = cache_key(path)
-    target = cached_path(path, cache_dir)
+    target = saved_path(path, cache_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Two processes (e.g. `course.sh site` while a test run fills the cache, or tests outside conftest.py's shared
     # group) may ask for the same notebook at once: the second waits for the first run and reads its copy.
@@ -191,25 +171,3 @@ def _execute_locked(path: Path, target: Path, key: str, force: bool, timeout: in
     nbformat.write(nb, partial)
     partial.replace(target)  # atomic: a reader never sees a half-written notebook
     return Executed(path, nb, None, False, run.wall_s)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to execute (default: all)")
-    parser.add_argument("--force", action="store_true", help="run even when the cache is up to date")
-    parser.add_argument("--cache-dir", type=Path, default=CACHE_DIR, help=f"cache folder (default {CACHE_DIR})")
-    args = parser.parse_args(argv)
-    failed = False
-    start = time.perf_counter()
-    paths = args.notebooks or course_notebooks()
-    for path in paths:
-        result = execute_cached(path, cache_dir=args.cache_dir, force=args.force)
-        status = "cached" if result.cached else f"ran {result.wall_s:.1f} s"
-        print(f"{path}: {status}" + (f"\n  ERROR: {result.error.splitlines()[-1]}" if result.error else ""), flush=True)
-        failed |= result.error is not None
-    print(f"{len(paths)} notebooks in {time.perf_counter() - start:.1f} s; cache: {args.cache_dir}")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

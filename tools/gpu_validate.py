@@ -39,8 +39,6 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from lessons_lib import __version__, gpu_cells, gpu_check  # noqa: E402
 
-_SKIP_NOTICE = "⏭️"  # how lessons_lib.gpu_cells.missing_hardware starts, in every language
-
 
 def first_gpu_computation() -> str | None:
     """Run one small computation on cuda:0 and return its error, or None when it worked."""
@@ -59,7 +57,8 @@ def _code_cells(path: Path) -> list:
     return [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
 
 
-def _needed(source: str) -> int | None:
+def needed_gpus(source: str) -> int | None:
+    """Return how many GPUs a `%%gpu` cell needs, or None for any other cell (or a malformed %%gpu line)."""
     try:
         return gpu_cells.required_gpus(source)
     except ValueError:
@@ -83,7 +82,7 @@ def gpu_cells_in_junit(junit_xml: Path, rootdir: Path) -> list[tuple[str, int, s
         if path not in cells_of:
             cells_of[path] = _code_cells(path) if path.exists() else []
         index, cells = int(name.split()[1]), cells_of[path]
-        needed = _needed(cells[index].source) if index < len(cells) else None
+        needed = needed_gpus(cells[index].source) if index < len(cells) else None
         if needed is None:
             continue
         outcome = ("skipped" if case.find("skipped") is not None
@@ -105,11 +104,11 @@ def skipped_in_kernel(executed: Path, machine_gpus: int, shown_as: str | None = 
     the skip notice instead of running, although the machine's GPUs allow it."""
     found = []
     for index, cell in enumerate(_code_cells(executed)):
-        needed = _needed(cell.source)
+        needed = needed_gpus(cell.source)
         if needed is None or needed > machine_gpus:
             continue
         text = "".join(out.get("text", "") for out in cell.get("outputs", []) if out.get("output_type") == "stream")
-        if any(line.lstrip().startswith(_SKIP_NOTICE) for line in text.splitlines()):
+        if any(line.lstrip().startswith(gpu_cells.SKIP_MARK) for line in text.splitlines()):
             found.append(f"[kernel] {shown_as or _shown(executed)}::Cell {index} (needs {needed} GPU)")
     return found
 

@@ -98,9 +98,6 @@ _IMPORT = re.compile(r"^from (lessons_lib\.exercises(?:\.\w+)?) import .*\b(?:ta
 
 def load_lessons(notebooks: Path = NOTEBOOKS) -> dict[str, Lesson]:
     """Return the course's lessons by name, read from the generated learner and solutions notebooks."""
-    if not isinstance(notebooks, Path):
-        raise TypeError(f"notebooks must be a pathlib.Path to the course's notebooks/ folder, got "
-                        f"{type(notebooks).__name__}")
     found: dict[str, dict] = {}
     for path in sorted([*notebooks.glob("[0-9][0-9]_*.ipynb"), *notebooks.glob("solutions/[0-9][0-9]_*.ipynb")]):
         name = path.stem.removesuffix("_solutions")
@@ -139,8 +136,6 @@ def identify(nb: Mapping, lessons: Mapping[str, Lesson]) -> str | None:
     that lesson; the lesson with most such cells wins if it has at least 3 and no other has as many. Without
     that (every cell rewritten), a ``# Bài 14.N`` title decides. The file name is never used.
     """
-    if not isinstance(nb, Mapping) or not isinstance(nb.get("cells"), list):
-        raise TypeError("nb must be a notebook as a dict with a 'cells' list (json.load of an .ipynb)")
     scores = {}
     for name, lesson in lessons.items():
         scores[name] = sum(1 for cell in nb["cells"] if isinstance(cell, Mapping) and (
@@ -647,8 +642,6 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
         notebooks: The course's generated notebooks (to recognise lessons).
         echo: Where progress lines go.
     """
-    if not isinstance(folder, Path) or not isinstance(out, Path):
-        raise TypeError("folder and out must be pathlib.Path objects")
     if not folder.is_dir():
         raise GradeError(f"thư mục bài nộp không tồn tại: {folder}")
     for name, value, low in (("timeout", timeout, 1), ("memory_mb", memory_mb, 256), ("jobs", jobs, 1)):
@@ -666,29 +659,28 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
          f"{memory_mb} MiB mỗi notebook)")
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     threads = max(1, cpus // int(jobs))
-    results: list[tuple[dict | None, list[dict]]] = [(None, [])] * len(subs)
     logs: dict[int, str] = {}
     done = [0]
     lock = threading.Lock()
 
-    def one(index: int) -> None:
+    def one(index: int) -> list[dict]:
         sub = subs[index]
         t0 = time.monotonic()
-        if sub.problem is None:
-            results[index] = run_submission(sub, timeout, int(memory_mb), threads)
-            if results[index][0]:
-                logs[index] = results[index][0].pop("log", "")
-        rows = rows_for(sub, *results[index], info, cuda, timeout, int(memory_mb))
+        result, checks = (None, []) if sub.problem else run_submission(sub, timeout, int(memory_mb), threads)
+        if result:
+            logs[index] = result.pop("log", "")
+        rows = rows_for(sub, result, checks, info, cuda, timeout, int(memory_mb))
         passed = sum(r["status"] == "passed" for r in rows)
         tasks = sum(r["task"] != NOTEBOOK_TASK for r in rows)
         with lock:
             done[0] += 1
             echo(f"  [{done[0]}/{len(subs)}] {sub.learner} · {sub.path.name} · {sub.lesson or '?'}: "
                  f"đạt {passed}/{tasks} · {LABELS[rows[-1]['status']]} · {time.monotonic() - t0:.1f} s")
+        return rows
 
     pool = ThreadPoolExecutor(max_workers=int(jobs))
     try:
-        list(pool.map(one, range(len(subs))))
+        per_file = list(pool.map(one, range(len(subs))))
     except BaseException:  # Ctrl+C: stop every running notebook now; each thread then removes its folder
         with _ACTIVE_LOCK:
             active = list(_ACTIVE.values())
@@ -701,8 +693,7 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()
-    rows = [row for i, sub in enumerate(subs)
-            for row in rows_for(sub, *results[i], info, cuda, timeout, int(memory_mb))]
+    rows = [row for file_rows in per_file for row in file_rows]
     out.mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     for i, text in logs.items():

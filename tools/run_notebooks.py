@@ -54,14 +54,12 @@ class Execution:
     probe_text: str
 
 
-def execute_notebook(path: Path, probe_source: str, kernel_name: str = "python3", timeout: int = 600,
-                     repeat: int = 1) -> Execution:
+def execute_notebook(path: Path, probe_source: str, timeout: int = 600, repeat: int = 1) -> Execution:
     """Execute `path` top to bottom with nbclient, then a probe cell; the file itself is not modified.
 
     Args:
         path: The .ipynb file; cells run with its folder as the working directory.
         probe_source: Code of a cell appended at the end to report on the kernel (its printed text is returned).
-        kernel_name: The kernelspec to start.
         timeout: Seconds allowed per cell.
         repeat: How many times to run all the cells in the same kernel (2 checks that every cell is safe to
             re-run, as learners do); the executed notebook holds the last pass.
@@ -75,7 +73,7 @@ def execute_notebook(path: Path, probe_source: str, kernel_name: str = "python3"
     last_pass = nb.cells
     nb.cells = [copy.deepcopy(cell) for _ in range(repeat - 1) for cell in last_pass] + last_pass
     nb.cells.append(nbformat.v4.new_code_cell(probe_source))
-    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, shutdown_kernel="immediate",
+    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
                                      resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     error = None
@@ -107,20 +105,25 @@ def keep_first_pass_streams(first: list, last: list) -> None:
             after.metadata[FIRST_PASS_KEY] = streams
 
 
+def course_notebooks(root: Path = ROOT / "notebooks") -> list[Path]:
+    """Return every course notebook under `root`: lessons first, then sub-folders (solutions), each sorted."""
+    paths = [p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+    return sorted(paths, key=lambda p: (len(p.relative_to(root).parts), p.relative_to(root).as_posix()))
+
+
 def saved_path(path: Path, save_dir: Path) -> Path:
     """Return where ``--save`` writes the executed copy of `path`: its path relative to the repository, or its name."""
     path = Path(path).resolve()
     return Path(save_dir) / (path.relative_to(ROOT) if path.is_relative_to(ROOT) else Path(path.name))
 
 
-def run_notebook(path: Path, timeout: int = 600, kernel_name: str = "python3", repeat: int = 1,
-                 save_dir: Path | None = None) -> dict:
+def run_notebook(path: Path, timeout: int = 600, repeat: int = 1, save_dir: Path | None = None) -> dict:
     """Execute one notebook (`repeat` times in one kernel); return wall time, peak memory and the last error line.
 
     With `save_dir`, the executed notebook (last pass, outputs included, probe cell removed) is written to
     ``saved_path(path, save_dir)`` and its path returned under "saved".
     """
-    run = execute_notebook(path, _PEAK_CELL, kernel_name=kernel_name, timeout=timeout, repeat=repeat)
+    run = execute_notebook(path, _PEAK_CELL, timeout=timeout, repeat=repeat)
     found = re.search(r"PEAK_RSS_BYTES\s+(\d+)", run.probe_text)
     result = {"notebook": path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path),
               "wall_s": run.wall_s, "peak_bytes": int(found.group(1)) if found else None,
@@ -193,7 +196,6 @@ def _footnote() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: all)")
-    parser.add_argument("--kernel", default="python3", help="kernel name (default python3)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table too")
     parser.add_argument("--repeat", type=int, default=1, help="run all cells this many times in one kernel")
     parser.add_argument("--save", type=Path, metavar="DIR", help="write the executed notebooks (with outputs) here")
@@ -202,12 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme and args.notebooks:
         parser.error("--readme measures every notebook: give no notebook names")
     footnote = _footnote()  # the load before the runs add their own
-    paths = args.notebooks or sorted((ROOT / "notebooks").rglob("*.ipynb"))
-    paths = [p.resolve() for p in paths if ".ipynb_checkpoints" not in str(p)]
+    paths = [p.resolve() for p in args.notebooks or course_notebooks()]
     results, failed = [], False
     total_start = time.perf_counter()
     for path in paths:
-        result = run_notebook(path, kernel_name=args.kernel, repeat=args.repeat, save_dir=args.save)
+        result = run_notebook(path, repeat=args.repeat, save_dir=args.save)
         results.append(result)
         peak = f"{result['peak_bytes'] / 2**20:7.0f} MiB" if result["peak_bytes"] else "      ?"
         status = "ok" if result["error"] is None else f"ERROR: {result['error']}"

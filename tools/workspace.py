@@ -10,20 +10,15 @@ notebook, the SHA-256 of the course version it was copied from. Each refresh:
   ``NAME.ban-moi-<8 hex>.ipynb`` and says so, once per new version (delete it if you do not want it);
 - leaves alone every other file (yours, and copies of notebooks the course no longer has).
 
-Standard library only: tools/course.py runs it before the course environment exists.
-
-Usage:
-    python tools/workspace.py [--source notebooks] [--dest notebooks_cua_toi]
+Standard library only: tools/course.py runs it (`course.sh lab`) before the course environment exists.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,9 +95,6 @@ def sync(source: Path | str, dest: Path | str) -> SyncReport:
     Returns:
         A ``SyncReport`` of what was copied, updated, kept and offered beside an edited copy.
     """
-    for name, value in (("source", source), ("dest", dest)):
-        if not isinstance(value, (str, Path)):
-            raise TypeError(f"{name} must be a folder path (str or Path), got {type(value).__name__}")
     source, dest = Path(source), Path(dest)
     if not source.is_dir():
         raise ValueError(f"source must be the course's notebooks folder, but {source} is not a folder")
@@ -138,17 +130,3 @@ def sync(source: Path | str, dest: Path | str) -> SyncReport:
                 report.offered.append((rel, beside.relative_to(dest).as_posix()))
     _write_manifest(manifest_path, manifest, offered)
     return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path, default=ROOT / "notebooks", help="course notebooks (notebooks/)")
-    parser.add_argument("--dest", type=Path, default=WORKSPACE, help="working copy (notebooks_cua_toi/)")
-    args = parser.parse_args(argv)
-    for line in sync(args.source, args.dest).messages():
-        print(line)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

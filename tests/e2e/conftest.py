@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools"))
+import course  # noqa: E402  (the command `course.sh lab` runs, and how it waits for the server)
+
 CHROMIUM = os.environ.get("LESSONS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -40,14 +42,6 @@ LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
 }
 _SUMMARY: dict[str, str] = {}
-
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "browser: end-to-end test in JupyterLab + headless Chromium (needs /usr/bin/chromium; "
-        "skip with -m 'not browser')",
-    )
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -85,12 +79,6 @@ def _skip_without_browser(request):
         reason = _missing_browser_reason()
         if reason:
             pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _pids_mentioning(text: str) -> list[int]:
@@ -175,20 +163,17 @@ def lab():
     root = work / "notebooks"
     shutil.copytree(REPO / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     _write_lab_settings(config)
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = course.free_port("127.0.0.1", first=18900), secrets.token_hex(16)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("JUPYTER", "JPY_"))}
     env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(config), JUPYTER_DATA_DIR=str(data),
                JUPYTER_RUNTIME_DIR=str(runtime), IPYTHONDIR=str(home / ".ipython"), MPLCONFIGDIR=str(home / ".mpl"),
                XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1",
                JUPYTER_PLATFORM_DIRS="1")
-    command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-        "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        "--ServerApp.terminals_enabled=False", "--LabApp.extension_manager=readonly", "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        command.append("--allow-root")
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    command = course.lab_command(sys.executable, root, "127.0.0.1", port, uid, no_browser=True, extra=[
+        f"--IdentityProvider.token={token}", "--ServerApp.terminals_enabled=False",
+        "--LabApp.extension_manager=readonly", "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"])
     log = work / "jupyterlab.log"
     started = time.monotonic()
     with open(log, "wb") as log_file:
@@ -197,17 +182,9 @@ def lab():
     server = None
     try:
         server = Lab(f"http://127.0.0.1:{port}", token, root, log, process, started)
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"JupyterLab exited with code {process.returncode}:\n{server.log_tail()}")
-            try:
-                server.api("/api/status")
-                break
-            except (OSError, urllib.error.URLError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not answer within {SERVER_START_TIMEOUT_S} s:\n{server.log_tail()}")
-                time.sleep(0.25)
+        if not course.wait_until_serving(process, server.base_url, token, SERVER_START_TIMEOUT_S):
+            pytest.fail(f"JupyterLab did not answer within {SERVER_START_TIMEOUT_S} s (exit code "
+                        f"{process.poll()}):\n{server.log_tail()}")
         server.mark("JupyterLab server answers")
         yield server
     finally:
