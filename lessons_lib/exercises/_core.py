@@ -9,7 +9,7 @@ import json
 import os
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -25,6 +25,10 @@ GROUPS: dict[str, dict[str, Exercise]] = {}
 REGISTRY: dict[str, Exercise] = GROUPS.setdefault("exercises", {})
 #: A file named here gets every ``check()`` result as one JSON line (read by ``tools/grade.py``).
 GRADE_LOG_ENV = "LESSONS_GRADE_LOG"
+
+
+#: What a learner's error may mean: (exception type, regex in its text, message or message(exc)), for `Report.call`.
+Mistakes = Iterable[tuple[type, str, "str | Callable[[BaseException], str]"]]
 
 
 def is_blank(value: object) -> bool:
@@ -90,12 +94,27 @@ class Report:
         if not torch.cuda.is_available():
             self.problem("phần này cần GPU CUDA; máy này không có (ô %%gpu lẽ ra đã bỏ qua nó).", stop=True)
 
-    def call(self, what: str, fn: Callable, *args, **kwargs):
-        """Call the learner's `fn`; if it raises, record the error (with an explanation) and stop."""
+    def call(self, what: str, fn: Callable, *args, mistakes: Mistakes = (), **kwargs):
+        """Call the learner's `fn`; if it raises, record the first mistake it matches (else the error) and stop.
+
+        `mistakes` are ``(exception type, regex searched in its text, message)`` in order; a message may be a
+        function of the exception.
+        """
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
+            for kind, pattern, message in mistakes:
+                if isinstance(exc, kind) and re.search(pattern, str(exc)):
+                    self.problem(message(exc) if callable(message) else message, stop=True)
             self.error(what, exc)
+
+    def first(self, rules: Iterable[tuple[object, str]], stop: bool = True) -> bool:
+        """Record the message of the first ``(wrong, message)`` rule that holds; return True when one did."""
+        for wrong, message in rules:
+            if wrong:
+                self.problem(message, stop=stop)
+                return True
+        return False
 
     def error(self, what: str, exc: BaseException, stop: bool = True) -> None:
         """Record that the learner's code (`what`) raised `exc`, with an explanation; with `stop`, end here."""
