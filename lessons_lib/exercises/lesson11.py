@@ -28,11 +28,8 @@ _DIGITS: dict[str, torch.Tensor] = {}
 def _digits_tensors(device: torch.device) -> tuple[torch.Tensor, ...]:
     """Return fresh ``X_train, y_train, X_test, y_test`` of load_digits (pixels 0..1) split as in notebook 11."""
     if not _DIGITS:
-        try:  # an optional dependency (tests/test_python310.py allows only imports guarded like this)
-            from sklearn.datasets import load_digits
-            from sklearn.model_selection import train_test_split
-        except ImportError:
-            raise  # _data tells the learner how to install it
+        from sklearn.datasets import load_digits  # an optional dependency: _data says how to install it
+        from sklearn.model_selection import train_test_split
         digits = load_digits()
         parts = train_test_split(digits.data, digits.target, test_size=_TEST_SIZE, stratify=digits.target,
                                  random_state=_SPLIT_SEED)
@@ -127,14 +124,15 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
                        stop=True)
     if report.problems:
         return
-    if math.isclose(value, 100 * right, abs_tol=1e-2):
-        report.problem(f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f}).")
-    elif math.isclose(value, right * n, abs_tol=0.5):
-        report.problem(f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ.")
-    elif not math.isclose(value, right, abs_tol=1e-4):
-        report.problem(f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
-                       "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.")
-    else:
+    if not report.first([
+        (math.isclose(value, 100 * right, abs_tol=1e-2),
+         f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f})."),
+        (math.isclose(value, right * n, abs_tol=0.5),
+         f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ."),
+        (not math.isclose(value, right, abs_tol=1e-4),
+         f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
+         "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập."),
+    ], stop=False):
         report.success(f"model.eval() + no_grad, độ chính xác {value:.1%} trên {n} ảnh test (mô hình mới "
                        "train 1 epoch của bộ chấm).")
         report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
@@ -241,22 +239,24 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     finally:
         watch.close()
         grads.close()
-    if len(watch.first_batches) >= 2 and torch.equal(watch.first_batches[0], watch.first_batches[1]):
-        report.problem("epoch 1 và epoch 2 bắt đầu bằng cùng một batch: dữ liệu không được xáo trộn. Lấy thứ tự mới "
-                       "mỗi epoch: order = torch.randperm(len(X), device=X.device), rồi idx = order[start:start + "
-                       "batch_size].")
-    elif accuracies[-1] < _TARGET_ACCURACY:
-        report.problem(f"sau {_MAX_EPOCHS} epoch, độ chính xác test chỉ {max(accuracies):.1%} (cần ≥ "
-                       f"{_TARGET_ACCURACY:.0%}). Loss trung bình từng epoch: "
-                       + ", ".join(f"{v:.3f}" for v in losses) + ". Kiểm tra: X và y lấy CÙNG chỉ số idx, loss là "
-                       "F.cross_entropy(logits, nhãn), và mỗi batch theo thứ tự zero_grad → backward → step.")
-    else:
-        precision = f"autocast {short}" if amp_dtype is not None else "FP32"
-        report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
-                       f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; "
-                       f"loss trung bình {losses[0]:.3f} → {losses[-1]:.3f}.")
-        if device.type == "cpu":
-            report.note("Trên GPU: cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
+    if report.first([
+        (len(watch.first_batches) >= 2 and torch.equal(watch.first_batches[0], watch.first_batches[1]),
+         "epoch 1 và epoch 2 bắt đầu bằng cùng một batch: dữ liệu không được xáo trộn. Lấy thứ tự mới "
+         "mỗi epoch: order = torch.randperm(len(X), device=X.device), rồi idx = order[start:start + "
+         "batch_size]."),
+        (accuracies[-1] < _TARGET_ACCURACY,
+         f"sau {_MAX_EPOCHS} epoch, độ chính xác test chỉ {max(accuracies):.1%} (cần ≥ "
+         f"{_TARGET_ACCURACY:.0%}). Loss trung bình từng epoch: "
+         + ", ".join(f"{v:.3f}" for v in losses) + ". Kiểm tra: X và y lấy CÙNG chỉ số idx, loss là "
+         "F.cross_entropy(logits, nhãn), và mỗi batch theo thứ tự zero_grad → backward → step."),
+    ], stop=False):
+        return
+    precision = f"autocast {short}" if amp_dtype is not None else "FP32"
+    report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
+                   f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; "
+                   f"loss trung bình {losses[0]:.3f} → {losses[-1]:.3f}.")
+    if device.type == "cpu":
+        report.note("Trên GPU: cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
 
 
 def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module, grads: _GradientWatch) -> None:
@@ -283,31 +283,30 @@ def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch
                        "train_epoch, nếu không dropout bị tắt suốt quá trình train.")
     rows = [r for *_, r, _ in calls]
     seen, largest = sum(rows), max(rows)
-    if largest > _BATCH_SIZE:
-        report.problem(f"một lần forward nhận {largest} ảnh, lớn hơn batch_size={_BATCH_SIZE}: mỗi bước chỉ đưa vào "
-                       "X[idx] với idx là batch_size chỉ số.")
-    elif seen < n_rows and n_rows - seen < _BATCH_SIZE:
-        report.problem(f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: vòng lặp bỏ sót batch cuối (dùng "
-                       "range(0, len(X), batch_size), batch cuối có thể ngắn hơn).")
-    elif seen < n_rows:
-        report.problem(f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: các batch phải phủ hết tập train, "
-                       "bước nhảy của vòng for bằng đúng kích thước batch (idx = order[start:start + batch_size]).")
-    elif seen > n_rows:
-        report.problem(f"một epoch đưa {seen} lượt ảnh vào mô hình, trong khi tập train có {n_rows}: mỗi ảnh chỉ "
-                       "nên đi qua đúng một lần mỗi epoch.")
-    elif largest < _BATCH_SIZE:
-        report.problem(f"batch lớn nhất chỉ có {largest} ảnh: dùng tham số batch_size={_BATCH_SIZE}.")
+    report.first([
+        (largest > _BATCH_SIZE, f"một lần forward nhận {largest} ảnh, lớn hơn batch_size={_BATCH_SIZE}: mỗi bước "
+                                "chỉ đưa vào X[idx] với idx là batch_size chỉ số."),
+        (seen < n_rows and n_rows - seen < _BATCH_SIZE,
+         f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: vòng lặp bỏ sót batch cuối (dùng "
+         "range(0, len(X), batch_size), batch cuối có thể ngắn hơn)."),
+        (seen < n_rows, f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: các batch phải phủ hết tập train, "
+                        "bước nhảy của vòng for bằng đúng kích thước batch (idx = order[start:start + batch_size])."),
+        (seen > n_rows, f"một epoch đưa {seen} lượt ảnh vào mô hình, trong khi tập train có {n_rows}: mỗi ảnh chỉ "
+                        "nên đi qua đúng một lần mỗi epoch."),
+        (largest < _BATCH_SIZE, f"batch lớn nhất chỉ có {largest} ảnh: dùng tham số batch_size={_BATCH_SIZE}."),
+    ], stop=False)
     out_dtypes = {dtype for *_, dtype in calls}
     if amp_dtype is not None and amp_dtype not in out_dtypes:
         report.problem(f"với amp_dtype={short}, đầu ra của mô hình vẫn là {sorted(map(str, out_dtypes))}: forward và "
                        "loss phải nằm trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
                        "enabled=amp_dtype is not None):`.")
-    if grads.steps == 0:
-        report.problem("optimizer được truyền vào không được step lần nào: sau backward gọi scaler.step(optimizer) "
-                       "với chính optimizer là tham số của train_epoch (đừng tạo optimizer mới trong hàm).")
-    elif grads.steps > len(calls):
-        report.problem(f"{grads.steps} lần optimizer.step() cho {len(calls)} batch: scaler.step(optimizer) đã gọi "
-                       "optimizer.step() rồi, đừng gọi thêm.")
+    report.first([
+        (grads.steps == 0, "optimizer được truyền vào không được step lần nào: sau backward gọi "
+                           "scaler.step(optimizer) với chính optimizer là tham số của train_epoch (đừng tạo "
+                           "optimizer mới trong hàm)."),
+        (grads.steps > len(calls), f"{grads.steps} lần optimizer.step() cho {len(calls)} batch: "
+                                   "scaler.step(optimizer) đã gọi optimizer.step() rồi, đừng gọi thêm."),
+    ], stop=False)
     if grads.stale:
         report.problem("gradient của batch trước còn nguyên khi backward batch sau: gọi optimizer.zero_grad() mỗi "
                        "batch, nếu không gradient cộng dồn qua mọi bước.")
