@@ -6,6 +6,7 @@ import ast
 import functools
 import inspect
 import json
+import linecache
 import os
 import re
 import textwrap
@@ -174,6 +175,15 @@ class Exercise:
             raise LookupError(f"no SOLUTION region for {self.group}.{self.key} in solutions.json: "
                               "run python tools/build_course.py")
         return textwrap.dedent(code).strip("\n")
+
+    def solution_function(self, name: str) -> Callable:
+        """Return function `name` of the solution (run with ``torch`` and ``F``), its source findable by inspect."""
+        filename = f"<lessons_lib.exercises.{self.group}:{name}>"
+        source = self.solution_code + "\n"
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+        scope = {"torch": torch, "F": torch.nn.functional}
+        exec(compile(source, filename, "exec"), scope)  # noqa: S102 - the lesson's own solution
+        return scope[name]
 
     def evaluate(self, *args, **kwargs) -> Feedback:
         """Return the feedback for an answer without printing it; never raises because of the answer."""

@@ -6,12 +6,10 @@ lesson's solutions, so the later sections run whether the tasks are done or not.
 
 from __future__ import annotations
 
-import linecache
 import math
 from unittest import mock
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .._validate import check_number
@@ -329,18 +327,8 @@ task2 = Exercise("task2", "Nhiệm vụ 2 · Vòng train một epoch (AMP)", _ev
 ])
 
 
-def _define(exercise: Exercise, name: str):
-    """Return function `name` of the exercise's solution, its source findable (inspect, tracebacks)."""
-    filename = f"<lessons_lib.exercises.lesson11:{name}>"
-    source = exercise.solution_code + "\n"
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    scope = {"torch": torch, "F": F}
-    exec(compile(source, filename, "exec"), scope)  # noqa: S102 - the lesson's own solution
-    return scope[name]
-
-
-reference_evaluate = _define(task1, "evaluate")
-reference_train_epoch = _define(task2, "train_epoch")
+reference_evaluate = task1.solution_function("evaluate")
+reference_train_epoch = task2.solution_function("train_epoch")
 
 # Section 7's verdicts on the CPU times.
 
