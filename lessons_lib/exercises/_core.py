@@ -85,10 +85,11 @@ class Report:
         if blank:
             self.missing_part(f"chưa điền {', '.join(blank)}.", stop=True)
 
-    def require_return(self, value, name: str) -> None:
-        """Stop as "not done yet" when the learner's function `name` returned None."""
+    def require_return(self, value, name: str, returns: str = "") -> None:
+        """Stop as "not done yet" when the learner's function `name` returned None (`returns`: what it should)."""
         if value is None:
-            self.missing_part(f"{name} chưa trả về gì (thiếu return).", stop=True)
+            wanted = f"return {returns}" if returns else "return"
+            self.missing_part(f"{name} chưa trả về gì (thiếu {wanted}).", stop=True)
 
     def require_gpu(self) -> None:
         """Stop with a problem when there is no CUDA GPU (the part lives in a ``%%gpu`` cell)."""

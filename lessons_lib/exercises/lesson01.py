@@ -96,8 +96,7 @@ def _simulated(machine: _Machine):
 
 def _as_result(report: Report, value, call: str) -> torch.device:
     """Return the learner's result as a device, or record why it is not one and stop."""
-    if value is None:
-        report.missing_part(f"{call} chưa trả về gì (thiếu return device).", stop=True)
+    report.require_return(value, call, "device")
     device = as_device(value)
     if device is None:
         report.problem(f"{call} phải trả về một torch.device (vd torch.device('cpu')), không phải "

@@ -129,8 +129,7 @@ def _evaluate_split(report: Report, split_time=None) -> None:
     with mock.patch.multiple(time, perf_counter=gpu.now, monotonic=gpu.now, time=gpu.now):
         result = report.call(what, split_time, _FakeTensor(gpu), _FakeTensor(gpu), gpu, gpu.sync, repeats=_REPEATS,
                              mistakes=[(TypeError, "", lambda exc: f"gọi {what} báo TypeError: {exc}.")])
-    if result is None:
-        report.missing_part("split_time chưa trả về gì (thiếu return copy_s, compute_s).", stop=True)
+    report.require_return(result, "split_time", "copy_s, compute_s")
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         report.problem(f"split_time phải trả về HAI số (copy_s, compute_s), không phải {result!r}.", stop=True)
     copy_s, compute_s = number(result[0]), number(result[1])

@@ -95,8 +95,7 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
             grad_left_off = not torch.is_grad_enabled()
     finally:
         watch.close()
-    if got is None:
-        report.missing_part("evaluate chưa trả về gì (thiếu return độ chính xác).", stop=True)
+    report.require_return(got, "evaluate", "độ chính xác")
     if not watch.calls:
         report.problem("evaluate không gọi model(X) (bộ chấm không thấy lần forward nào).", stop=True)
     slips = [
