@@ -32,6 +32,11 @@ GRADE_LOG_ENV = "LESSONS_GRADE_LOG"
 Mistakes = Iterable[tuple[type, str, "str | Callable[[BaseException], str]"]]
 
 
+def first_true(rules: Iterable[tuple[object, str]]) -> str | None:
+    """Return the text of the first ``(holds, text)`` rule that holds, or None."""
+    return next((text for holds, text in rules if holds), None)
+
+
 def is_blank(value: object) -> bool:
     """Return True for an unanswered blank: ``None`` or ``...`` (Ellipsis)."""
     return value is None or value is Ellipsis
@@ -112,11 +117,10 @@ class Report:
 
     def first(self, rules: Iterable[tuple[object, str]], stop: bool = True) -> bool:
         """Record the message of the first ``(wrong, message)`` rule that holds; return True when one did."""
-        for wrong, message in rules:
-            if wrong:
-                self.problem(message, stop=stop)
-                return True
-        return False
+        message = first_true(rules)
+        if message is not None:
+            self.problem(message, stop=stop)
+        return message is not None
 
     def error(self, what: str, exc: BaseException, stop: bool = True) -> None:
         """Record that the learner's code (`what`) raised `exc`, with an explanation; with `stop`, end here."""

@@ -13,7 +13,7 @@ from unittest import mock
 
 import torch
 
-from ._core import Exercise, Report, as_device, is_blank, source_has
+from ._core import Exercise, Report, as_device, is_blank, on_gpu_note, source_has
 
 GROUP = "lesson01"  # the exercise group (tools/grade.py reads it)
 
@@ -188,8 +188,7 @@ def _evaluate(report: Report, choose_device=None, x=None) -> None:
                        "tạo x với device=choose_device().", stop=True)
     report.success("đúng trên cả bốn máy giả lập (CPU → cpu, Colab CPU runtime có bản CUDA → cpu, Colab T4 → cuda, "
                    f"Mac → mps), prefer được tôn trọng, và trên máy này x nằm ở {x.device}.")
-    if here.type == "cpu":
-        report.note("Trên GPU: choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
+    on_gpu_note(report, here, "choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
 
 
 task1 = Exercise(

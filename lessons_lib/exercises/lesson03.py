@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 
 from ..device import pick_device
-from ._core import Exercise, Report, same_device
+from ._core import Exercise, Report, on_gpu_note, same_device
 from ._tracking import MoveTracker
 
 GROUP = "lesson03"  # the exercise group (tools/grade.py reads it)
@@ -164,9 +164,8 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
             report.problem(f"trọng số {name} không khớp file: gọi model.load_state_dict(torch.load(path, ...)).",
                            stop=True)
     report.success(f"file lưu trên {tag} (GPU mà máy này không có) được nạp, trọng số khớp, mô hình nằm trên {device}.")
-    if device.type == "cpu":
-        report.note("Trên GPU: cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
-                    "và ngược lại.")
+    on_gpu_note(report, device, "cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
+                "và ngược lại.")
 
 
 task2 = Exercise(

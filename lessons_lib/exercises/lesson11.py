@@ -14,7 +14,7 @@ from torch import nn
 
 from .._validate import check_number
 from ..device import pick_device
-from ._core import Exercise, Report, number
+from ._core import Exercise, Report, first_true, number, on_gpu_note
 
 GROUP = "lesson11"  # the exercise group (tools/grade.py reads it)
 
@@ -252,8 +252,7 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
                    f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; "
                    f"loss trung bình {losses[0]:.3f} → {losses[-1]:.3f}.")
-    if device.type == "cpu":
-        report.note("Trên GPU: cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
+    on_gpu_note(report, device, "cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
 
 
 def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module, grads: _GradientWatch) -> None:
@@ -380,15 +379,15 @@ def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
         raise ValueError(f"times thiếu thời gian {label!r} của {small!r} hoặc {wide!r}")
     work, slower = gflop[wide] / gflop[small], times[wide, label] / times[small, label]
     head = f"Mô hình {wide}: {work:.0f}× số phép tính, nhưng {slower:.1f}× thời gian trên CPU ({label})."
-    if slower < 1:
-        return (f"{head}\n⚠️ Ít thời gian hơn cho nhiều việc hơn: chi phí cố định của các bước nhỏ hiếm khi lớn "
-                f"đến thế, nhiều khả năng là {_BUSY}.")
-    if slower * 2 <= work:
-        return (f"{head}\n→ Thời gian tăng chậm hơn hẳn số phép tính: phần lớn thời gian của mô hình {small} là "
-                "chi phí cố định của từng phép tính nhỏ, không phải phép nhân (trên máy bận, thời gian chờ CPU cũng "
-                "rơi vào phần này: nếu ô đo chậm bất thường, chạy lại).")
-    return (f"{head}\n→ Thời gian tăng gần bằng (hoặc hơn) số phép tính: trên CPU này, cả mô hình {small} cũng "
-            "chủ yếu là tính, chi phí cố định không lớn (một CPU bận hay chậm cũng cho kết quả như vậy).")
+    return head + "\n" + first_true([
+        (slower < 1, "⚠️ Ít thời gian hơn cho nhiều việc hơn: chi phí cố định của các bước nhỏ hiếm khi lớn "
+                     f"đến thế, nhiều khả năng là {_BUSY}."),
+        (slower * 2 <= work, f"→ Thời gian tăng chậm hơn hẳn số phép tính: phần lớn thời gian của mô hình {small} "
+                             "là chi phí cố định của từng phép tính nhỏ, không phải phép nhân (trên máy bận, thời "
+                             "gian chờ CPU cũng rơi vào phần này: nếu ô đo chậm bất thường, chạy lại)."),
+        (True, f"→ Thời gian tăng gần bằng (hoặc hơn) số phép tính: trên CPU này, cả mô hình {small} cũng "
+               "chủ yếu là tính, chi phí cố định không lớn (một CPU bận hay chậm cũng cho kết quả như vậy)."),
+    ])
 
 
 def bf16_verdict(times: dict) -> list[str]:
@@ -403,15 +402,14 @@ def bf16_verdict(times: dict) -> list[str]:
                                    f"bf16 CHẬM hơn {1 / ratio:.1f}×" if ratio < 1 / _EQUAL_WITHIN else
                                    "gần như bằng nhau (±10%)")
              for name, ratio in speedup.items()]
-    if any(times[small, label] > times[wide, label] for label in ("fp32", "bf16")):
-        lines.append(f"⚠️ Chưa kết luận được: mô hình {small} đo chậm hơn mô hình {wide} (xem dòng ⚠️ của ô đo), nên "
-                     f"các tỉ số trên không đáng tin; {_BUSY}.")
-    elif speedup[small] > _EQUAL_WITHIN and speedup[small] > speedup[wide] * _EQUAL_WITHIN:
-        lines.append(f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do bên dưới (bf16 chỉ "
-                     f"tiết kiệm ở phép nhân ma trận, mà phép nhân của mô hình {small} rất nhỏ). Nhiều khả năng là "
-                     f"{_BUSY}.")
-    elif speedup[wide] > _EQUAL_WITHIN:
-        lines.append(f"→ Trên CPU này bf16 có ích khi phép nhân đủ lớn (mô hình {wide}).")
-    else:
-        lines.append("→ Trên CPU này bf16 không làm train nhanh hơn: giữ FP32.")
-    return lines
+    return lines + [first_true([
+        (any(times[small, label] > times[wide, label] for label in ("fp32", "bf16")),
+         f"⚠️ Chưa kết luận được: mô hình {small} đo chậm hơn mô hình {wide} (xem dòng ⚠️ của ô đo), nên "
+         f"các tỉ số trên không đáng tin; {_BUSY}."),
+        (speedup[small] > _EQUAL_WITHIN and speedup[small] > speedup[wide] * _EQUAL_WITHIN,
+         f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do bên dưới (bf16 chỉ "
+         f"tiết kiệm ở phép nhân ma trận, mà phép nhân của mô hình {small} rất nhỏ). Nhiều khả năng là "
+         f"{_BUSY}."),
+        (speedup[wide] > _EQUAL_WITHIN, f"→ Trên CPU này bf16 có ích khi phép nhân đủ lớn (mô hình {wide})."),
+        (True, "→ Trên CPU này bf16 không làm train nhanh hơn: giữ FP32."),
+    ])]
