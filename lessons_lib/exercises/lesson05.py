@@ -58,14 +58,10 @@ def _watch(model: torch.nn.Module, scaler: torch.amp.GradScaler, optimizer: torc
                 event.append(_grad_norm(model))            # the norm after the call: unscale_ divides it by S
         return record
 
-    forward = model.register_forward_hook(lambda _m, _i, out: events.append(("forward", out.dtype)))
-    optimizer_step = optimizer.register_step_post_hook(lambda *_: events.append(("optimizer.step",)))
-    try:
-        with mock.patch.multiple(cls, **{name: spy(name) for name in originals}):
-            yield events
-    finally:
-        forward.remove()
-        optimizer_step.remove()
+    with (model.register_forward_hook(lambda _m, _i, out: events.append(("forward", out.dtype))),
+          optimizer.register_step_post_hook(lambda *_: events.append(("optimizer.step",))),
+          mock.patch.multiple(cls, **{name: spy(name) for name in originals})):
+        yield events
 
 
 def _index(events: list[tuple], name: str) -> int | None:
