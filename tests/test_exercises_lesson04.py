@@ -10,7 +10,7 @@ import torch
 from _lesson_tasks import assert_fails, lines_of, solution_of
 
 from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson04 import _COMPUTE_S, _FakeDevice, _FakeGpu, _HostTensor, task1, task2
+from lessons_lib.exercises.lesson04 import _COMPUTE_S, _FakeGpu, _FakeTensor, task1, task2
 
 SCOPE = {"torch": torch, "time": time, "statistics": statistics}  # what the lesson imports
 
@@ -20,7 +20,7 @@ SCOPE = {"torch": torch, "time": time, "statistics": statistics}  # what the les
 
 def test_the_fake_gpu_queues_matmuls_and_cpu_waits_for_them():
     gpu = _FakeGpu()
-    a, b, device = _HostTensor(gpu, "a"), _HostTensor(gpu, "b"), _FakeDevice(gpu)
+    a, b, device = _FakeTensor(gpu), _FakeTensor(gpu), gpu
     a_d, b_d = a.to(device), b.to(device)
     start = time.perf_counter()
     c_d = a_d @ b_d

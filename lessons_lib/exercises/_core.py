@@ -6,10 +6,11 @@ import ast
 import functools
 import inspect
 import json
+import linecache
 import os
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -25,6 +26,15 @@ GROUPS: dict[str, dict[str, Exercise]] = {}
 REGISTRY: dict[str, Exercise] = GROUPS.setdefault("exercises", {})
 #: A file named here gets every ``check()`` result as one JSON line (read by ``tools/grade.py``).
 GRADE_LOG_ENV = "LESSONS_GRADE_LOG"
+
+
+#: What a learner's error may mean: (exception type, regex in its text, message or message(exc)), for `Report.call`.
+Mistakes = Iterable[tuple[type, str, "str | Callable[[BaseException], str]"]]
+
+
+def first_true(rules: Iterable[tuple[object, str]]) -> str | None:
+    """Return the text of the first ``(holds, text)`` rule that holds, or None."""
+    return next((text for holds, text in rules if holds), None)
 
 
 def is_blank(value: object) -> bool:
@@ -80,22 +90,37 @@ class Report:
         if blank:
             self.missing_part(f"chưa điền {', '.join(blank)}.", stop=True)
 
-    def require_return(self, value, name: str) -> None:
-        """Stop as "not done yet" when the learner's function `name` returned None."""
+    def require_return(self, value, name: str, returns: str = "") -> None:
+        """Stop as "not done yet" when the learner's function `name` returned None (`returns`: what it should)."""
         if value is None:
-            self.missing_part(f"{name} chưa trả về gì (thiếu return).", stop=True)
+            wanted = f"return {returns}" if returns else "return"
+            self.missing_part(f"{name} chưa trả về gì (thiếu {wanted}).", stop=True)
 
     def require_gpu(self) -> None:
         """Stop with a problem when there is no CUDA GPU (the part lives in a ``%%gpu`` cell)."""
         if not torch.cuda.is_available():
             self.problem("phần này cần GPU CUDA; máy này không có (ô %%gpu lẽ ra đã bỏ qua nó).", stop=True)
 
-    def call(self, what: str, fn: Callable, *args, **kwargs):
-        """Call the learner's `fn`; if it raises, record the error (with an explanation) and stop."""
+    def call(self, what: str, fn: Callable, *args, mistakes: Mistakes = (), **kwargs):
+        """Call the learner's `fn`; if it raises, record the first mistake it matches (else the error) and stop.
+
+        `mistakes` are ``(exception type, regex searched in its text, message)`` in order; a message may be a
+        function of the exception.
+        """
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
+            for kind, pattern, message in mistakes:
+                if isinstance(exc, kind) and re.search(pattern, str(exc)):
+                    self.problem(message(exc) if callable(message) else message, stop=True)
             self.error(what, exc)
+
+    def first(self, rules: Iterable[tuple[object, str]], stop: bool = True) -> bool:
+        """Record the message of the first ``(wrong, message)`` rule that holds; return True when one did."""
+        message = first_true(rules)
+        if message is not None:
+            self.problem(message, stop=stop)
+        return message is not None
 
     def error(self, what: str, exc: BaseException, stop: bool = True) -> None:
         """Record that the learner's code (`what`) raised `exc`, with an explanation; with `stop`, end here."""
@@ -155,6 +180,15 @@ class Exercise:
             raise LookupError(f"no SOLUTION region for {self.group}.{self.key} in solutions.json: "
                               "run python tools/build_course.py")
         return textwrap.dedent(code).strip("\n")
+
+    def solution_function(self, name: str) -> Callable:
+        """Return function `name` of the solution (run with ``torch`` and ``F``), its source findable by inspect."""
+        filename = f"<lessons_lib.exercises.{self.group}:{name}>"
+        source = self.solution_code + "\n"
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+        scope = {"torch": torch, "F": torch.nn.functional}
+        exec(compile(source, filename, "exec"), scope)  # noqa: S102 - the lesson's own solution
+        return scope[name]
 
     def evaluate(self, *args, **kwargs) -> Feedback:
         """Return the feedback for an answer without printing it; never raises because of the answer."""

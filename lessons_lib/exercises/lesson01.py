@@ -13,7 +13,7 @@ from unittest import mock
 
 import torch
 
-from ._core import Exercise, Report, as_device, is_blank, source_has
+from ._core import Exercise, Report, as_device, is_blank, on_gpu_note, source_has
 
 GROUP = "lesson01"  # the exercise group (tools/grade.py reads it)
 
@@ -96,8 +96,7 @@ def _simulated(machine: _Machine):
 
 def _as_result(report: Report, value, call: str) -> torch.device:
     """Return the learner's result as a device, or record why it is not one and stop."""
-    if value is None:
-        report.missing_part(f"{call} chưa trả về gì (thiếu return device).", stop=True)
+    report.require_return(value, call, "device")
     device = as_device(value)
     if device is None:
         report.problem(f"{call} phải trả về một torch.device (vd torch.device('cpu')), không phải "
@@ -118,19 +117,15 @@ def _call(report: Report, choose_device, machine: _Machine, *args):
                        "def choose_device(prefer=None):.", stop=True)
     except ValueError:  # pragma: no cover - a builtin without a signature
         pass
+    mistakes = [(TypeError, "check_available", lambda exc: (
+        f"{call} báo TypeError ({exc}): PyTorch {torch.__version__} chưa có tham số "
+        "check_available (có từ 2.7). Hỏi torch.accelerator.is_available() trước, hoặc dùng "
+        "torch.cuda.is_available() / torch.backends.mps.is_available()."))]
+    if not args:
+        mistakes.append((TypeError, r"device\(\)", "choose_device() báo lỗi khi prefer là None: torch.device(None) "
+                         "không hợp lệ. Chỉ dùng torch.device(prefer) khi prefer is not None."))
     with _simulated(machine) as probe:
-        try:
-            return choose_device(*args), probe
-        except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
-            text = str(exc)
-            if isinstance(exc, TypeError) and "check_available" in text:
-                report.problem(f"{call} báo TypeError ({text}): PyTorch {torch.__version__} chưa có tham số "
-                               "check_available (có từ 2.7). Hỏi torch.accelerator.is_available() trước, hoặc dùng "
-                               "torch.cuda.is_available() / torch.backends.mps.is_available().", stop=True)
-            if isinstance(exc, TypeError) and not args and "device()" in text:
-                report.problem("choose_device() báo lỗi khi prefer là None: torch.device(None) không hợp lệ. Chỉ "
-                               "dùng torch.device(prefer) khi prefer is not None.", stop=True)
-            report.error(f"{call} trên {machine.name}", exc)
+        return report.call(f"{call} trên {machine.name}", choose_device, *args, mistakes=mistakes), probe
 
 
 def _cuda_on_cpu_message(choose_device, machine: _Machine, probe: _Probe) -> str:
@@ -160,16 +155,16 @@ def _check_machine(report: Report, choose_device, machine: _Machine) -> None:
     device = _as_result(report, result, "choose_device()")
     if device.type == machine.best:
         return
-    if machine.best == "cpu" and device.type == "cuda":
-        report.problem(_cuda_on_cpu_message(choose_device, machine, probe), stop=True)
-    if machine.best == "mps":
-        report.problem(f"trên Mac có MPS, hàm trả về {device.type}: bỏ sót MPS. Đây đúng là chỗ thiếu của "
-                       "dòng quen thuộc torch.device('cuda' if torch.cuda.is_available() else 'cpu'); thêm "
-                       "nhánh elif torch.backends.mps.is_available().", stop=True)
-    if machine.best == "cuda":
-        report.problem(f"trên máy có GPU CUDA, hàm trả về {device.type}: thiếu nhánh torch.cuda.is_available(), "
-                       "hoặc nó đứng sau nhánh khác. Thứ tự là cuda > mps > cpu: hỏi CUDA trước tiên.", stop=True)
-    report.problem(f"trên {machine.name}, hàm trả về {device}, đúng phải là {machine.best}.", stop=True)
+    report.first([
+        (machine.best == "cpu" and device.type == "cuda", _cuda_on_cpu_message(choose_device, machine, probe)),
+        (machine.best == "mps", f"trên Mac có MPS, hàm trả về {device.type}: bỏ sót MPS. Đây đúng là chỗ thiếu của "
+                                "dòng quen thuộc torch.device('cuda' if torch.cuda.is_available() else 'cpu'); thêm "
+                                "nhánh elif torch.backends.mps.is_available()."),
+        (machine.best == "cuda", f"trên máy có GPU CUDA, hàm trả về {device.type}: thiếu nhánh "
+                                 "torch.cuda.is_available(), hoặc nó đứng sau nhánh khác. Thứ tự là cuda > mps > "
+                                 "cpu: hỏi CUDA trước tiên."),
+        (True, f"trên {machine.name}, hàm trả về {device}, đúng phải là {machine.best}."),
+    ])
 
 
 def _evaluate(report: Report, choose_device=None, x=None) -> None:
@@ -193,8 +188,7 @@ def _evaluate(report: Report, choose_device=None, x=None) -> None:
                        "tạo x với device=choose_device().", stop=True)
     report.success("đúng trên cả bốn máy giả lập (CPU → cpu, Colab CPU runtime có bản CUDA → cpu, Colab T4 → cuda, "
                    f"Mac → mps), prefer được tôn trọng, và trên máy này x nằm ở {x.device}.")
-    if here.type == "cpu":
-        report.note("Trên GPU: choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
+    on_gpu_note(report, here, "choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
 
 
 task1 = Exercise(

@@ -6,7 +6,6 @@ shows without a GPU), then on a CPU tensor for its values; ``move_keep`` moves a
 
 from __future__ import annotations
 
-import contextlib
 from collections import namedtuple
 
 import torch
@@ -18,34 +17,29 @@ GROUP = "lesson02"  # the exercise group (tools/grade.py reads it)
 
 _META = torch.device("meta")
 
-def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float, tracker: MoveTracker | None = None):
-    try:
-        with tracker or contextlib.nullcontext():
-            return add_noise(x, std)
-    except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
-        on_meta = x.device.type == "meta"
-        if on_meta and isinstance(exc, NotImplementedError) and "copy out of meta" in str(exc):
-            report.problem("add_noise chép tensor về CPU (.cpu(), .to('cpu'), .item(), .numpy()…): với x ở meta "
-                           "(không có dữ liệu) việc đó không làm được, còn trên GPU nó tốn một lần chép GPU → CPU mỗi "
-                           "lần gọi. Mọi thứ phải ở lại thiết bị của x.", stop=True)
-        if on_meta and isinstance(exc, RuntimeError) and "device" in str(exc):
-            report.problem("nhiễu được tạo trên CPU trong khi x nằm ở thiết bị khác (ở đây là meta; trên GPU là "
-                           "cuda:0), nên phép cộng báo lỗi lệch thiết bị. Tạo nhiễu ngay trên thiết bị của x: "
-                           "torch.randn_like(x), hoặc torch.randn(x.shape, device=x.device, dtype=x.dtype).",
-                           stop=True)
-        report.error(f"add_noise(x, {std})", exc)
+def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float):
+    """Call ``add_noise(x, std)``; on a meta `x`, say what a copy to the CPU or a CPU-made noise looks like."""
+    mistakes = [
+        (NotImplementedError, "copy out of meta", "add_noise chép tensor về CPU (.cpu(), .to('cpu'), .item(), "
+         ".numpy()…): với x ở meta (không có dữ liệu) việc đó không làm được, còn trên GPU nó tốn một lần chép GPU "
+         "→ CPU mỗi lần gọi. Mọi thứ phải ở lại thiết bị của x."),
+        (RuntimeError, "device", "nhiễu được tạo trên CPU trong khi x nằm ở thiết bị khác (ở đây là meta; trên GPU là "
+         "cuda:0), nên phép cộng báo lỗi lệch thiết bị. Tạo nhiễu ngay trên thiết bị của x: torch.randn_like(x), "
+         "hoặc torch.randn(x.shape, device=x.device, dtype=x.dtype)."),
+    ]
+    return report.call(f"add_noise(x, {std})", add_noise, x, std, mistakes=mistakes if x.device == _META else ())
 
 
 def _check_noise_on_meta(report: Report, add_noise) -> None:
     x = torch.zeros(4, 8, device=_META, dtype=torch.float16)
-    tracker = MoveTracker()
-    result = _call_noise(report, add_noise, x, 0.1, tracker)
+    with MoveTracker() as tracker:
+        result = _call_noise(report, add_noise, x, 0.1)
     report.require_return(result, "add_noise")
     if not isinstance(result, torch.Tensor):
         report.problem(f"add_noise phải trả về một tensor, không phải {type(result).__name__}.", stop=True)
     copied = any(m.source.device.type == "cpu" and m.target.type == "meta" and m.source.numel() > 1
                  for m in tracker.moves)
-    for wrong, message in (
+    report.first([
         (result.device != _META, f"với x ở meta, kết quả lại ở {result.device}: kết quả phải ở đúng thiết bị của x "
                                  "(đừng chuyển nó đi đâu cả)."),
         (tuple(result.shape) != tuple(x.shape), f"kết quả có shape {tuple(result.shape)}, x có shape "
@@ -58,9 +52,7 @@ def _check_noise_on_meta(report: Report, add_noise) -> None:
         (copied, "kết quả đúng chỗ, nhưng nhiễu được tạo trên CPU rồi mới chép sang (.to(...)). Trên GPU, mỗi lần "
                  "gọi là một lần sinh số trên CPU cộng một lần chép qua PCIe. Tạo thẳng ở đích: torch.randn_like(x) "
                  "hoặc device=x.device."),
-    ):
-        if wrong:
-            report.problem(message, stop=True)
+    ])
 
 
 def _check_noise_values(report: Report, add_noise) -> None:
@@ -76,7 +68,7 @@ def _check_noise_values(report: Report, add_noise) -> None:
         report.problem("với x = torch.full((20000,), 3.0), kết quả phải là tensor float cùng shape với x.",
                        stop=True)
     mean, spread = float(result.mean()), float(result.std())
-    for wrong, message in (
+    report.first([
         (abs(mean) < 0.1, f"với x toàn số 3, kết quả có trung bình {mean:.2f}: bạn trả về nhiễu mà quên cộng x. "
                           "Trả về x + std * nhiễu."),
         (abs(mean - 3.25) < 0.02 and abs(spread - 0.5 / 12**0.5) < 0.02,
@@ -88,9 +80,7 @@ def _check_noise_values(report: Report, add_noise) -> None:
         (abs(spread - 0.25) < 0.03, "độ lệch chuẩn của nhiễu là 0,25 với std=0.5: bạn nhân với std**2 (phương "
                                     "sai); hãy nhân với std."),
         (abs(spread - 0.5) > 0.05, f"với std=0.5, độ lệch chuẩn đo được của nhiễu là {spread:.2f}, lẽ ra ≈ 0.5."),
-    ):
-        if wrong:
-            report.problem(message, stop=True)
+    ])
 
 
 def _evaluate_noise(report: Report, add_noise=None) -> None:
@@ -185,24 +175,21 @@ def _compare(report: Report, before, after, path: str) -> None:
 
 
 def _call_move(report: Report, move_keep, batch, what: str):
-    try:
-        return move_keep(batch, _META)
-    except RecursionError:
-        report.problem(f"{what}: đệ quy không dừng (RecursionError). Có lẽ bạn coi chuỗi là một dãy (str cũng là "
-                       "Sequence: 'a'[0] lại là 'a'). Chỉ đi vào dict, list và tuple.", stop=True)
-    except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
-        text = str(exc)
-        if isinstance(exc, AttributeError) and "'to'" in text:
-            report.problem(f"{what}: gọi .to() trên một giá trị không phải tensor ({exc}). Chuỗi, số… không có "
-                           ".to(): trả về nguyên giá trị đó.", stop=True)
-        if isinstance(exc, TypeError) and all(w in text for w in ("missing", "positional argument", "__new__")):
-            if source_has(move_keep, r"\bBox\b") and not text.startswith("Box"):
-                report.problem(f"{what}: {exc}. Hàm chỉ nhận ra namedtuple tên Box; batch thật có thể chứa namedtuple "
-                               "khác. Nhận ra mọi namedtuple bằng isinstance(batch, tuple) and hasattr(batch, "
-                               "'_fields').", stop=True)
-            report.problem(f"{what}: {exc}. Một namedtuple không nhận một iterable như tuple thường: "
-                           "type(batch)(*các phần tử đã chuyển), có dấu *.", stop=True)
-        report.error(what, exc)
+    """Call ``move_keep(batch, 'meta')``; say what endless recursion, ``.to`` on a string or a namedtuple mean."""
+    def namedtuple_message(exc) -> str:
+        if source_has(move_keep, r"\bBox\b") and not str(exc).startswith("Box"):
+            return (f"{what}: {exc}. Hàm chỉ nhận ra namedtuple tên Box; batch thật có thể chứa namedtuple "
+                    "khác. Nhận ra mọi namedtuple bằng isinstance(batch, tuple) and hasattr(batch, '_fields').")
+        return (f"{what}: {exc}. Một namedtuple không nhận một iterable như tuple thường: "
+                "type(batch)(*các phần tử đã chuyển), có dấu *.")
+
+    return report.call(what, move_keep, batch, _META, mistakes=[
+        (RecursionError, "", f"{what}: đệ quy không dừng (RecursionError). Có lẽ bạn coi chuỗi là một dãy (str cũng "
+                             "là Sequence: 'a'[0] lại là 'a'). Chỉ đi vào dict, list và tuple."),
+        (AttributeError, "'to'", lambda exc: f"{what}: gọi .to() trên một giá trị không phải tensor ({exc}). Chuỗi, "
+                                             "số… không có .to(): trả về nguyên giá trị đó."),
+        (TypeError, r"__new__.*missing.*positional argument", namedtuple_message),
+    ])
 
 
 def _evaluate_move(report: Report, move_keep=None) -> None:

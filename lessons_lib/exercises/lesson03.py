@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 
 from ..device import pick_device
-from ._core import Exercise, Report, same_device
+from ._core import Exercise, Report, on_gpu_note, same_device
 from ._tracking import MoveTracker
 
 GROUP = "lesson03"  # the exercise group (tools/grade.py reads it)
@@ -65,7 +65,7 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
             continue
         buffers = {name for name, _ in model.named_buffers()}
         everything = {name for name, _ in model.named_parameters()} | buffers
-        for wrong, message in (
+        report.first([
             (str(device) == "cpu:0" and found == everything,
              "với device = cpu:0, mọi tensor (đều ở cpu) bị coi là lệch: torch.device('cpu:0') != "
              "torch.device('cpu') dù là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' (pick_device() trả "
@@ -83,10 +83,8 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
             (expected and found == {n.rsplit(".", 1)[-1] for n in expected},
              f"tên thiếu phần đầu: cần tên đầy đủ như named_parameters() trả về ({sorted(expected)}), không phải "
              f"{sorted(found)}."),
-        ):
-            if wrong:
-                report.problem(message, stop=True)
-        report.problem(f"{what}: cần {sorted(expected)}, nhận được {sorted(found)}.", stop=True)
+            (True, f"{what}: cần {sorted(expected)}, nhận được {sorted(found)}."),
+        ])
     report.success("misplaced tìm đúng tham số và buffer lệch thiết bị trong cả 4 trường hợp, kể cả khi device "
                    "được viết 'cpu:0' (như 'cuda' và 'cuda:0' trên GPU).")
 
@@ -128,13 +126,10 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
         path = os.path.join(folder, "trained_on_gpu.pt")
         _save_as_if_on_gpu(saved, path, tag)
         with mock.patch.object(torch, "load", wraps=torch.load) as load, MoveTracker() as tracker:
-            try:
-                result = load_weights(model, path, device)
-            except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
-                if "deserialize object on" not in str(exc):
-                    report.error("load_weights(model, path, device)", exc)
-                report.problem(f"torch.load báo lỗi: file được lưu trên {tag}, máy này không có GPU đó. Thêm "
-                               "map_location=\"cpu\" (hoặc map_location=device) vào torch.load.", stop=True)
+            result = report.call("load_weights(model, path, device)", load_weights, model, path, device, mistakes=[
+                (Exception, "deserialize object on", f"torch.load báo lỗi: file được lưu trên {tag}, máy này không "
+                                                     "có GPU đó. Thêm map_location=\"cpu\" (hoặc map_location=device) "
+                                                     "vào torch.load.")])
             tracker.mark_used(result)
     loads = [call.kwargs for call in load.call_args_list]
     if result is None and not loads:
@@ -169,9 +164,8 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
             report.problem(f"trọng số {name} không khớp file: gọi model.load_state_dict(torch.load(path, ...)).",
                            stop=True)
     report.success(f"file lưu trên {tag} (GPU mà máy này không có) được nạp, trọng số khớp, mô hình nằm trên {device}.")
-    if device.type == "cpu":
-        report.note("Trên GPU: cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
-                    "và ngược lại.")
+    on_gpu_note(report, device, "cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
+                "và ngược lại.")
 
 
 task2 = Exercise(

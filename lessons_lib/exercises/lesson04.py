@@ -26,7 +26,7 @@ _CPU = torch.device("cpu")
 
 @dataclass
 class _FakeGpu:
-    """The queue of a pretend GPU: work is added by ``@`` and waited for by sync, uploads and downloads."""
+    """A pretend GPU, also the ``device`` handed to the learner: ``@`` queues work; sync and copies wait for it."""
 
     pending: float = 0.0
     matmuls: int = 0
@@ -34,6 +34,9 @@ class _FakeGpu:
     uploads: int = 0
     downloads: int = 0
     clock: float = 0.0  # the time the learner's clock reads while checking: only the fake work advances it
+
+    def __repr__(self) -> str:
+        return "device(type='cuda', index=0)  # giả lập"
 
     def spend(self, seconds: float) -> None:
         """Take `seconds`: on the checker's clock exactly, in real time at least (a busy machine adds more)."""
@@ -44,8 +47,7 @@ class _FakeGpu:
         return self.clock
 
     def wait(self) -> None:
-        if self.pending > 0:
-            self.spend(self.pending)
+        self.spend(self.pending)
         self.pending = 0.0
 
     def sync(self) -> None:  # the ``sync`` handed to the learner's function
@@ -53,77 +55,54 @@ class _FakeGpu:
         self.wait()
 
 
-class _FakeDevice:
-    def __init__(self, gpu: _FakeGpu):
-        self.gpu = gpu
-
-    def __repr__(self) -> str:
-        return "device(type='cuda', index=0)  # giả lập"
-
-
 def _is_host(device) -> bool:
     return device == "cpu" or (isinstance(device, torch.device) and device.type == "cpu")
 
 
 class _FakeTensor:
+    """A pageable CPU tensor or a CUDA tensor: copies wait for the queued work, ``@`` on the GPU only queues."""
+
+    def __init__(self, gpu: _FakeGpu, on_gpu: bool = False):
+        self.gpu, self.on_gpu = gpu, on_gpu
+        self.device = torch.device("cuda", 0) if on_gpu else _CPU
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         if func in (torch.matmul, torch.mm, torch.Tensor.matmul, torch.Tensor.__matmul__) and len(args) == 2:
             return args[0] @ args[1]
         return NotImplemented
 
-
-class _HostTensor(_FakeTensor):
-    """A CPU tensor stand-in: ``.to(device)`` is a blocking copy (pageable memory)."""
-
-    def __init__(self, gpu: _FakeGpu, name: str):
-        self.gpu, self.name = gpu, name
-        self.device = _CPU
-
     def to(self, device, *args, **kwargs):
         if _is_host(device):
-            return self
-        if not isinstance(device, _FakeDevice):
+            return self.cpu()
+        if device is not self.gpu:
             raise TypeError(f"hãy dùng biến device được truyền vào, không phải {device!r}")
+        if self.on_gpu:
+            return self
         self.gpu.wait()                      # the copy runs after the queued kernels (same stream)
         self.gpu.spend(_UP_S)
         self.gpu.uploads += 1
-        return _DeviceTensor(self.gpu)
+        return _FakeTensor(self.gpu, on_gpu=True)
+
+    def cpu(self):
+        if not self.on_gpu:
+            return self
+        self.gpu.wait()                      # a download waits for the kernels that produce the data
+        self.gpu.spend(_DOWN_S)
+        self.gpu.downloads += 1
+        return _FakeTensor(self.gpu)
 
     def cuda(self, *args, **kwargs):
         raise TypeError("hãy dùng .to(device) với biến device được truyền vào")
 
-    def cpu(self):
-        return self
-
     def __matmul__(self, other):
-        raise TypeError("phép nhân phải chạy trên device: chép a, b lên trước (a.to(device))")
-
-
-class _DeviceTensor(_FakeTensor):
-    """A GPU tensor stand-in: ``@`` queues work and returns at once; ``.cpu()`` waits, then copies back."""
-
-    def __init__(self, gpu: _FakeGpu):
-        self.gpu = gpu
-        self.device = torch.device("cuda", 0)
-
-    def __matmul__(self, other):
-        if not isinstance(other, _DeviceTensor):
+        if not self.on_gpu:
+            raise TypeError("phép nhân phải chạy trên device: chép a, b lên trước (a.to(device))")
+        if not getattr(other, "on_gpu", False):
             raise TypeError("cả hai ma trận phải nằm trên device trước khi nhân")
         self.gpu.matmuls += 1
         self.gpu.pending += _COMPUTE_S + (_FIRST_EXTRA_S if self.gpu.matmuls == 1 else 0.0)
-        return _DeviceTensor(self.gpu)
-
-    def cpu(self):
-        self.gpu.wait()                      # a download waits for the kernels that produce the data
-        self.gpu.spend(_DOWN_S)
-        self.gpu.downloads += 1
-        return _HostTensor(self.gpu, "c")
-
-    def to(self, device, *args, **kwargs):
-        if _is_host(device):
-            return self.cpu()
-        return self
+        return _FakeTensor(self.gpu, on_gpu=True)
 
     def item(self):
         self.gpu.wait()
@@ -145,17 +124,12 @@ def _within(value: float, target: float) -> bool:  # a busy machine only makes s
 def _evaluate_split(report: Report, split_time=None) -> None:
     report.require_function(split_time, "split_time(a, b, device, sync, repeats=5)")
     gpu = _FakeGpu()
-    a, b, device = _HostTensor(gpu, "a"), _HostTensor(gpu, "b"), _FakeDevice(gpu)
-    try:
-        # The learner's clock reads the fake GPU's time, so a busy machine cannot blur copy and compute apart.
-        with mock.patch.multiple(time, perf_counter=gpu.now, monotonic=gpu.now, time=gpu.now):
-            result = split_time(a, b, device, gpu.sync, repeats=_REPEATS)
-    except TypeError as exc:
-        report.problem(f"gọi split_time(a, b, device, sync, repeats=5) báo TypeError: {exc}.", stop=True)
-    except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
-        report.error("split_time(a, b, device, sync, repeats=5)", exc)
-    if result is None:
-        report.missing_part("split_time chưa trả về gì (thiếu return copy_s, compute_s).", stop=True)
+    what = "split_time(a, b, device, sync, repeats=5)"
+    # The learner's clock reads the fake GPU's time, so a busy machine cannot blur copy and compute apart.
+    with mock.patch.multiple(time, perf_counter=gpu.now, monotonic=gpu.now, time=gpu.now):
+        result = report.call(what, split_time, _FakeTensor(gpu), _FakeTensor(gpu), gpu, gpu.sync, repeats=_REPEATS,
+                             mistakes=[(TypeError, "", lambda exc: f"gọi {what} báo TypeError: {exc}.")])
+    report.require_return(result, "split_time", "copy_s, compute_s")
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         report.problem(f"split_time phải trả về HAI số (copy_s, compute_s), không phải {result!r}.", stop=True)
     copy_s, compute_s = number(result[0]), number(result[1])
@@ -248,7 +222,7 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
         value = number(got)
         first_faster = next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g < c), None)
         first_slower = next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g > c), None)
-        for wrong, message in (
+        report.first([
             (value is not None and isinstance(got, int) and 0 <= got < len(sizes) and sizes[got] == want,
              f"trả về chỉ số {got} trong danh sách; hãy trả về chính kích thước N={want}."),
             (got == first_faster, f"trả về N={got}, nơi GPU nhanh hơn LẦN ĐẦU; nhưng ở N lớn hơn nó lại chậm hơn "
@@ -258,10 +232,8 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
                                   "nghĩa là gpu_s nhỏ hơn cpu_s."),
             (value is not None and not isinstance(got, int),
              f"trả về {got!r}; hãy trả về một kích thước N trong sizes (int), hoặc None."),
-        ):
-            if wrong:
-                report.problem(message, stop=True)
-        report.problem(f"với {table}: cần N={want}, nhận được {got!r}.", stop=True)
+            (True, f"với {table}: cần N={want}, nhận được {got!r}."),
+        ])
     report.success("crossover_n đúng cả 4 trường hợp: đường cong bình thường, một điểm 'ăn may' ở N nhỏ, GPU không "
                    "bao giờ nhanh hơn (None), và nhanh hơn ngay từ N đầu.")
 

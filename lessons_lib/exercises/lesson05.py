@@ -14,7 +14,6 @@ import math
 from unittest import mock
 
 import torch
-import torch.nn.functional as F
 
 from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, number
@@ -37,52 +36,32 @@ def _grad_norm(model: torch.nn.Module) -> float:
     return float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
 
 
-def _reference_step():
-    scope = {"torch": torch, "F": F}
-    exec(task1.solution_code, scope)  # noqa: S102 - the lesson's own solution
-    return scope["amp_step"]
-
-
 @contextlib.contextmanager
 def _watch(model: torch.nn.Module, scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer):
     """Record, in order, the forward passes and the GradScaler calls made while active (with gradient norms)."""
-    events: list[tuple] = []
+    events: list = []
     cls = torch.amp.GradScaler
     originals = {name: getattr(cls, name) for name in ("scale", "unscale_", "step", "update")}
-    inside_step = [False]
+    active: list[str] = []
 
-    def scale(self, outputs):
-        events.append(("scale", self is scaler, _grad_norm(model)))
-        return originals["scale"](self, outputs)
+    def spy(name: str):
+        def record(self, *args, **kwargs):
+            if active:                                     # a call from inside another: step() unscales by itself
+                return originals[name](self, *args, **kwargs)
+            event = [name, self is scaler, _grad_norm(model)]
+            events.append(event)
+            active.append(name)
+            try:
+                return originals[name](self, *args, **kwargs)
+            finally:
+                active.pop()
+                event.append(_grad_norm(model))            # the norm after the call: unscale_ divides it by S
+        return record
 
-    def unscale_(self, opt):
-        if inside_step[0]:                                  # step() unscales by itself when nobody did
-            return originals["unscale_"](self, opt)
-        before = _grad_norm(model)
-        result = originals["unscale_"](self, opt)
-        events.append(("unscale_", self is scaler, before, _grad_norm(model)))
-        return result
-
-    def step(self, opt, *args, **kwargs):
-        events.append(("step", self is scaler, _grad_norm(model)))
-        inside_step[0] = True
-        try:
-            return originals["step"](self, opt, *args, **kwargs)
-        finally:
-            inside_step[0] = False
-
-    def update(self, new_scale=None):
-        events.append(("update", self is scaler))
-        return originals["update"](self, new_scale)
-
-    forward = model.register_forward_hook(lambda _m, _i, out: events.append(("forward", out.dtype)))
-    optimizer_step = optimizer.register_step_post_hook(lambda *_: events.append(("optimizer.step",)))
-    try:
-        with mock.patch.multiple(cls, scale=scale, unscale_=unscale_, step=step, update=update):
-            yield events
-    finally:
-        forward.remove()
-        optimizer_step.remove()
+    with (model.register_forward_hook(lambda _m, _i, out: events.append(("forward", out.dtype))),
+          optimizer.register_step_post_hook(lambda *_: events.append(("optimizer.step",))),
+          mock.patch.multiple(cls, **{name: spy(name) for name in originals})):
+        yield events
 
 
 def _index(events: list[tuple], name: str) -> int | None:
@@ -150,7 +129,7 @@ def _evaluate(report: Report, amp_step=None) -> None:
     ref_model = copy.deepcopy(model)
     optimizer, ref_optimizer = (torch.optim.SGD(m.parameters(), lr=0.5) for m in (model, ref_model))
     scaler, ref_scaler = (torch.amp.GradScaler(device.type, init_scale=_INIT_SCALE) for _ in range(2))
-    reference = _reference_step()
+    reference = task1.solution_function("amp_step")
     what = f"amp_step(model, x, y, optimizer, scaler, {amp_dtype}, max_norm={_MAX_NORM})"
     for call in range(2):
         with _watch(model, scaler, optimizer) as events:

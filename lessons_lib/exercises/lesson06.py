@@ -43,8 +43,7 @@ def _measured_bytes(model: nn.Module) -> tuple[int, int, int]:
 
 
 def _as_triple(report: Report, value) -> tuple[float, float, float]:
-    if value is None:
-        report.missing_part("training_bytes chưa trả về gì (thiếu return params, grads, adam).", stop=True)
+    report.require_return(value, "training_bytes", "params, grads, adam")
     if not isinstance(value, (tuple, list)) or len(value) != 3:
         report.problem(f"training_bytes phải trả về bộ ba (params, grads, adam), không phải {type(value).__name__}.",
                        stop=True)

@@ -53,14 +53,10 @@ def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     steps: list[int] = []
     seen: list[int] = []
-    step_hook = optimizer.register_step_post_hook(lambda *_: steps.append(len(seen)))
-    forward_hook = model.register_forward_pre_hook(lambda _m, args: seen.append(len(args[0])))
-    try:
+    with (optimizer.register_step_post_hook(lambda *_: steps.append(len(seen))),
+          model.register_forward_pre_hook(lambda _m, args: seen.append(len(args[0])))):  # a hook is removed at exit
         report.call("train_accumulated(model, optimizer, micro_batches, accum_steps=4)", train_accumulated,
                     model, optimizer, batches, ACCUM)
-    finally:
-        step_hook.remove()
-        forward_hook.remove()
     if not seen and not steps:
         report.missing_part("hàm chưa làm gì (chưa có forward, chưa gọi optimizer.step()).", stop=True)
     if max(seen, default=0) > MICRO:
@@ -99,10 +95,8 @@ def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
          ("step sai micro-batch: i % accum_steps == 0 step ngay sau micro-batch ĐẦU (i = 0), khi mới có 1 phần. "
           "Dùng (i + 1) % accum_steps == 0.")),
     ]
-    for weights, message in slips:
-        if _close(got, weights):
-            report.problem(message)
-            return
+    if report.first(((_close(got, weights), message) for weights, message in slips), stop=False):
+        return
     worst = max(float((p - q).abs().max()) for p, q in zip(got, right, strict=True))
     report.problem(f"trọng số sau khi train khác train trên batch lớn (sai khác lớn nhất {worst:.2e}): mỗi micro-batch "
                    "loss = F.cross_entropy(model(xb), yb) / accum_steps; backward; step và zero_grad khi "

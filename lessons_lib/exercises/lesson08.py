@@ -41,8 +41,7 @@ def _evaluate_shard(report: Report, shard_indices=None) -> None:
     for n, world in _SHARD_CASES:
         for rank in range(world):
             got_raw = report.call(f"shard_indices({n}, {world}, {rank})", shard_indices, n, world, rank)
-            if got_raw is None:
-                report.missing_part("shard_indices chưa trả về gì (thiếu return).", stop=True)
+            report.require_return(got_raw, "shard_indices")
             got = _as_int_list(got_raw)
             if got is None:
                 report.problem(f"shard_indices phải trả về một list chỉ số (int), không phải {type(got_raw).__name__}.",
@@ -146,8 +145,7 @@ def _evaluate_memory(report: Report, per_gpu_gb=None) -> None:
     for n, g in _MEMORY_CASES:
         for stage in range(4):
             raw = report.call(f"per_gpu_gb({n}, {g}, {stage})", per_gpu_gb, n, g, stage)
-            if raw is None:
-                report.missing_part("per_gpu_gb chưa trả về gì (thiếu return).", stop=True)
+            report.require_return(raw, "per_gpu_gb")
             value = number(raw)
             if value is None or not math.isfinite(value):
                 report.problem(f"per_gpu_gb phải trả về một số GB (float), không phải {type(raw).__name__}.",

@@ -82,8 +82,7 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
         ops = [row for row in rows if row.key.startswith("aten::")]
         right = max(ops, key=lambda r: r.self_cpu_time_total).key
         got = report.call(f"dominant_op({label})", dominant_op, prof)
-        if got is None:
-            report.missing_part("dominant_op chưa trả về gì (thiếu return).", stop=True)
+        report.require_return(got, "dominant_op")
         if hasattr(got, "key") and hasattr(got, "self_cpu_time_total"):
             report.problem("dominant_op trả về cả dòng của profiler; hãy trả về TÊN của nó: row.key (một chuỗi "
                            "như 'aten::mm').", stop=True)

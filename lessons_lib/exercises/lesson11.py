@@ -6,17 +6,15 @@ lesson's solutions, so the later sections run whether the tasks are done or not.
 
 from __future__ import annotations
 
-import linecache
 import math
 from unittest import mock
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .._validate import check_number
 from ..device import pick_device
-from ._core import Exercise, Report, number
+from ._core import Exercise, Report, first_true, number, on_gpu_note
 
 GROUP = "lesson11"  # the exercise group (tools/grade.py reads it)
 
@@ -100,8 +98,7 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
             grad_left_off = not torch.is_grad_enabled()
     finally:
         watch.close()
-    if got is None:
-        report.missing_part("evaluate chưa trả về gì (thiếu return độ chính xác).", stop=True)
+    report.require_return(got, "evaluate", "độ chính xác")
     if not watch.calls:
         report.problem("evaluate không gọi model(X) (bộ chấm không thấy lần forward nào).", stop=True)
     slips = [
@@ -127,14 +124,15 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
                        stop=True)
     if report.problems:
         return
-    if math.isclose(value, 100 * right, abs_tol=1e-2):
-        report.problem(f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f}).")
-    elif math.isclose(value, right * n, abs_tol=0.5):
-        report.problem(f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ.")
-    elif not math.isclose(value, right, abs_tol=1e-4):
-        report.problem(f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
-                       "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.")
-    else:
+    if not report.first([
+        (math.isclose(value, 100 * right, abs_tol=1e-2),
+         f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f})."),
+        (math.isclose(value, right * n, abs_tol=0.5),
+         f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ."),
+        (not math.isclose(value, right, abs_tol=1e-4),
+         f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
+         "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập."),
+    ], stop=False):
         report.success(f"model.eval() + no_grad, độ chính xác {value:.1%} trên {n} ảnh test (mô hình mới "
                        "train 1 epoch của bộ chấm).")
         report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
@@ -241,22 +239,23 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     finally:
         watch.close()
         grads.close()
-    if len(watch.first_batches) >= 2 and torch.equal(watch.first_batches[0], watch.first_batches[1]):
-        report.problem("epoch 1 và epoch 2 bắt đầu bằng cùng một batch: dữ liệu không được xáo trộn. Lấy thứ tự mới "
-                       "mỗi epoch: order = torch.randperm(len(X), device=X.device), rồi idx = order[start:start + "
-                       "batch_size].")
-    elif accuracies[-1] < _TARGET_ACCURACY:
-        report.problem(f"sau {_MAX_EPOCHS} epoch, độ chính xác test chỉ {max(accuracies):.1%} (cần ≥ "
-                       f"{_TARGET_ACCURACY:.0%}). Loss trung bình từng epoch: "
-                       + ", ".join(f"{v:.3f}" for v in losses) + ". Kiểm tra: X và y lấy CÙNG chỉ số idx, loss là "
-                       "F.cross_entropy(logits, nhãn), và mỗi batch theo thứ tự zero_grad → backward → step.")
-    else:
-        precision = f"autocast {short}" if amp_dtype is not None else "FP32"
-        report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
-                       f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; "
-                       f"loss trung bình {losses[0]:.3f} → {losses[-1]:.3f}.")
-        if device.type == "cpu":
-            report.note("Trên GPU: cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
+    if report.first([
+        (len(watch.first_batches) >= 2 and torch.equal(watch.first_batches[0], watch.first_batches[1]),
+         "epoch 1 và epoch 2 bắt đầu bằng cùng một batch: dữ liệu không được xáo trộn. Lấy thứ tự mới "
+         "mỗi epoch: order = torch.randperm(len(X), device=X.device), rồi idx = order[start:start + "
+         "batch_size]."),
+        (accuracies[-1] < _TARGET_ACCURACY,
+         f"sau {_MAX_EPOCHS} epoch, độ chính xác test chỉ {max(accuracies):.1%} (cần ≥ "
+         f"{_TARGET_ACCURACY:.0%}). Loss trung bình từng epoch: "
+         + ", ".join(f"{v:.3f}" for v in losses) + ". Kiểm tra: X và y lấy CÙNG chỉ số idx, loss là "
+         "F.cross_entropy(logits, nhãn), và mỗi batch theo thứ tự zero_grad → backward → step."),
+    ], stop=False):
+        return
+    precision = f"autocast {short}" if amp_dtype is not None else "FP32"
+    report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
+                   f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; "
+                   f"loss trung bình {losses[0]:.3f} → {losses[-1]:.3f}.")
+    on_gpu_note(report, device, "cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
 
 
 def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module, grads: _GradientWatch) -> None:
@@ -283,31 +282,30 @@ def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch
                        "train_epoch, nếu không dropout bị tắt suốt quá trình train.")
     rows = [r for *_, r, _ in calls]
     seen, largest = sum(rows), max(rows)
-    if largest > _BATCH_SIZE:
-        report.problem(f"một lần forward nhận {largest} ảnh, lớn hơn batch_size={_BATCH_SIZE}: mỗi bước chỉ đưa vào "
-                       "X[idx] với idx là batch_size chỉ số.")
-    elif seen < n_rows and n_rows - seen < _BATCH_SIZE:
-        report.problem(f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: vòng lặp bỏ sót batch cuối (dùng "
-                       "range(0, len(X), batch_size), batch cuối có thể ngắn hơn).")
-    elif seen < n_rows:
-        report.problem(f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: các batch phải phủ hết tập train, "
-                       "bước nhảy của vòng for bằng đúng kích thước batch (idx = order[start:start + batch_size]).")
-    elif seen > n_rows:
-        report.problem(f"một epoch đưa {seen} lượt ảnh vào mô hình, trong khi tập train có {n_rows}: mỗi ảnh chỉ "
-                       "nên đi qua đúng một lần mỗi epoch.")
-    elif largest < _BATCH_SIZE:
-        report.problem(f"batch lớn nhất chỉ có {largest} ảnh: dùng tham số batch_size={_BATCH_SIZE}.")
+    report.first([
+        (largest > _BATCH_SIZE, f"một lần forward nhận {largest} ảnh, lớn hơn batch_size={_BATCH_SIZE}: mỗi bước "
+                                "chỉ đưa vào X[idx] với idx là batch_size chỉ số."),
+        (seen < n_rows and n_rows - seen < _BATCH_SIZE,
+         f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: vòng lặp bỏ sót batch cuối (dùng "
+         "range(0, len(X), batch_size), batch cuối có thể ngắn hơn)."),
+        (seen < n_rows, f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: các batch phải phủ hết tập train, "
+                        "bước nhảy của vòng for bằng đúng kích thước batch (idx = order[start:start + batch_size])."),
+        (seen > n_rows, f"một epoch đưa {seen} lượt ảnh vào mô hình, trong khi tập train có {n_rows}: mỗi ảnh chỉ "
+                        "nên đi qua đúng một lần mỗi epoch."),
+        (largest < _BATCH_SIZE, f"batch lớn nhất chỉ có {largest} ảnh: dùng tham số batch_size={_BATCH_SIZE}."),
+    ], stop=False)
     out_dtypes = {dtype for *_, dtype in calls}
     if amp_dtype is not None and amp_dtype not in out_dtypes:
         report.problem(f"với amp_dtype={short}, đầu ra của mô hình vẫn là {sorted(map(str, out_dtypes))}: forward và "
                        "loss phải nằm trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
                        "enabled=amp_dtype is not None):`.")
-    if grads.steps == 0:
-        report.problem("optimizer được truyền vào không được step lần nào: sau backward gọi scaler.step(optimizer) "
-                       "với chính optimizer là tham số của train_epoch (đừng tạo optimizer mới trong hàm).")
-    elif grads.steps > len(calls):
-        report.problem(f"{grads.steps} lần optimizer.step() cho {len(calls)} batch: scaler.step(optimizer) đã gọi "
-                       "optimizer.step() rồi, đừng gọi thêm.")
+    report.first([
+        (grads.steps == 0, "optimizer được truyền vào không được step lần nào: sau backward gọi "
+                           "scaler.step(optimizer) với chính optimizer là tham số của train_epoch (đừng tạo "
+                           "optimizer mới trong hàm)."),
+        (grads.steps > len(calls), f"{grads.steps} lần optimizer.step() cho {len(calls)} batch: "
+                                   "scaler.step(optimizer) đã gọi optimizer.step() rồi, đừng gọi thêm."),
+    ], stop=False)
     if grads.stale:
         report.problem("gradient của batch trước còn nguyên khi backward batch sau: gọi optimizer.zero_grad() mỗi "
                        "batch, nếu không gradient cộng dồn qua mọi bước.")
@@ -330,18 +328,8 @@ task2 = Exercise("task2", "Nhiệm vụ 2 · Vòng train một epoch (AMP)", _ev
 ])
 
 
-def _define(exercise: Exercise, name: str):
-    """Return function `name` of the exercise's solution, its source findable (inspect, tracebacks)."""
-    filename = f"<lessons_lib.exercises.lesson11:{name}>"
-    source = exercise.solution_code + "\n"
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    scope = {"torch": torch, "F": F}
-    exec(compile(source, filename, "exec"), scope)  # noqa: S102 - the lesson's own solution
-    return scope[name]
-
-
-reference_evaluate = _define(task1, "evaluate")
-reference_train_epoch = _define(task2, "train_epoch")
+reference_evaluate = task1.solution_function("evaluate")
+reference_train_epoch = task2.solution_function("train_epoch")
 
 # Section 7's verdicts on the CPU times.
 
@@ -394,15 +382,15 @@ def work_time_verdict(times: dict, gflop: dict, label: str = "fp32") -> str:
         raise ValueError(f"times thiếu thời gian {label!r} của {small!r} hoặc {wide!r}")
     work, slower = gflop[wide] / gflop[small], times[wide, label] / times[small, label]
     head = f"Mô hình {wide}: {work:.0f}× số phép tính, nhưng {slower:.1f}× thời gian trên CPU ({label})."
-    if slower < 1:
-        return (f"{head}\n⚠️ Ít thời gian hơn cho nhiều việc hơn: chi phí cố định của các bước nhỏ hiếm khi lớn "
-                f"đến thế, nhiều khả năng là {_BUSY}.")
-    if slower * 2 <= work:
-        return (f"{head}\n→ Thời gian tăng chậm hơn hẳn số phép tính: phần lớn thời gian của mô hình {small} là "
-                "chi phí cố định của từng phép tính nhỏ, không phải phép nhân (trên máy bận, thời gian chờ CPU cũng "
-                "rơi vào phần này: nếu ô đo chậm bất thường, chạy lại).")
-    return (f"{head}\n→ Thời gian tăng gần bằng (hoặc hơn) số phép tính: trên CPU này, cả mô hình {small} cũng "
-            "chủ yếu là tính, chi phí cố định không lớn (một CPU bận hay chậm cũng cho kết quả như vậy).")
+    return head + "\n" + first_true([
+        (slower < 1, "⚠️ Ít thời gian hơn cho nhiều việc hơn: chi phí cố định của các bước nhỏ hiếm khi lớn "
+                     f"đến thế, nhiều khả năng là {_BUSY}."),
+        (slower * 2 <= work, f"→ Thời gian tăng chậm hơn hẳn số phép tính: phần lớn thời gian của mô hình {small} "
+                             "là chi phí cố định của từng phép tính nhỏ, không phải phép nhân (trên máy bận, thời "
+                             "gian chờ CPU cũng rơi vào phần này: nếu ô đo chậm bất thường, chạy lại)."),
+        (True, f"→ Thời gian tăng gần bằng (hoặc hơn) số phép tính: trên CPU này, cả mô hình {small} cũng "
+               "chủ yếu là tính, chi phí cố định không lớn (một CPU bận hay chậm cũng cho kết quả như vậy)."),
+    ])
 
 
 def bf16_verdict(times: dict) -> list[str]:
@@ -417,15 +405,14 @@ def bf16_verdict(times: dict) -> list[str]:
                                    f"bf16 CHẬM hơn {1 / ratio:.1f}×" if ratio < 1 / _EQUAL_WITHIN else
                                    "gần như bằng nhau (±10%)")
              for name, ratio in speedup.items()]
-    if any(times[small, label] > times[wide, label] for label in ("fp32", "bf16")):
-        lines.append(f"⚠️ Chưa kết luận được: mô hình {small} đo chậm hơn mô hình {wide} (xem dòng ⚠️ của ô đo), nên "
-                     f"các tỉ số trên không đáng tin; {_BUSY}.")
-    elif speedup[small] > _EQUAL_WITHIN and speedup[small] > speedup[wide] * _EQUAL_WITHIN:
-        lines.append(f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do bên dưới (bf16 chỉ "
-                     f"tiết kiệm ở phép nhân ma trận, mà phép nhân của mô hình {small} rất nhỏ). Nhiều khả năng là "
-                     f"{_BUSY}.")
-    elif speedup[wide] > _EQUAL_WITHIN:
-        lines.append(f"→ Trên CPU này bf16 có ích khi phép nhân đủ lớn (mô hình {wide}).")
-    else:
-        lines.append("→ Trên CPU này bf16 không làm train nhanh hơn: giữ FP32.")
-    return lines
+    return lines + [first_true([
+        (any(times[small, label] > times[wide, label] for label in ("fp32", "bf16")),
+         f"⚠️ Chưa kết luận được: mô hình {small} đo chậm hơn mô hình {wide} (xem dòng ⚠️ của ô đo), nên "
+         f"các tỉ số trên không đáng tin; {_BUSY}."),
+        (speedup[small] > _EQUAL_WITHIN and speedup[small] > speedup[wide] * _EQUAL_WITHIN,
+         f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do bên dưới (bf16 chỉ "
+         f"tiết kiệm ở phép nhân ma trận, mà phép nhân của mô hình {small} rất nhỏ). Nhiều khả năng là "
+         f"{_BUSY}."),
+        (speedup[wide] > _EQUAL_WITHIN, f"→ Trên CPU này bf16 có ích khi phép nhân đủ lớn (mô hình {wide})."),
+        (True, "→ Trên CPU này bf16 không làm train nhanh hơn: giữ FP32."),
+    ])]
