@@ -418,17 +418,17 @@ def fresh_registry():
 def test_solutions_notebook_passes_every_check(fresh_registry):
     out, _ = run_notebook(SOLUTION_NB)
     assert "❌" not in out and "⏳" not in out, out
-    cpu_exercises = [e for e in _core.REGISTRY.values() if not e.gpu]
-    assert out.count("✅ Bài") >= len(cpu_exercises), out
-    assert all(e.last_status == "pass" for e in cpu_exercises)
-    assert f"Tiến độ: {len(cpu_exercises)}/{len(_core.REGISTRY)} bài đạt" in out
+    exercises = list(_core.REGISTRY.values())
+    assert out.count("✅ Bài") >= len(exercises), out
+    assert all(e.last_status == "pass" for e in exercises)
+    assert f"Tiến độ: {len(exercises)}/{len(exercises)} bài đạt" in out
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
 def test_learner_notebook_runs_and_reports_not_done(fresh_registry):
     out, _ = run_notebook(LEARNER_NB)
     assert "✅ Bài" not in out and "❌" not in out, out
-    assert all(e.last_status == "missing" for e in _core.REGISTRY.values() if not e.gpu)
+    assert all(e.last_status == "missing" for e in _core.REGISTRY.values())
     assert "Tiến độ: 0/" in out
 
 

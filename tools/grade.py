@@ -46,7 +46,6 @@ LABELS = {
     "wrong": "❌ chưa đúng",
     "not_done": "⏳ chưa làm",
     "error": "💥 lỗi",
-    "needs_gpu": "⏭️ cần GPU",
     "ran": "▶️ chạy xong",
 }
 _FROM_FEEDBACK = {"pass": "passed", "fail": "wrong", "missing": "not_done"}
@@ -149,8 +148,8 @@ def identify(nb: Mapping, lessons: Mapping[str, Lesson]) -> str | None:
     return by_number[0] if len(by_number) == 1 else None
 
 
-def task_info(lessons: Mapping[str, Lesson]) -> dict[str, tuple[str, dict[str, tuple[str, bool]]]]:
-    """Return, per lesson, its exercise group and each task's (title, needs a GPU), from lessons_lib itself."""
+def task_info(lessons: Mapping[str, Lesson]) -> dict[str, tuple[str, dict[str, str]]]:
+    """Return, per lesson, its exercise group and each task's title, from lessons_lib itself."""
     import importlib
 
     from lessons_lib.exercises import _core
@@ -162,7 +161,7 @@ def task_info(lessons: Mapping[str, Lesson]) -> dict[str, tuple[str, dict[str, t
         tasks = {}
         for key in lesson.tasks:
             exercise = _core.GROUPS.get(group, {}).get(key)
-            tasks[key] = (exercise.title, exercise.gpu) if exercise else (key, key.endswith("_gpu"))
+            tasks[key] = exercise.title if exercise else key
         info[name] = (group, tasks)
     return info
 
@@ -523,8 +522,8 @@ def _error_text(error: dict, memory_mb: int) -> str:
     return text
 
 
-def rows_for(sub: Submission, result: dict | None, checks: list[dict], info, cuda: bool,
-             timeout: float, memory_mb: int) -> list[dict]:
+def rows_for(sub: Submission, result: dict | None, checks: list[dict], info, timeout: float,
+             memory_mb: int) -> list[dict]:
     """Return the table rows of one submission: one per task of its lesson, then one for the notebook as a whole."""
     base = {"learner": sub.learner, "file": sub.path.name, "lesson": sub.lesson or "?"}
     if sub.problem:
@@ -537,7 +536,7 @@ def rows_for(sub: Submission, result: dict | None, checks: list[dict], info, cud
     if result is None:
         stop = {"reason": "lost", "cell": None}
     rows = []
-    for key, (title, gpu) in tasks.items():
+    for key, title in tasks.items():
         row = {**base, "task": key, "title": title}
         cell = next((i for i, text in code if re.search(rf"\b{re.escape(key)}\.check\(", text)), None)
         if key in last:
@@ -551,8 +550,6 @@ def rows_for(sub: Submission, result: dict | None, checks: list[dict], info, cud
             why = "kết quả bị mất: tiến trình chấm bị dừng" if stop["reason"] == "lost" else \
                 _stop_text(stop, timeout, memory_mb)
             row.update(status="error", message="notebook dừng trước khi tới bài này: " + why)
-        elif gpu and not cuda:
-            row.update(status="needs_gpu", message="bài này cần GPU CUDA; máy chấm không có: không chấm")
         elif cell is None:
             row.update(status="not_done", message=f"không có ô nào gọi {key}.check(...)")
         else:
@@ -600,7 +597,7 @@ def write_html(rows: list[dict], path: Path, seconds: float) -> None:
             "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}",
             "td.msg{white-space:pre-wrap;font-family:monospace;font-size:90%;max-width:60em}",
             ".passed{background:#e6f6e6}.wrong{background:#fde8e8}.error{background:#fbe3c9}",
-            ".not_done{background:#f3f3f3}.needs_gpu{background:#e8eefc}</style>",
+            ".not_done{background:#f3f3f3}</style>",
             "<h1>Kết quả chấm bài</h1>",
             f"<p>{len({k[0] for k in summary})} học viên, {len(summary)} bài nộp, chấm trong {seconds:.0f} s. "
             "Mỗi notebook chạy từ trên xuống (như “Chạy tất cả”) bằng bộ chấm của khoá; output cũ trong file bị bỏ "
@@ -650,9 +647,6 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
     started = time.monotonic()
     lessons = load_lessons(notebooks)
     info = task_info(lessons)
-    import torch
-
-    cuda = torch.cuda.is_available()
     folder, out = folder.resolve(), out.resolve()
     subs = [read_submission(path, folder, lessons) for path in find_files(folder, exclude=out)]
     echo(f"Chấm {len(subs)} file trong {folder} ({jobs} notebook cùng lúc, tối đa {timeout:g} s và "
@@ -669,7 +663,7 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
         result, checks = (None, []) if sub.problem else run_submission(sub, timeout, int(memory_mb), threads)
         if result:
             logs[index] = result.pop("log", "")
-        rows = rows_for(sub, result, checks, info, cuda, timeout, int(memory_mb))
+        rows = rows_for(sub, result, checks, info, timeout, int(memory_mb))
         passed = sum(r["status"] == "passed" for r in rows)
         tasks = sum(r["task"] != NOTEBOOK_TASK for r in rows)
         with lock:

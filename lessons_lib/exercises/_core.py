@@ -96,11 +96,6 @@ class Report:
             wanted = f"return {returns}" if returns else "return"
             self.missing_part(f"{name} chưa trả về gì (thiếu {wanted}).", stop=True)
 
-    def require_gpu(self) -> None:
-        """Stop with a problem when there is no CUDA GPU (the part lives in a ``%%gpu`` cell)."""
-        if not torch.cuda.is_available():
-            self.problem("phần này cần GPU CUDA; máy này không có (ô %%gpu lẽ ra đã bỏ qua nó).", stop=True)
-
     def call(self, what: str, fn: Callable, *args, mistakes: Mistakes = (), **kwargs):
         """Call the learner's `fn`; if it raises, record the first mistake it matches (else the error) and stop.
 
@@ -165,8 +160,8 @@ class Exercise:
     """
 
     def __init__(self, key: str, title: str, evaluate: Callable, hints: list[str], *,
-                 gpu: bool = False, starter: str | None = None, group: str = "exercises"):
-        self.key, self.group, self.gpu, self.title = key, group, gpu, title
+                 starter: str | None = None, group: str = "exercises"):
+        self.key, self.group, self.title = key, group, title
         self._evaluate, self._hints = evaluate, list(hints)
         self.starter_code = textwrap.dedent(starter).strip("\n") if starter else None
         self._hints_shown, self.last_status = 0, None
@@ -274,20 +269,17 @@ def record_check(group: str, feedback: Feedback, environ=os.environ) -> bool:
 
 
 def progress(group: str = "exercises") -> None:
-    """Print the status of every exercise in `group`: checked and passed, not right yet, not done, or needs a GPU."""
+    """Print the status of every exercise in `group`: checked and passed, not right yet, or not done."""
     if not isinstance(group, str):
         raise TypeError(f"group must be a str such as 'exercises' or 'lesson04', got {type(group).__name__}")
     if group not in GROUPS:
         raise ValueError(f"group must be one of {sorted(GROUPS)}, got {group!r}")
-    has_cuda = torch.cuda.is_available()
     exercises = sorted(GROUPS[group].values(), key=_order)
     width = max((len(ex.title) for ex in exercises), default=0)
     done = sum(ex.last_status == PASS for ex in exercises)
     print(f"Tiến độ: {done}/{len(exercises)} bài đạt")
     for ex in exercises:
         label = _HEADS.get(ex.last_status, "· chưa chấm")
-        if ex.gpu and not has_cuda and ex.last_status is None:
-            label = "⏭️ cần GPU CUDA (máy này không có)"
         print(f"  {ex.title:<{width}}  {label}")
 
 
