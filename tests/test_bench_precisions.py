@@ -28,9 +28,9 @@ def timing(seconds: float, n: int = 2048, device: str = "cuda:0", threads: int =
 
 
 def test_run_side_checks_then_times_on_the_cpu():
-    side = run_side(64, torch.device("cpu"), torch.float32, threads=1, max_call_s=5, max_time_s=1, repeats=3)
+    side = run_side(64, torch.device("cpu"), torch.float32, threads=1, max_call_s=5, max_time_s=1)
     assert side.measured and side.rel_error < 1e-5 and not side.skipped
-    assert side.timing.threads == 1 and side.timing.repeats <= 3 and side.name == "CPU fp32 (1 luồng)"
+    assert side.timing.threads == 1 and side.timing.repeats <= 5 and side.name == "CPU fp32 (1 luồng)"
     assert "GFLOP/s" in side.line() or "MFLOP/s" in side.line()
 
 
@@ -65,7 +65,7 @@ def fake_gpu(monkeypatch):
     """Make compare_dtypes believe it runs on a T4: fixed timings, T4 spec, a CPU side that is too slow."""
     calls = []
 
-    def fake_side(n, device, dtype, *, threads, max_call_s, max_time_s, repeats=5, warmup=2, peak_tflops=None):
+    def fake_side(n, device, dtype, *, threads, max_call_s, max_time_s, peak_tflops=None):
         calls.append((device.type, dtype, max_call_s, max_time_s, peak_tflops))
         label = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
         if device.type == "cpu":
@@ -81,10 +81,10 @@ def fake_gpu(monkeypatch):
 
 
 def test_gpu_mode_times_fp32_and_fp16_on_the_gpu_and_bounds_the_cpu(fake_gpu):
-    result = compare_dtypes(2048, CUDA, torch.float16, threads=2, cpu_max_call_s=1.0, cpu_max_time_s=2.0)
+    result = compare_dtypes(2048, CUDA, torch.float16, threads=2)
     assert [(kind, dt) for kind, dt, *_ in fake_gpu] == [
         ("cuda", torch.float32), ("cuda", torch.float16), ("cpu", torch.float32)]
-    assert fake_gpu[2][2:4] == (1.0, 2.0)                 # the CPU side gets the CPU limits
+    assert fake_gpu[0][2:4] == (2.0, 3.0) and fake_gpu[2][2:4] == (1.0, 2.0)  # the GPU's limits, the CPU's
     t4 = gpu_specs.T4
     assert (fake_gpu[0][4], fake_gpu[1][4]) == (t4.peak_tflops("fp32"), t4.peak_tflops("fp16"))  # with the sides
     text = str(result)
@@ -114,11 +114,6 @@ def test_a_size_that_is_not_a_multiple_of_8_gets_the_tensor_core_note(fake_gpu):
     assert not compare_dtypes(512, CUDA, torch.float16, threads=2).notes()
 
 
-def test_without_the_cpu_side_only_the_gpu_is_timed(fake_gpu):
-    result = compare_dtypes(256, CUDA, torch.float16, threads=2, cpu=False)
-    assert len(result.sides) == 2 and result.cpu is None
-
-
 def test_the_gpu_vs_cpu_sentence_when_every_side_ran():
     sides = (Side("cuda:0", "fp32", 2, timing=timing(0.01)), Side("cuda:0", "fp16", 2, timing=timing(0.002)),
              Side("cpu", "fp32", 2, timing=timing(0.5, device="cpu")))
@@ -134,8 +129,8 @@ def test_nothing_measured_says_so():
 
 
 def test_compare_dtypes_on_the_cpu_runs_for_real():
-    result = compare_dtypes(64, torch.device("cpu"), torch.bfloat16, threads=2, repeats=2, warmup=1)
-    assert len(result.sides) == 2 and result.fp32.is_cpu and result.low.dtype == "bf16"
+    result = compare_dtypes(64, torch.device("cpu"), torch.bfloat16, threads=2)
+    assert len(result.sides) == 2 and result.fp32.is_cpu and result.low.dtype == "bf16" and result.cpu is None
     assert result.fp32.measured and result.low.measured
     assert result.sentences()[0].startswith("Trên cùng CPU, bf16")
 
