@@ -64,15 +64,6 @@ class OpTable(_Printable):
     total_self_s: float
     total_rows: int
 
-    @property
-    def top(self) -> OpRow | None:
-        """Return the row with the most self time (None for an empty profile)."""
-        return self.rows[0] if self.rows else None
-
-    def names(self) -> list[str]:
-        """Return the names of the rows, from most to least self time."""
-        return [row.name for row in self.rows]
-
     def __str__(self) -> str:
         where = "CPU" if self.by == "cpu" else "thiết bị (GPU)"
         if not self.rows:

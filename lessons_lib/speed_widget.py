@@ -16,7 +16,6 @@ from .bench.matmul import Comparison
 from .bench.precisions import CPU_MAX_CALL_S, CPU_MAX_TIME_S, DtypeComparison, bf16_emulated, compare_dtypes
 from .bench.timing import _device, _dtype, cpu_threads
 from .errors import explain
-from .precision import format_name
 from .widget_display import show_widget
 
 RESULT_CLASS = "lessons-speed-result"
@@ -43,30 +42,16 @@ class SpeedControl:
         default_n = 2048 if self.accelerated else 500
         self.n = default_n if default_n in self.sizes else self.sizes[0]
         self.dtype = "fp16" if self.accelerated else "fp32"
-        self.history: list[Comparison | DtypeComparison] = []
+        self.last: Comparison | DtypeComparison | None = None  # the latest comparison (None after an error)
         self.error = ""
         self._box = self._result = self._slider = self._dtype = None
-        self._syncing = False
         self.run()
 
-    @property
-    def last(self) -> Comparison | DtypeComparison | None:
-        """The latest comparison, or None before the first run (or after an error)."""
-        return self.history[-1] if self.history and not self.error else None
-
-    def run(self, n: int | None = None, dtype: str | torch.dtype | None = None):
-        """Run the comparison for `n` and `dtype` (default: the current choice); show it and return it.
+    def run(self):
+        """Run the comparison for the chosen N and dtype; show it and return it.
 
         An error while measuring is shown in the result area and None returned: callbacks must not raise.
         """
-        if n is not None and n not in self.sizes:
-            raise ValueError(f"n phải là một trong các kích thước {self.sizes}, nhận được {n!r}")
-        label = self.dtype if dtype is None else format_name(dtype)
-        if self.accelerated and label == "fp32":
-            raise ValueError("Trên GPU, dtype là kiểu 16 bit để so với fp32: 'fp16' hoặc 'bf16' "
-                             "(fp32 luôn được đo).")
-        self.n, self.dtype = self.n if n is None else n, label
-        self._sync_widgets()
         self._show(f"⏳ Đang đo N={self.n} {self.dtype}…")
         try:
             if self.accelerated:
@@ -77,10 +62,10 @@ class SpeedControl:
         except Exception as exc:  # shown to the learner instead of lost in a widget callback
             hint = explain(exc)
             self.error = f"❌ {type(exc).__name__}: {exc}" + (f"\n{hint}" if hint else "")
+            self.last = None
             self._show(self.error)
             return None
-        self.error = ""
-        self.history.append(result)
+        self.error, self.last = "", result
         self._show(self.text())
         return result
 
@@ -126,19 +111,8 @@ class SpeedControl:
         return self._box
 
     def _on_change(self, _change) -> None:
-        if not self._syncing:
-            self.run(n=self._slider.value, dtype=self._dtype.value)
-
-    def _sync_widgets(self) -> None:
-        """Show a choice made with run(n, dtype) on the slider and menu without triggering another run."""
-        if self._slider is None:
-            return
-        self._syncing = True
-        try:
-            self._slider.value = self.n
-            self._dtype.value = self.dtype
-        finally:
-            self._syncing = False
+        self.n, self.dtype = self._slider.value, self._dtype.value
+        self.run()
 
     @staticmethod
     def _html(text: str) -> str:
