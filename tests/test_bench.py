@@ -125,7 +125,7 @@ def test_measure_flops_give_throughput():
 def test_timing_repr_states_the_conditions():
     timing = bench.measure(lambda: None, device="cpu", repeats=3, warmup=2, label="noop")
     text = repr(timing)
-    assert text.startswith("Timing(noop: ") and "warm-up 2" in text and "3" in text
+    assert text == str(timing) and text.startswith("noop: ") and "warm-up 2" in text and "3" in text
     assert f"{timing.threads} luồng" in text
     gpu_like = bench.Timing((1e-3,), "cuda:0", 2, 1, 1)
     assert "synchronize" in gpu_like.conditions()

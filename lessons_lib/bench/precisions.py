@@ -49,7 +49,6 @@ class Side:
     dtype: str
     threads: int
     timing: Timing | None = None
-    rel_error: float | None = None
     skipped: str = ""
     peak_tflops: float | None = None
 
@@ -109,24 +108,9 @@ class DtypeComparison(_Printable):
         return _noise_line([f"{side.name}: {sign}" for side in self.sides if side.measured
                             for sign in _signs(side.timing.times_s, None)])
 
-    @property
-    def fp32(self) -> Side:
-        """The device's fp32 side."""
-        return self.sides[0]
-
-    @property
-    def low(self) -> Side:
-        """The device's 16-bit side."""
-        return self.sides[1]
-
-    @property
-    def cpu(self) -> Side | None:
-        """The CPU's fp32 side, when the device is not the CPU and the CPU was compared."""
-        return self.sides[2] if len(self.sides) > 2 else None
-
     def sentences(self) -> list[str]:
         """Return the comparisons the measurements support, one sentence each."""
-        fp32, low, cpu = self.fp32, self.low, self.cpu
+        fp32, low, cpu = (*self.sides, None)[:3]  # no CPU side when the device is the CPU
         where = "CPU" if fp32.is_cpu else fp32.device
         out = []
         if fp32.measured and low.measured:
@@ -139,25 +123,21 @@ class DtypeComparison(_Printable):
 
     def notes(self) -> list[str]:
         """Return remarks on the conditions (a size tensor cores handle less well, emulated bf16)."""
-        out = []
-        if self.low.device.startswith("cuda") and self.n % _TENSOR_CORE_MULTIPLE:
+        out, low = [], self.sides[1]
+        if low.device.startswith("cuda") and self.n % _TENSOR_CORE_MULTIPLE:
             out.append(f"ℹ️ N={self.n} không chia hết cho {_TENSOR_CORE_MULTIPLE}: tensor core vẫn được dùng nhưng "
                        f"kém hiệu quả hơn; chọn chiều là bội của {_TENSOR_CORE_MULTIPLE} ({_TENSOR_CORE_SOURCE}).")
-        if self.low.dtype == "bf16" and self.bf16_emulated:
+        if low.dtype == "bf16" and self.bf16_emulated:
             out.append("ℹ️ GPU này không có tensor core cho bf16 (chỉ có từ compute capability 8.0, Ampere): PyTorch "
                        "vẫn nhân bf16 được nhưng giả lập, không bằng tensor core, nên bf16 ở đây không nói gì về tốc "
                        f"độ bf16 trên A100/H100/L4. Muốn thấy tensor core, chọn fp16 ({_BF16_SOURCE}).")
         return out
 
-    def verdict(self) -> str:
-        """Return the comparison sentences as one paragraph (or why nothing could be compared)."""
-        return " ".join(self.sentences()) or f"N={self.n}: không đủ phía được đo để so sánh."
-
     def __str__(self) -> str:
         head = (f"N={self.n} ({matmul_flops(self.n) / 1e9:.3g} GFLOP mỗi phép nhân) · mỗi phía được kiểm tra với "
                 "float64 trước khi đo" + (f" · {self.device_name}" if self.device_name else ""))
         lines = [head] + [f"  {side.line()}" for side in self.sides]
-        lines += [f"→ {s}" for s in self.sentences()] or [f"→ {self.verdict()}"]
+        lines += [f"→ {s}" for s in self.sentences()] or [f"→ N={self.n}: không đủ phía được đo để so sánh."]
         if any(s.measured and not s.is_cpu for s in self.sides):
             source = self.spec.source if self.spec else "không có (GPU này không có trong bảng gpu_specs)"
             lines.append(f"GPU được synchronize trước và sau mỗi lần đo. Số đỉnh: {source}.")
@@ -183,12 +163,12 @@ def run_side(n: int, device: torch.device, dtype: torch.dtype, *, threads: int, 
                                         f"~{format_seconds(estimate)} mỗi phép nhân, quá giới hạn {max_call_s:g} s "
                                         "của widget.")
         a, b = _inputs(n, device, dtype)
-        error = _assert_correct(a, b, a @ b, dtype, device)
+        _assert_correct(a, b, a @ b, dtype, device)
         timing = _measure(lambda: a @ b, device, repeats=5, warmup=2, threads=threads,
                           flops=matmul_flops(n), label=_label(n, dtype), max_time_s=max_time_s)
     except (RuntimeError, TypeError, NotImplementedError) as exc:  # a dtype it cannot run, OOM, wrong result
         return Side(**base, skipped=f"❌ {short_message(exc, max_lines=2)}")
-    return Side(**base, timing=timing, rel_error=error)
+    return Side(**base, timing=timing)
 
 
 def compare_dtypes(n: int, device: torch.device, low: torch.dtype, *, threads: int) -> DtypeComparison:
