@@ -16,6 +16,7 @@ from .bench.matmul import Comparison
 from .bench.precisions import CPU_MAX_CALL_S, CPU_MAX_TIME_S, DtypeComparison, bf16_emulated, compare_dtypes
 from .bench.timing import _device, _dtype, cpu_threads
 from .errors import explain
+from .precision import format_name
 from .widget_display import show_widget
 
 RESULT_CLASS = "lessons-speed-result"
@@ -45,13 +46,22 @@ class SpeedControl:
         self.last: Comparison | DtypeComparison | None = None  # the latest comparison (None after an error)
         self.error = ""
         self._box = self._result = self._slider = self._dtype = None
+        self._syncing = False
         self.run()
 
-    def run(self):
-        """Run the comparison for the chosen N and dtype; show it and return it.
+    def run(self, n: int | None = None, dtype: str | torch.dtype | None = None):
+        """Run the comparison for `n` and `dtype` (default: the current choice); show it and return it.
 
         An error while measuring is shown in the result area and None returned: callbacks must not raise.
         """
+        if n is not None and n not in self.sizes:
+            raise ValueError(f"n phải là một trong các kích thước {self.sizes}, nhận được {n!r}")
+        label = self.dtype if dtype is None else format_name(dtype)
+        if self.accelerated and label == "fp32":
+            raise ValueError("Trên GPU, dtype là kiểu 16 bit để so với fp32: 'fp16' hoặc 'bf16' "
+                             "(fp32 luôn được đo).")
+        self.n, self.dtype = self.n if n is None else n, label
+        self._sync_widgets()
         self._show(f"⏳ Đang đo N={self.n} {self.dtype}…")
         try:
             if self.accelerated:
@@ -111,8 +121,19 @@ class SpeedControl:
         return self._box
 
     def _on_change(self, _change) -> None:
-        self.n, self.dtype = self._slider.value, self._dtype.value
-        self.run()
+        if not self._syncing:
+            self.run(n=self._slider.value, dtype=self._dtype.value)
+
+    def _sync_widgets(self) -> None:
+        """Show a choice made with run(n, dtype) on the slider and menu without triggering another run."""
+        if self._slider is None:
+            return
+        self._syncing = True
+        try:
+            self._slider.value = self.n
+            self._dtype.value = self.dtype
+        finally:
+            self._syncing = False
 
     @staticmethod
     def _html(text: str) -> str:

@@ -223,7 +223,7 @@ def sweep_over(monkeypatch, sizes, *args, **kwargs):
 
 
 def test_sweep_stops_before_the_budget_is_exceeded(monkeypatch):
-    result = sweep_over(monkeypatch, SIZES, "cpu", "fp32", budget_s=0.4)
+    result = sweep_over(monkeypatch, SIZES, "cpu", "fp32", budget_s=0.4, repeats=2)
     assert result.stop_reason == "budget" and result.next_size in SIZES
     assert result.wall_s <= 0.4 * 2  # no size is started that is predicted to overrun (noise allowance ×2)
     assert result.sizes == sorted(result.sizes) and result.sizes == list(SIZES[: len(result.sizes)])
@@ -234,7 +234,7 @@ def test_sweep_stops_before_the_budget_is_exceeded(monkeypatch):
 
 
 def test_sweep_measures_every_size_when_the_budget_allows(monkeypatch):
-    result = sweep_over(monkeypatch, [8, 16, 32], "cpu", torch.bfloat16, budget_s=10)
+    result = sweep_over(monkeypatch, [8, 16, 32], "cpu", torch.bfloat16, budget_s=10, repeats=2)
     assert result.stop_reason == "all_sizes" and result.next_size is None
     assert result.sizes == [8, 16, 32] and result.dtype == "bf16" and result.is_cpu
     assert result.threads == bench.cpu_threads() and result.label.startswith("CPU bf16")
@@ -268,6 +268,8 @@ def test_sweep_allocates_nothing_when_the_first_size_does_not_fit(monkeypatch):
         ({"dtype": "int8"}, ValueError, "fp16"),
         ({"dtype": 8}, TypeError, "dtype"),
         ({"device": "tpu"}, ValueError, "cpu"),
+        ({"repeats": 0}, ValueError, "repeats"),
+        ({"threads": 0}, ValueError, "threads"),
     ],
 )
 def test_sweep_bad_input(kwargs, error, match):
@@ -333,7 +335,7 @@ def test_estimate_seconds_scales_as_n_cubed_beyond_the_measured_sizes():
 
 
 def test_compare_matmul_on_cpu_is_one_thread_vs_all():
-    result = bench.compare_matmul(64, "fp32", "cpu")
+    result = bench.compare_matmul(64, "fp32", "cpu", repeats=2)
     assert result.baseline.threads == 1 and result.other.threads == bench.cpu_threads()
     assert result.speedup == pytest.approx(result.baseline.median_s / result.other.median_s)
     assert max(result.errors) <= FP32_TOLERANCE
@@ -360,6 +362,8 @@ def test_compare_matmul_skips_sizes_that_would_take_too_long():
         ({"include_copy": "yes"}, TypeError, "include_copy"),
         ({"max_call_s": 0}, ValueError, "max_call_s"),
         ({"max_time_s": -1}, ValueError, "max_time_s"),
+        ({"repeats": 0}, ValueError, "repeats"),
+        ({"threads": 0}, ValueError, "threads"),
     ],
 )
 def test_compare_matmul_bad_input(kwargs, error, match):
@@ -369,7 +373,7 @@ def test_compare_matmul_bad_input(kwargs, error, match):
 
 
 def test_copy_vs_compute_times_real_copies():
-    cost = bench.copy_vs_compute(128, "cpu")
+    cost = bench.copy_vs_compute(128, "cpu", repeats=2)
     assert cost.total_s == pytest.approx(cost.to_device.median_s + cost.compute.median_s + cost.to_host.median_s)
     assert cost.to_device.median_s > 0 and cost.to_host.median_s > 0
     assert cost.compute.flops == bench.matmul_flops(128)
@@ -381,3 +385,7 @@ def test_copy_vs_compute_bad_input():
         bench.copy_vs_compute(16, "cpu", pinned="yes")
     with pytest.raises(ValueError, match="n"):
         bench.copy_vs_compute(-1, "cpu")
+    with pytest.raises(ValueError, match="repeats"):
+        bench.copy_vs_compute(16, "cpu", repeats=0)
+    with pytest.raises(ValueError, match="threads"):
+        bench.copy_vs_compute(16, "cpu", threads=0)

@@ -120,19 +120,19 @@ def test_sweep_measures_an_outlier_again_and_keeps_the_faster(monkeypatch):
         return _timing([4e-6] * 3, 32)
 
     monkeypatch.setattr(bench_sweep, "_measure", fake_measure)
-    notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 5.0)
+    notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 5.0)
     assert calls == ["matmul 32"] and records[0].seconds == 4e-6
     assert len(notes) == 1 and "N=32 20.0 ms → 4.00 µs" in notes[0]
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
     monkeypatch.setattr(bench_sweep, "_measure", lambda fn, dev, **kw: _timing([3e-2] * 3, 32))
-    bench_sweep._remeasure_outliers(records, CPU, torch.float32, 5.0)
+    bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 5.0)
     assert records[0].seconds == 2e-2  # the re-measurement was slower: the first one stays
 
 
 def test_sweep_says_when_there_is_no_time_left_to_measure_again(monkeypatch):
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
     monkeypatch.setattr(bench_sweep, "_measure", lambda *a, **kw: pytest.fail("must not measure"))
-    notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 0.01)
+    notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 0.01)
     assert notes == ["Không còn thời gian trong ngân sách để đo lại N=32."]
 
 

@@ -123,7 +123,8 @@ def test_top_ops_by_device_keeps_gpu_rows_only():
     assert table.total_self_s == pytest.approx(40e-6)  # as the table's "Self CUDA time total": no double count
     assert table.rows[0].share == pytest.approx(0.75)
     cpu = profiling.top_ops(rows)
-    assert [row.name for row in cpu.rows] == ["aten::mm", "cudaLaunchKernel"] and cpu.rows[1].kind == "runtime"
+    assert [row.name for row in cpu.rows] == ["aten::mm", "cudaLaunchKernel"]
+    assert cpu.rows[1].kind == "runtime"
 
 
 def test_top_ops_by_device_reads_the_old_cuda_names():

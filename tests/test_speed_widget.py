@@ -89,6 +89,13 @@ def test_gpu_mode_widget_menu_is_the_16_bit_dtype(gpu):
     assert gpu[-1][:3] == (8192, "cuda", "bf16") and "bf16" in result.value
 
 
+def test_gpu_mode_rejects_fp32_as_the_compared_dtype(gpu):
+    ctrl = SpeedControl("cuda")
+    with pytest.raises(ValueError, match="'fp16' hoặc 'bf16'"):
+        ctrl.run(1024, "fp32")
+    assert (ctrl.n, ctrl.dtype) == (2048, "fp16")
+
+
 def test_widget_has_stable_css_classes(control):
     box, _slider, _dtype, _button, result = parts(control)
     assert RESULT_CLASS in result._dom_classes and CONTROL_CLASS in box._dom_classes
@@ -114,6 +121,17 @@ def test_button_measures_again(control):
     first = control.last
     button.click()
     assert control.last is not first and control.last.n == 16
+
+
+def test_run_with_arguments_moves_the_widgets_without_a_second_run(control, monkeypatch):
+    _box, slider, dtype, _button, result = parts(control)
+    calls = []
+    measure = speed_widget.compare_matmul
+    monkeypatch.setattr(speed_widget, "compare_matmul", lambda *a, **kw: calls.append(a) or measure(*a, **kw))
+    returned = control.run(32, "fp16")
+    assert isinstance(returned, Comparison) and returned is control.last and len(calls) == 1
+    assert (slider.value, dtype.value) == (32, "fp16")
+    assert "N=32 fp16" in result.value
 
 
 def test_an_error_is_shown_not_raised(control, monkeypatch):
@@ -152,6 +170,16 @@ def test_plain_text_display_without_a_widget_frontend(control, capsys):
 def test_bad_device():
     with pytest.raises(ValueError, match="cpu"):
         speed_control("tpu")
+
+
+def test_run_rejects_a_size_outside_the_slider_and_an_unknown_dtype(control):
+    with pytest.raises(ValueError, match="999"):
+        control.run(999)
+    with pytest.raises(ValueError, match="fp16"):
+        control.run(dtype="int8")
+    with pytest.raises(TypeError, match="dtype"):
+        control.run(dtype=8)
+    assert (control.n, control.dtype) == (16, "fp32")
 
 
 def test_gpu_mode_labels_bf16_as_emulated_where_it_is(gpu, monkeypatch):

@@ -13,7 +13,7 @@ from .sweep import crossover, estimate_seconds, matmul_sweep
 from .timing import Timing, cpu_threads, format_seconds, measure, noise_warning, synchronize
 
 __all__ = [
-    "Timing", "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover", "estimate_seconds", "format_seconds",
-    "matmul_bytes", "matmul_error", "matmul_flops", "matmul_sweep", "measure", "noise_warning", "synchronize",
-    "threads_verdict", "time_matmul",
+    "Timing", "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover", "estimate_seconds",
+    "format_seconds", "matmul_bytes", "matmul_error", "matmul_flops", "matmul_sweep", "measure",
+    "noise_warning", "synchronize", "threads_verdict", "time_matmul",
 ]

@@ -252,8 +252,9 @@ def _who(timing: Timing) -> str:
 
 
 def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
-                   device: str | torch.device | None = None, *, include_copy: bool = False,
-                   max_call_s: float = 5.0, max_time_s: float | None = None) -> Comparison:
+                   device: str | torch.device | None = None, *, include_copy: bool = False, repeats: int = 3,
+                   threads: int | None = None, max_call_s: float = 5.0,
+                   max_time_s: float | None = None) -> Comparison:
     """Check, then time one N×N matmul on the CPU (all threads) and on `device`.
 
     Without an accelerator (`device` is the CPU) it compares 1 CPU thread with all of them. With
@@ -266,9 +267,8 @@ def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
     if not isinstance(include_copy, bool):
         raise TypeError(f"include_copy phải là True hoặc False, không phải {type(include_copy).__name__}")
     check_number("max_call_s", max_call_s, positive=True)
-    if max_time_s is not None:
-        check_number("max_time_s", max_time_s, positive=True)
-    all_threads = cpu_threads()
+    _check_run(repeats, 1, threads, max_time_s)
+    all_threads = cpu_threads() if threads is None else threads
     cpu, name = torch.device("cpu"), format_name(dt)
     plan = [(cpu, 1), (cpu, all_threads)] if dev.type == "cpu" else [(cpu, all_threads), (dev, all_threads)]
     for where, th in plan:
@@ -289,8 +289,8 @@ def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
             label = _label(n, dt) + " + copy"
         else:
             fn, label = (lambda a=a, b=b: a @ b), _label(n, dt)
-        timings.append(_measure(fn, where, repeats=3, warmup=1, threads=th, flops=matmul_flops(n), label=label,
-                                max_time_s=max_time_s))
+        timings.append(_measure(fn, where, repeats=repeats, warmup=1, threads=th, flops=matmul_flops(n),
+                                label=label, max_time_s=max_time_s))
     return Comparison(n, name, timings[0], timings[1], (errors[0], errors[1]), include_copy)
 
 
@@ -324,8 +324,9 @@ class CopyCost(_Printable):
         return "\n".join([f"  {t}" for t in parts] + ["→ " + self.verdict()])
 
 
-def copy_vs_compute(n: int, device: str | torch.device | None = None, *, pinned: bool = False) -> CopyCost:
-    """Time copying fp32 a and b to `device`, the matmul there, copying c back, and the same matmul on the CPU.
+def copy_vs_compute(n: int, device: str | torch.device | None = None, *, pinned: bool = False,
+                    repeats: int = 3, threads: int | None = None) -> CopyCost:
+    """Time copying fp32 a and b to `device`, the matmul there, copying c back, and the matmul on the CPU.
 
     Every copy is a real copy (``copy=True``); ``pinned=True`` page-locks the host tensors first (CUDA).
     """
@@ -333,13 +334,14 @@ def copy_vs_compute(n: int, device: str | torch.device | None = None, *, pinned:
     dev = _device(device)
     if not isinstance(pinned, bool):
         raise TypeError(f"pinned phải là True hoặc False, không phải {type(pinned).__name__}")
+    _check_run(repeats, 1, threads)
     a_cpu, b_cpu = _inputs(n, torch.device("cpu"), torch.float32)
     if pinned and dev.type == "cuda":
         a_cpu, b_cpu = a_cpu.pin_memory(), b_cpu.pin_memory()
     a, b = a_cpu.to(dev, copy=True), b_cpu.to(dev, copy=True)
     c = a @ b
     _assert_correct(a, b, c, torch.float32, dev)
-    kw = {"repeats": 3, "warmup": 1, "warn": True}
+    kw = {"repeats": repeats, "warmup": 1, "threads": threads, "warn": True}
     size = f"{n}×{n} fp32"
     to_device = _measure(lambda: (a_cpu.to(dev, copy=True, non_blocking=pinned),
                                   b_cpu.to(dev, copy=True, non_blocking=pinned)), dev,

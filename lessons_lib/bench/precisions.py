@@ -183,8 +183,8 @@ def compare_dtypes(n: int, device: torch.device, low: torch.dtype, *, threads: i
                       peak_tflops=spec.peak_tflops(dt) if spec else None)
              for dt in (torch.float32, low)]
     if device.type != "cpu":
-        sides.append(run_side(n, torch.device("cpu"), torch.float32, threads=threads, max_call_s=CPU_MAX_CALL_S,
-                              max_time_s=CPU_MAX_TIME_S))
+        sides.append(run_side(n, torch.device("cpu"), torch.float32, threads=threads,
+                              max_call_s=CPU_MAX_CALL_S, max_time_s=CPU_MAX_TIME_S))
     name = ""
     if device.type == "cuda":
         torch.cuda.empty_cache()  # give the measurement's cached blocks back to the other cells
