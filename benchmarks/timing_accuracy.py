@@ -28,8 +28,9 @@ SIZES = (256, 512, 1024, 2048)
 
 def compare(n: int, threads: int, rounds: int) -> tuple[list[float], list[float]]:
     """Return the round medians (seconds) of lessons_lib and of Timer for an N×N fp32 matmul on the CPU."""
-    a, b = bench.make_matmul_inputs(n, "cpu", torch.float32)
-    assert bench.matmul_error(a, b, a @ b) <= bench.matmul_tolerance(torch.float32)  # correct before timing
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+    assert bench.matmul_error(a, b, a @ b) <= 2e-3  # correct before timing (fp32, TF32 allowed)
     timer = benchmark.Timer("a @ b", globals={"a": a, "b": b}, num_threads=threads)
     ours, theirs = [], []
     for i in range(rounds):

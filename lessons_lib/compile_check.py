@@ -15,24 +15,22 @@ from dataclasses import dataclass
 
 import torch
 
+from .bench.timing import _Printable
 
-@dataclass(frozen=True)
-class CompileSupport:
-    """Whether ``torch.compile`` (Inductor) can run on a device here, and why or with which tool."""
+
+@dataclass(frozen=True, repr=False)
+class CompileSupport(_Printable):
+    """Whether ``torch.compile`` (Inductor) can run on a device here, and why (or with which tool)."""
 
     device: str
     ok: bool
     reason: str
-    tool: str | None = None
 
     def __bool__(self) -> bool:
         return self.ok
 
     def __str__(self) -> str:
         return f"{'✅' if self.ok else '⏭️'} torch.compile ({self.device}): {self.reason}"
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
-        printer.text(str(self))
 
 
 def _cpp_compiler() -> str | None:
@@ -50,8 +48,6 @@ def _cpp_compiler() -> str | None:
 
 def _dynamo_problem() -> str | None:
     """Return why TorchDynamo refuses this Python/OS, or None when it accepts it."""
-    if not hasattr(torch, "compile"):
-        return f"PyTorch {torch.__version__} chưa có torch.compile (cần PyTorch 2.0 trở lên)."
     try:
         from torch._dynamo.eval_frame import check_if_dynamo_supported
     except ImportError:  # the check moved: let the first compile tell
@@ -85,7 +81,7 @@ def compile_support(device: str | torch.device = "cpu") -> CompileSupport:
                 "không tìm thấy trình biên dịch C++ mà Inductor cần để sinh code CPU. Cài g++ (Linux: "
                 "`apt install g++`), Xcode Command Line Tools (macOS: `xcode-select --install`), hoặc Visual "
                 "Studio Build Tools và mở Developer Prompt (Windows, cần `cl`); hoặc đặt biến CXX."))
-        return CompileSupport("cpu", True, f"Inductor sinh code C++ và biên dịch bằng {compiler}.", compiler)
+        return CompileSupport("cpu", True, f"Inductor sinh code C++ và biên dịch bằng {compiler}.")
     if not torch.cuda.is_available():
         return CompileSupport("cuda", False, "máy này không có GPU CUDA.")
     if importlib.util.find_spec("triton") is None:
@@ -98,4 +94,4 @@ def compile_support(device: str | torch.device = "cpu") -> CompileSupport:
     if (major, minor) < (7, 0):  # the oldest compute capability Triton supports
         return CompileSupport("cuda", False, (
             f"{gpu} có compute capability {major}.{minor}; Triton cần từ 7.0 (V100, T4 trở lên)."))
-    return CompileSupport("cuda", True, f"Inductor sinh kernel Triton cho {gpu}.", "triton")
+    return CompileSupport("cuda", True, f"Inductor sinh kernel Triton cho {gpu}.")

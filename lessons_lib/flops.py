@@ -5,10 +5,7 @@ from __future__ import annotations
 from ._validate import check_int
 
 
-def matmul_flops(n: int, m: int | None = None, k: int | None = None) -> int:
-    """Return the FLOPs of an (n×k) @ (k×m) matmul: 2·n·m·k (square n×n when m and k are omitted)."""
-    m = n if m is None else m
-    k = n if k is None else k
-    for name, value in (("n", n), ("m", m), ("k", k)):
-        check_int(name, value, 1)
-    return 2 * n * m * k
+def matmul_flops(n: int) -> int:
+    """Return the FLOPs of an N×N @ N×N matmul: 2·N³ (N³ multiply-adds)."""
+    check_int("n", n, 1)
+    return 2 * n**3

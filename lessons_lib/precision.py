@@ -80,20 +80,12 @@ class Table:
         printer.text(str(self))
 
 
-def _names(dtypes) -> list[str]:
-    if isinstance(dtypes, (str, torch.dtype)) or not isinstance(dtypes, Sequence):
-        raise TypeError("dtypes phải là một list như ['fp32', 'fp16', 'bf16'].")
-    if not dtypes:
-        raise ValueError("dtypes không được rỗng.")
-    return [format_name(d) for d in dtypes]
-
-
-def facts_table(dtypes: Sequence[str | torch.dtype] = ("fp32", "fp16", "bf16")) -> Table:
-    """Return a table of bits, exponent/mantissa widths, range and precision for each format."""
+def facts_table() -> Table:
+    """Return a table of bits, exponent/mantissa widths, range and precision for fp32, fp16 and bf16."""
     headers = ("định dạng", "tổng bit", "bit mũ", "bit định trị", "lớn nhất", "nhỏ nhất (chuẩn)",
                "nhỏ nhất (subnormal)", "eps", "chữ số thập phân")
     rows = []
-    for f in map(format_facts, _names(dtypes)):
+    for f in map(format_facts, FORMATS):
         rows.append((f.name, str(f.bits), str(f.exponent_bits), str(f.mantissa_bits), f"{f.max:.5g}",
                      f"{f.smallest_normal:.4g}", f"{f.smallest_subnormal:.4g}", f"{f.eps:.4g}",
                      f"≈ {f.decimal_digits:.1f}"))
@@ -105,9 +97,8 @@ def _round_trip(value: float, name: str) -> float:
     return float(torch.tensor(float(value), dtype=torch.float64).to(FORMATS[name]).item())
 
 
-def round_trip_table(values: Sequence[float],
-                     dtypes: Sequence[str | torch.dtype] = ("fp32", "fp16", "bf16")) -> Table:
-    """Return a table of each value as stored in each format (inf = overflow, 0 = underflow)."""
+def round_trip_table(values: Sequence[float]) -> Table:
+    """Return a table of each value as stored in fp32, fp16 and bf16 (inf = overflow, 0 = underflow)."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise TypeError("values phải là một list số, vd [70000, 1e-8].")
     if not values:
@@ -115,6 +106,5 @@ def round_trip_table(values: Sequence[float],
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise TypeError(f"values chỉ chứa số (int hoặc float), không phải {type(v).__name__}.")
-    names = _names(dtypes)
-    rows = [(f"{v:.8g}", *(f"{_round_trip(v, n):.8g}" for n in names)) for v in values]
-    return Table(("giá trị", *names), tuple(rows))
+    rows = [(f"{v:.8g}", *(f"{_round_trip(v, n):.8g}" for n in FORMATS)) for v in values]
+    return Table(("giá trị", *FORMATS), tuple(rows))

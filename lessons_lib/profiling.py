@@ -40,12 +40,11 @@ def _row_kind(name: str, is_user_annotation: bool | None = False) -> str:
 
 @dataclass(frozen=True)
 class OpRow:
-    """One row of a profile summary: name, kind, self and total time, calls, share of all self time."""
+    """One row of a profile summary: name, kind, self time, calls, share of all self time."""
 
     name: str
     kind: str
     self_s: float
-    total_s: float
     calls: int
     share: float
 
@@ -63,15 +62,6 @@ class OpTable(_Printable):
     by: str
     total_self_s: float
     total_rows: int
-
-    @property
-    def top(self) -> OpRow | None:
-        """Return the row with the most self time (None for an empty profile)."""
-        return self.rows[0] if self.rows else None
-
-    def names(self) -> list[str]:
-        """Return the names of the rows, from most to least self time."""
-        return [row.name for row in self.rows]
 
     def __str__(self) -> str:
         where = "CPU" if self.by == "cpu" else "thiết bị (GPU)"
@@ -106,12 +96,11 @@ def _averages(prof) -> list:
     return events
 
 
-def _device_us(event, total: bool) -> float:
-    """Return an event's (self or total) device time in µs; torch < 2.4 calls it cuda time."""
-    name = "device_time_total" if total else "self_device_time_total"
-    value = getattr(event, name, None)
+def _device_us(event) -> float:
+    """Return an event's self device time in µs; torch < 2.4 calls it self cuda time."""
+    value = getattr(event, "self_device_time_total", None)
     if value is None:
-        value = getattr(event, name.replace("device", "cuda"), 0)
+        value = getattr(event, "self_cuda_time_total", 0)
     return float(value or 0)
 
 
@@ -137,15 +126,14 @@ def top_ops(prof, n: int = 8, by: str = "cpu", kinds: Iterable[str] | None = Non
     if by == "device":  # the GPU's own rows, as the table's "Self CUDA time total" counts them
         events = [e for e in events if getattr(e, "device_type", None) not in (None, DeviceType.CPU)
                   and not getattr(e, "is_user_annotation", False)]
-    self_us = [float(e.self_cpu_time_total) if by == "cpu" else _device_us(e, False) for e in events]
+    self_us = [float(e.self_cpu_time_total) if by == "cpu" else _device_us(e) for e in events]
     total = sum(self_us)
     rows = []
     for event, own in zip(events, self_us, strict=True):
         kind = _row_kind(event.key, getattr(event, "is_user_annotation", None))
         if own <= 0 or (kinds is not None and kind not in kinds):
             continue
-        total_us = float(event.cpu_time_total) if by == "cpu" else _device_us(event, True)
-        rows.append(OpRow(event.key, kind, own / 1e6, total_us / 1e6, int(event.count), own / total))
+        rows.append(OpRow(event.key, kind, own / 1e6, int(event.count), own / total))
     rows.sort(key=lambda r: r.self_s, reverse=True)
     return OpTable(tuple(rows[:n]), by, total / 1e6, len(rows))
 

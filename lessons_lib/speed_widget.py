@@ -8,15 +8,12 @@ cores want); on a CPU-only machine: 1 CPU thread against all. It uses only widge
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
 
 import torch
 
-from ._validate import check_number
 from .bench import compare_matmul
 from .bench.matmul import Comparison
-from .bench.precisions import DtypeComparison, bf16_emulated, compare_dtypes
-from .bench.sweep import _check_sizes
+from .bench.precisions import CPU_MAX_CALL_S, CPU_MAX_TIME_S, DtypeComparison, bf16_emulated, compare_dtypes
 from .bench.timing import _device, _dtype, cpu_threads
 from .errors import explain
 from .precision import format_name
@@ -34,79 +31,51 @@ _BF16_EMULATED_LABEL = "bf16 (giả lập: GPU này không có tensor core bf16)
 class SpeedControl:
     """Rerun one checked, time-bounded matmul comparison for a chosen N and dtype, and show it.
 
-    Args:
-        device: The device to compare (None: the best one here).
-        sizes: The slider's sizes N, increasing.
-        n: The first size (default 2048 on an accelerator, 500 on a CPU).
-        dtype: On an accelerator the 16-bit dtype compared with fp32 ("fp16" or "bf16"); on a CPU the dtype
-            of both sides ("fp32", "fp16" or "bf16").
-        max_call_s: The CPU side is not run when one of its matmuls is estimated to take longer.
-        max_time_s: Time limit of each CPU measurement.
-        run_now: Run the first comparison right away.
+    It starts at N=2048 fp16 on an accelerator and N=500 fp32 on a CPU, and measures that right away; the CPU
+    side is not run when one of its matmuls is estimated to take over 1 s, and each CPU measurement stops
+    after 2 s.
     """
 
-    def __init__(self, device: str | torch.device | None = None, *, sizes: Sequence[int] | None = None,
-                 n: int | None = None, dtype: str | None = None, max_call_s: float = 1.0,
-                 max_time_s: float = 2.0, run_now: bool = True):
+    def __init__(self, device: str | torch.device | None = None):
         self.device = _device(device)
         self.accelerated = self.device.type != "cpu"
-        default_sizes = _GPU_SIZES if self.accelerated else _CPU_SIZES
-        self.sizes = _check_sizes(default_sizes if sizes is None else sizes)
+        self.sizes = list(_GPU_SIZES if self.accelerated else _CPU_SIZES)
         default_n = 2048 if self.accelerated else 500
-        self.n = self._check_n((default_n if default_n in self.sizes else self.sizes[0]) if n is None else n)
-        default_dtype = "fp16" if self.accelerated else "fp32"
-        self.dtype = self._check_dtype(default_dtype if dtype is None else dtype)
-        self.max_call_s = float(check_number("max_call_s", max_call_s, positive=True))
-        self.max_time_s = float(check_number("max_time_s", max_time_s, positive=True))
-        self.history: list[Comparison | DtypeComparison] = []
+        self.n = default_n if default_n in self.sizes else self.sizes[0]
+        self.dtype = "fp16" if self.accelerated else "fp32"
+        self.last: Comparison | DtypeComparison | None = None  # the latest comparison (None after an error)
         self.error = ""
         self._box = self._result = self._slider = self._dtype = None
         self._syncing = False
-        if run_now:
-            self.run()
-
-    def _check_n(self, n) -> int:
-        if n not in self.sizes:
-            raise ValueError(f"n phải là một trong các kích thước {self.sizes}, nhận được {n!r}")
-        return n
-
-    def _check_dtype(self, dtype) -> str:
-        label = format_name(dtype)
-        if self.accelerated and label == "fp32":
-            raise ValueError("Trên GPU, dtype là kiểu 16 bit để so với fp32: 'fp16' hoặc 'bf16' "
-                             "(fp32 luôn được đo).")
-        return label
-
-    @property
-    def last(self) -> Comparison | DtypeComparison | None:
-        """The latest comparison, or None before the first run (or after an error)."""
-        return self.history[-1] if self.history and not self.error else None
+        self.run()
 
     def run(self, n: int | None = None, dtype: str | torch.dtype | None = None):
         """Run the comparison for `n` and `dtype` (default: the current choice); show it and return it.
 
         An error while measuring is shown in the result area and None returned: callbacks must not raise.
         """
-        if n is not None:
-            self.n = self._check_n(n)
-        if dtype is not None:
-            self.dtype = self._check_dtype(dtype)
+        if n is not None and n not in self.sizes:
+            raise ValueError(f"n phải là một trong các kích thước {self.sizes}, nhận được {n!r}")
+        label = self.dtype if dtype is None else format_name(dtype)
+        if self.accelerated and label == "fp32":
+            raise ValueError("Trên GPU, dtype là kiểu 16 bit để so với fp32: 'fp16' hoặc 'bf16' "
+                             "(fp32 luôn được đo).")
+        self.n, self.dtype = self.n if n is None else n, label
         self._sync_widgets()
         self._show(f"⏳ Đang đo N={self.n} {self.dtype}…")
         try:
             if self.accelerated:
-                result = compare_dtypes(self.n, self.device, _dtype(self.dtype), threads=cpu_threads(),
-                                        cpu_max_call_s=self.max_call_s, cpu_max_time_s=self.max_time_s)
+                result = compare_dtypes(self.n, self.device, _dtype(self.dtype), threads=cpu_threads())
             else:
-                result = compare_matmul(self.n, self.dtype, self.device, max_call_s=self.max_call_s,
-                                        max_time_s=self.max_time_s)
+                result = compare_matmul(self.n, self.dtype, self.device, max_call_s=CPU_MAX_CALL_S,
+                                        max_time_s=CPU_MAX_TIME_S)
         except Exception as exc:  # shown to the learner instead of lost in a widget callback
             hint = explain(exc)
             self.error = f"❌ {type(exc).__name__}: {exc}" + (f"\n{hint}" if hint else "")
+            self.last = None
             self._show(self.error)
             return None
-        self.error = ""
-        self.history.append(result)
+        self.error, self.last = "", result
         self._show(self.text())
         return result
 
@@ -114,8 +83,6 @@ class SpeedControl:
         """Return the current result as plain text."""
         if self.error:
             return self.error
-        if self.last is None:
-            return "(chưa đo)"
         text = str(self.last)
         if isinstance(self.last, Comparison) and self.last.more_threads_not_faster:
             text += ("\nĐiều chính của bài vẫn đúng: phép nhân ma trận lớn chia được cho nhiều lõi, khi máy có đủ lõi "
@@ -190,6 +157,6 @@ class SpeedControl:
         show_widget(self.widget, self.text(), static_html=self.static_html())
 
 
-def speed_control(device: str | torch.device | None = None, **kwargs) -> SpeedControl:
-    """Return a ``SpeedControl`` for `device` (None: the best one here), already run once; kwargs go to it."""
-    return SpeedControl(device, **kwargs)
+def speed_control(device: str | torch.device | None = None) -> SpeedControl:
+    """Return a ``SpeedControl`` for `device` (None: the best one here), already run once."""
+    return SpeedControl(device)

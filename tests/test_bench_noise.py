@@ -87,7 +87,7 @@ def _timing(times, n):
 
 def _sweep(per_size):
     records = [bench_sweep.MatmulRecord(n, _timing(times, n), 0.0) for n, times in per_size]
-    return bench.SweepResult("cpu", "fp32", 2, 10.0, 1.0, "all_sizes", None, records)
+    return bench_sweep.SweepResult("cpu", "fp32", 2, 10.0, 1.0, "all_sizes", None, records)
 
 
 def test_sweep_names_sizes_off_the_trend_or_with_a_wide_spread():
@@ -120,24 +120,25 @@ def test_sweep_measures_an_outlier_again_and_keeps_the_faster(monkeypatch):
         return _timing([4e-6] * 3, 32)
 
     monkeypatch.setattr(bench_sweep, "_measure", fake_measure)
-    notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 1, 5.0)
+    notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 5.0)
     assert calls == ["matmul 32"] and records[0].seconds == 4e-6
     assert len(notes) == 1 and "N=32 20.0 ms → 4.00 µs" in notes[0]
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
     monkeypatch.setattr(bench_sweep, "_measure", lambda fn, dev, **kw: _timing([3e-2] * 3, 32))
-    bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 1, 5.0)
+    bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 5.0)
     assert records[0].seconds == 2e-2  # the re-measurement was slower: the first one stays
 
 
 def test_sweep_says_when_there_is_no_time_left_to_measure_again(monkeypatch):
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
     monkeypatch.setattr(bench_sweep, "_measure", lambda *a, **kw: pytest.fail("must not measure"))
-    notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 1, 0.01)
+    notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 0.01)
     assert notes == ["Không còn thời gian trong ngân sách để đo lại N=32."]
 
 
-def test_real_sweep_records_stay_in_order_and_checked():
-    result = bench.matmul_sweep("cpu", sizes=(16, 32, 64), budget_s=5)
+def test_real_sweep_records_stay_in_order_and_checked(monkeypatch):
+    monkeypatch.setattr(bench_sweep, "_SIZES", (16, 32, 64))
+    result = bench.matmul_sweep("cpu", budget_s=5)
     assert result.sizes == [16, 32, 64]
     assert all(isinstance(note, str) for note in result.notes)
 
@@ -147,5 +148,6 @@ def test_a_stalled_size_does_not_end_the_sweep_early(monkeypatch):
     Colab replica): N³ from 50 ms would stop before N=64; the sweep goes on."""
     monkeypatch.setattr(bench_sweep, "_measure", lambda fn, dev, *, label, flops, **kw: bench.Timing(
         (3e-6 if "16×16" in label else 0.05,) * 3, "cpu", 2, 1, 1, flops=flops, label=label))
-    result = bench.matmul_sweep("cpu", sizes=(16, 32, 64, 128), budget_s=1.0)
+    monkeypatch.setattr(bench_sweep, "_SIZES", (16, 32, 64, 128))
+    result = bench.matmul_sweep("cpu", budget_s=1.0)
     assert result.sizes == [16, 32, 64, 128] and result.stop_reason == "all_sizes"

@@ -28,9 +28,9 @@ def timing(seconds: float, n: int = 2048, device: str = "cuda:0", threads: int =
 
 
 def test_run_side_checks_then_times_on_the_cpu():
-    side = run_side(64, torch.device("cpu"), torch.float32, threads=1, max_call_s=5, max_time_s=1, repeats=3)
-    assert side.measured and side.rel_error < 1e-5 and not side.skipped
-    assert side.timing.threads == 1 and side.timing.repeats <= 3 and side.name == "CPU fp32 (1 luồng)"
+    side = run_side(64, torch.device("cpu"), torch.float32, threads=1, max_call_s=5, max_time_s=1)
+    assert side.measured and not side.skipped
+    assert side.timing.threads == 1 and side.timing.repeats <= 5 and side.name == "CPU fp32 (1 luồng)"
     assert "GFLOP/s" in side.line() or "MFLOP/s" in side.line()
 
 
@@ -65,13 +65,13 @@ def fake_gpu(monkeypatch):
     """Make compare_dtypes believe it runs on a T4: fixed timings, T4 spec, a CPU side that is too slow."""
     calls = []
 
-    def fake_side(n, device, dtype, *, threads, max_call_s, max_time_s, repeats=5, warmup=2, peak_tflops=None):
+    def fake_side(n, device, dtype, *, threads, max_call_s, max_time_s, peak_tflops=None):
         calls.append((device.type, dtype, max_call_s, max_time_s, peak_tflops))
         label = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
         if device.type == "cpu":
             return Side("cpu", label, threads, skipped="⏭️ không đo: ước lượng ~4 s mỗi phép nhân")
         seconds = {"fp32": 0.004, "fp16": 0.001, "bf16": 0.02}[label]
-        return Side("cuda:0", label, threads, timing=timing(seconds, n), rel_error=1e-4, peak_tflops=peak_tflops)
+        return Side("cuda:0", label, threads, timing=timing(seconds, n), peak_tflops=peak_tflops)
 
     monkeypatch.setattr(precisions, "run_side", fake_side)
     monkeypatch.setattr(precisions.gpu_specs, "spec_for_device", lambda device: gpu_specs.T4)
@@ -81,10 +81,10 @@ def fake_gpu(monkeypatch):
 
 
 def test_gpu_mode_times_fp32_and_fp16_on_the_gpu_and_bounds_the_cpu(fake_gpu):
-    result = compare_dtypes(2048, CUDA, torch.float16, threads=2, cpu_max_call_s=1.0, cpu_max_time_s=2.0)
+    result = compare_dtypes(2048, CUDA, torch.float16, threads=2)
     assert [(kind, dt) for kind, dt, *_ in fake_gpu] == [
         ("cuda", torch.float32), ("cuda", torch.float16), ("cpu", torch.float32)]
-    assert fake_gpu[2][2:4] == (1.0, 2.0)                 # the CPU side gets the CPU limits
+    assert fake_gpu[0][2:4] == (2.0, 3.0) and fake_gpu[2][2:4] == (1.0, 2.0)  # the GPU's limits, the CPU's
     t4 = gpu_specs.T4
     assert (fake_gpu[0][4], fake_gpu[1][4]) == (t4.peak_tflops("fp32"), t4.peak_tflops("fp16"))  # with the sides
     text = str(result)
@@ -98,25 +98,20 @@ def test_percent_of_the_documented_peak_is_built_from_the_timing(fake_gpu):
     result = compare_dtypes(2048, CUDA, torch.float16, threads=2)
     achieved = bench.matmul_flops(2048) / 0.001 / 1e12
     peak = gpu_specs.T4.peak_tflops("fp16")
-    assert result.low.percent_of_peak == pytest.approx(100 * achieved / peak)
-    assert f"= {100 * achieved / peak:.0f}% đỉnh công bố {peak:g} TFLOP/s" in result.low.line()
+    assert result.sides[1].percent_of_peak == pytest.approx(100 * achieved / peak)
+    assert f"= {100 * achieved / peak:.0f}% đỉnh công bố {peak:g} TFLOP/s" in result.sides[1].line()
 
 
 def test_bf16_slower_than_fp32_is_said_plainly(fake_gpu):
     result = compare_dtypes(1024, CUDA, torch.bfloat16, threads=2)
-    assert "bf16 (tensor core) CHẬM hơn 5.0× so với fp32" in result.verdict()
-    assert result.low.peak_tflops is None and result.low.percent_of_peak is None  # T4 has no bf16 peak
+    assert "→ Trên cùng cuda:0, bf16 (tensor core) CHẬM hơn 5.0× so với fp32" in str(result)
+    assert result.sides[1].peak_tflops is None and result.sides[1].percent_of_peak is None  # no T4 bf16 peak
 
 
 def test_a_size_that_is_not_a_multiple_of_8_gets_the_tensor_core_note(fake_gpu):
     notes = compare_dtypes(500, CUDA, torch.float16, threads=2).notes()
     assert any("không chia hết cho 8" in note for note in notes)
     assert not compare_dtypes(512, CUDA, torch.float16, threads=2).notes()
-
-
-def test_without_the_cpu_side_only_the_gpu_is_timed(fake_gpu):
-    result = compare_dtypes(256, CUDA, torch.float16, threads=2, cpu=False)
-    assert len(result.sides) == 2 and result.cpu is None
 
 
 def test_the_gpu_vs_cpu_sentence_when_every_side_ran():
@@ -130,13 +125,13 @@ def test_the_gpu_vs_cpu_sentence_when_every_side_ran():
 def test_nothing_measured_says_so():
     sides = (Side("cuda:0", "fp32", 2, skipped="❌ x"), Side("cuda:0", "fp16", 2, skipped="❌ y"))
     result = DtypeComparison(64, sides)
-    assert "không đủ phía" in result.verdict() and "❌ x" in str(result)
+    assert "→ N=64: không đủ phía được đo để so sánh." in str(result) and "❌ x" in str(result)
 
 
 def test_compare_dtypes_on_the_cpu_runs_for_real():
-    result = compare_dtypes(64, torch.device("cpu"), torch.bfloat16, threads=2, repeats=2, warmup=1)
-    assert len(result.sides) == 2 and result.fp32.is_cpu and result.low.dtype == "bf16"
-    assert result.fp32.measured and result.low.measured
+    result = compare_dtypes(64, torch.device("cpu"), torch.bfloat16, threads=2)
+    fp32, low = result.sides
+    assert fp32.is_cpu and low.dtype == "bf16" and fp32.measured and low.measured
     assert result.sentences()[0].startswith("Trên cùng CPU, bf16")
 
 
@@ -222,6 +217,6 @@ def test_an_emulated_bf16_comparison_says_so(fake_gpu, monkeypatch):
 def test_a_noisy_side_gets_the_noise_line():
     noisy = Timing(times_s=(0.001, 0.001, 0.004), device="cuda:0", threads=2, warmup=2, number=1,
                    flops=bench.matmul_flops(64), label="matmul 64")
-    sides = (Side("cuda:0", "fp32", 2, timing=noisy, rel_error=0.0), Side("cuda:0", "fp16", 2, timing=timing(0.001)))
+    sides = (Side("cuda:0", "fp32", 2, timing=noisy), Side("cuda:0", "fp16", 2, timing=timing(0.001)))
     text = str(DtypeComparison(64, sides))
     assert "⚠️ số đo nhiễu (máy bận?): cuda:0 fp32: lần chậm nhất gấp 4.0×" in text

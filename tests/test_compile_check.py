@@ -17,8 +17,8 @@ HAS_CXX = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 def test_cpu_is_supported_with_a_compiler():
     support = compile_support("cpu")
     assert support and support.ok and support.device == "cpu"
-    assert support.tool == _cpp_compiler() and support.tool in support.reason
-    assert str(support).startswith("✅ torch.compile (cpu):")
+    assert _cpp_compiler() in support.reason
+    assert str(support).startswith("✅ torch.compile (cpu):") and repr(support) == str(support)
 
 
 def test_cxx_variable_wins(monkeypatch):
@@ -33,7 +33,7 @@ def test_no_compiler_is_explained(monkeypatch):
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(compile_check.shutil, "which", lambda name: None)
     support = compile_support("cpu")
-    assert not support and support.tool is None
+    assert not support
     assert "không tìm thấy trình biên dịch C++" in support.reason and "xcode-select" in support.reason
     assert str(support).startswith("⏭️")
 
@@ -48,12 +48,6 @@ def test_dynamo_refusal_is_reported(monkeypatch):
     support = compile_support("cpu")
     assert not support.ok
     assert "3.99+ not yet supported" in support.reason and torch.__version__ in support.reason
-
-
-def test_no_torch_compile_is_reported(monkeypatch):
-    monkeypatch.delattr(torch, "compile")
-    support = compile_support("cpu")
-    assert not support.ok and "2.0" in support.reason
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
@@ -75,7 +69,7 @@ def test_cuda_checks_triton_and_capability(monkeypatch):
     monkeypatch.setattr(compile_check.torch.cuda, "get_device_name", lambda index: "Tesla T4")
     monkeypatch.setattr(compile_check.torch.cuda, "get_device_capability", lambda index: (7, 5))
     t4 = compile_support("cuda")
-    assert t4.ok and t4.tool == "triton" and "Tesla T4" in t4.reason
+    assert t4.ok and "Triton cho Tesla T4" in t4.reason
 
 
 @pytest.mark.parametrize(("device", "error"), [(3, TypeError), ("gpu", ValueError), ("meta", ValueError),

@@ -11,12 +11,11 @@ from lessons_lib.bench.matmul import Comparison
 from lessons_lib.precision import format_name
 from lessons_lib.speed_widget import CONTROL_CLASS, RESULT_CLASS, SpeedControl, speed_control
 
-SIZES = [16, 32, 64]
-
 
 @pytest.fixture
-def control():
-    return speed_control("cpu", sizes=SIZES, n=16)
+def control(monkeypatch):
+    monkeypatch.setattr(speed_widget, "_CPU_SIZES", (16, 32, 64))  # small sizes: quick to measure
+    return speed_control("cpu")
 
 
 def parts(ctrl):
@@ -26,18 +25,11 @@ def parts(ctrl):
 
 
 def test_runs_once_at_creation(control):
-    assert len(control.history) == 1 and control.last.n == 16 and control.last.dtype == "fp32"
+    assert control.last.n == 16 and control.last.dtype == "fp32"
     assert "N=16 fp32" in control.text() and "N=16 fp32" in repr(control)
 
 
-def test_default_size_is_the_seed_size_500():
-    ctrl = SpeedControl("cpu", run_now=False)
-    assert ctrl.n == 500 and 5000 in ctrl.sizes and ctrl.last is None and not ctrl.accelerated
-    assert ctrl.dtype == "fp32"
-    assert "chưa đo" in ctrl.text()
-
-
-def test_cpu_mode_bounds_each_side_in_time(monkeypatch):
+def test_cpu_mode_starts_at_the_seed_size_500_and_bounds_each_side_in_time(monkeypatch):
     seen = {}
 
     def fake(n, dtype, device, **kwargs):
@@ -45,8 +37,9 @@ def test_cpu_mode_bounds_each_side_in_time(monkeypatch):
         return Comparison(n, "fp32", None, None, None, False, skipped="⏭️ skipped")
 
     monkeypatch.setattr(speed_widget, "compare_matmul", fake)
-    SpeedControl("cpu", max_call_s=0.5, max_time_s=1.5)
-    assert seen == {"n": 500, "dtype": "fp32", "max_call_s": 0.5, "max_time_s": 1.5}
+    ctrl = SpeedControl("cpu")
+    assert ctrl.n == 500 and 5000 in ctrl.sizes and not ctrl.accelerated and ctrl.dtype == "fp32"
+    assert seen == {"n": 500, "dtype": "fp32", "max_call_s": 1.0, "max_time_s": 2.0}
 
 
 # --------------------------------------------------------------------------- GPU mode, with a fake GPU
@@ -81,7 +74,7 @@ def test_gpu_mode_compares_fp32_with_fp16_at_tensor_core_friendly_sizes(gpu):
     assert all(n % 8 == 0 for n in ctrl.sizes) and 500 not in ctrl.sizes and 8192 in ctrl.sizes
     n, device, low, kwargs = gpu[0]
     assert (n, device, low) == (2048, "cuda", "fp16")
-    assert kwargs == {"threads": bench.cpu_threads(), "cpu_max_call_s": 1.0, "cpu_max_time_s": 2.0}
+    assert kwargs == {"threads": bench.cpu_threads()}
     text = ctrl.text()
     assert "fp16 (tensor core) nhanh hơn 4.0× so với fp32" in text and "⏭️ không đo N=2048 fp32 trên CPU" in text
 
@@ -97,11 +90,10 @@ def test_gpu_mode_widget_menu_is_the_16_bit_dtype(gpu):
 
 
 def test_gpu_mode_rejects_fp32_as_the_compared_dtype(gpu):
-    with pytest.raises(ValueError, match="fp16"):
-        SpeedControl("cuda", dtype="fp32", run_now=False)
-    ctrl = SpeedControl("cuda", run_now=False)
-    with pytest.raises(ValueError, match="16"):
+    ctrl = SpeedControl("cuda")
+    with pytest.raises(ValueError, match="'fp16' hoặc 'bf16'"):
         ctrl.run(1024, "fp32")
+    assert (ctrl.n, ctrl.dtype) == (2048, "fp16")
 
 
 def test_widget_has_stable_css_classes(control):
@@ -114,7 +106,7 @@ def test_widget_has_stable_css_classes(control):
 def test_moving_the_slider_reruns_and_updates_the_result(control):
     _box, slider, _dtype, _button, result = parts(control)
     slider.value = 64
-    assert len(control.history) == 2 and control.last.n == 64
+    assert control.last.n == 64
     assert "N=64 fp32" in result.value and "N=16" not in result.value
 
 
@@ -126,15 +118,19 @@ def test_changing_the_dtype_reruns(control):
 
 def test_button_measures_again(control):
     _box, _slider, _dtype, button, _result = parts(control)
+    first = control.last
     button.click()
-    assert len(control.history) == 2 and control.history[-1].n == 16
+    assert control.last is not first and control.last.n == 16
 
 
-def test_run_with_arguments_moves_the_widgets_without_a_second_run(control):
+def test_run_with_arguments_moves_the_widgets_without_a_second_run(control, monkeypatch):
     _box, slider, dtype, _button, result = parts(control)
+    calls = []
+    measure = speed_widget.compare_matmul
+    monkeypatch.setattr(speed_widget, "compare_matmul", lambda *a, **kw: calls.append(a) or measure(*a, **kw))
     returned = control.run(32, "fp16")
-    assert isinstance(returned, Comparison)
-    assert (slider.value, dtype.value) == (32, "fp16") and len(control.history) == 2
+    assert isinstance(returned, Comparison) and returned is control.last and len(calls) == 1
+    assert (slider.value, dtype.value) == (32, "fp16")
     assert "N=32 fp16" in result.value
 
 
@@ -171,28 +167,19 @@ def test_plain_text_display_without_a_widget_frontend(control, capsys):
     assert "N=16 fp32" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(
-    "kwargs,error,match",
-    [
-        ({"n": 999}, ValueError, "999"),
-        ({"sizes": []}, ValueError, "rỗng"),
-        ({"sizes": [32, 16]}, ValueError, "tăng dần"),
-        ({"dtype": "int8"}, ValueError, "fp16"),
-        ({"max_time_s": 0}, ValueError, "max_time_s"),
-        ({"max_call_s": -1}, ValueError, "max_call_s"),
-        ({"device": "tpu"}, ValueError, "cpu"),
-    ],
-)
-def test_bad_input(kwargs, error, match):
-    args = {"device": "cpu", "sizes": SIZES, "n": 16, "run_now": False} | kwargs
-    device = args.pop("device")
-    with pytest.raises(error, match=match):
-        SpeedControl(device, **args)
+def test_bad_device():
+    with pytest.raises(ValueError, match="cpu"):
+        speed_control("tpu")
 
 
-def test_run_rejects_a_size_outside_the_slider(control):
+def test_run_rejects_a_size_outside_the_slider_and_an_unknown_dtype(control):
     with pytest.raises(ValueError, match="999"):
         control.run(999)
+    with pytest.raises(ValueError, match="fp16"):
+        control.run(dtype="int8")
+    with pytest.raises(TypeError, match="dtype"):
+        control.run(dtype=8)
+    assert (control.n, control.dtype) == (16, "fp32")
 
 
 def test_gpu_mode_labels_bf16_as_emulated_where_it_is(gpu, monkeypatch):

@@ -8,21 +8,12 @@ checked matmuls and one size timed two ways; ``sweep``: growing sizes and the cr
 """
 
 from ..flops import matmul_flops
-from .matmul import (
-    compare_matmul,
-    copy_vs_compute,
-    make_matmul_inputs,
-    matmul_bytes,
-    matmul_error,
-    matmul_tolerance,
-    threads_verdict,
-    time_matmul,
-)
-from .sweep import SweepResult, crossover, estimate_seconds, matmul_sweep
+from .matmul import compare_matmul, copy_vs_compute, matmul_bytes, matmul_error, threads_verdict, time_matmul
+from .sweep import crossover, estimate_seconds, matmul_sweep
 from .timing import Timing, cpu_threads, format_seconds, measure, noise_warning, synchronize
 
 __all__ = [
-    "SweepResult", "Timing", "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover",
-    "estimate_seconds", "format_seconds", "make_matmul_inputs", "matmul_bytes", "matmul_error", "matmul_flops",
-    "matmul_sweep", "matmul_tolerance", "measure", "noise_warning", "synchronize", "threads_verdict", "time_matmul",
+    "Timing", "compare_matmul", "copy_vs_compute", "cpu_threads", "crossover", "estimate_seconds",
+    "format_seconds", "matmul_bytes", "matmul_error", "matmul_flops", "matmul_sweep", "measure",
+    "noise_warning", "synchronize", "threads_verdict", "time_matmul",
 ]

@@ -30,13 +30,6 @@ _TOLERANCE = {torch.float32: 2e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 _CLOSE = 1.2  # within this factor either way, 1 thread and several count as "about the same"
 
 
-def make_matmul_inputs(n: int, device: str | torch.device, dtype: torch.dtype | str = torch.float32,
-                       seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return two random N×N matrices made directly on `device`, seeded, leaving the global RNG alone."""
-    check_int("n", n, 1)
-    return _inputs(n, _device(device), _dtype(dtype), seed)
-
-
 def _inputs(n: int, dev: torch.device, dt: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     try:
         gen = torch.Generator(device=dev).manual_seed(seed)
@@ -48,10 +41,10 @@ def _inputs(n: int, dev: torch.device, dt: torch.dtype, seed: int = 0) -> tuple[
                 torch.randn(n, n, generator=gen).to(device=dev, dtype=dt))
 
 
-def matmul_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, samples: int = 8) -> float:
-    """Return the relative error of ``c ≈ a @ b`` on `samples` random rows × columns, against float64.
+def matmul_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> float:
+    """Return the relative error of ``c ≈ a @ b`` on 8 random rows × columns, against float64.
 
-    The check costs O(samples·N) however large N is, and uses the same (already rounded) inputs.
+    The check costs O(N) however large N is, and uses the same (already rounded) inputs.
     """
     for name, t in (("a", a), ("b", b), ("c", c)):
         if not isinstance(t, torch.Tensor):
@@ -61,26 +54,16 @@ def matmul_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, samples: int
     if a.shape[1] != b.shape[0] or c.shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"shapes không khớp c = a @ b: a {tuple(a.shape)}, b {tuple(b.shape)}, "
                          f"c {tuple(c.shape)}")
-    check_int("samples", samples, 1)
-    return _error(a, b, c, samples)
-
-
-def _error(a, b, c, samples: int = 8) -> float:
     gen = torch.Generator().manual_seed(1234)
-    rows = torch.randperm(a.shape[0], generator=gen)[:samples]
-    cols = torch.randperm(b.shape[1], generator=gen)[:samples]
+    rows = torch.randperm(a.shape[0], generator=gen)[:8]
+    cols = torch.randperm(b.shape[1], generator=gen)[:8]
     ref = a[rows.to(a.device)].double().cpu() @ b[:, cols.to(b.device)].double().cpu()
     got = c[rows.to(c.device)][:, cols.to(c.device)].double().cpu()
     return float((got - ref).norm() / ref.norm().clamp_min(1e-300))
 
 
-def matmul_tolerance(dtype: torch.dtype | str) -> float:
-    """Return the largest relative error ``matmul_error`` accepts for `dtype` (fp32 allows TF32)."""
-    return _TOLERANCE[_dtype(dtype)]
-
-
 def _assert_correct(a, b, c, dt: torch.dtype, dev) -> float:
-    error = _error(a, b, c)
+    error = matmul_error(a, b, c)
     if not error <= _TOLERANCE[dt]:
         raise RuntimeError(f"Kết quả matmul trên {dev} sai (sai số tương đối {error:.2e} > "
                            f"{_TOLERANCE[dt]:.0e}): không đo tốc độ của một kết quả sai.")
@@ -91,23 +74,22 @@ def _label(n: int, dt: torch.dtype) -> str:
     return f"matmul {n}×{n} {format_name(dt)}"
 
 
-def time_matmul(n: int, device: str | torch.device = "cpu", dtype: torch.dtype | str = torch.float32, *,
-                repeats: int = 5, warmup: int = 2, threads: int | None = None,
-                max_time_s: float | None = None) -> Timing:
-    """Check, then time an N×N matmul on `device` in `dtype`; raise RuntimeError if the result is wrong."""
+def time_matmul(n: int, device: str | torch.device = "cpu", *, repeats: int = 5, warmup: int = 2,
+                threads: int | None = None, max_time_s: float | None = None) -> Timing:
+    """Check, then time an N×N fp32 matmul on `device`; raise RuntimeError if the result is wrong."""
     check_int("n", n, 1)
-    dev, dt = _device(device), _dtype(dtype)
+    dev = _device(device)
     _check_run(repeats, warmup, threads, max_time_s)
-    a, b = _inputs(n, dev, dt)
-    _assert_correct(a, b, a @ b, dt, dev)
+    a, b = _inputs(n, dev, torch.float32)
+    _assert_correct(a, b, a @ b, torch.float32, dev)
     return _measure(lambda: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads,
-                    flops=matmul_flops(n), label=_label(n, dt), max_time_s=max_time_s, warn=True)
+                    flops=matmul_flops(n), label=_label(n, torch.float32), max_time_s=max_time_s, warn=True)
 
 
-def matmul_bytes(n: int, dtype: torch.dtype | str = torch.float32) -> int:
-    """Return the bytes an N×N matmul holds at once: inputs a and b and the result c."""
+def matmul_bytes(n: int) -> int:
+    """Return the bytes an N×N fp32 matmul holds at once: inputs a and b and the result c."""
     check_int("n", n, 1)
-    return 3 * n * n * _dtype(dtype).itemsize
+    return 3 * n * n * 4
 
 
 def _free_bytes(dev: torch.device) -> int | None:
@@ -271,7 +253,7 @@ def _who(timing: Timing) -> str:
 
 def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
                    device: str | torch.device | None = None, *, include_copy: bool = False, repeats: int = 3,
-                   warmup: int = 1, threads: int | None = None, max_call_s: float = 5.0,
+                   threads: int | None = None, max_call_s: float = 5.0,
                    max_time_s: float | None = None) -> Comparison:
     """Check, then time one N×N matmul on the CPU (all threads) and on `device`.
 
@@ -285,7 +267,7 @@ def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
     if not isinstance(include_copy, bool):
         raise TypeError(f"include_copy phải là True hoặc False, không phải {type(include_copy).__name__}")
     check_number("max_call_s", max_call_s, positive=True)
-    _check_run(repeats, warmup, threads, max_time_s)
+    _check_run(repeats, 1, threads, max_time_s)
     all_threads = cpu_threads() if threads is None else threads
     cpu, name = torch.device("cpu"), format_name(dt)
     plan = [(cpu, 1), (cpu, all_threads)] if dev.type == "cpu" else [(cpu, all_threads), (dev, all_threads)]
@@ -307,7 +289,7 @@ def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
             label = _label(n, dt) + " + copy"
         else:
             fn, label = (lambda a=a, b=b: a @ b), _label(n, dt)
-        timings.append(_measure(fn, where, repeats=repeats, warmup=warmup, threads=th, flops=matmul_flops(n),
+        timings.append(_measure(fn, where, repeats=repeats, warmup=1, threads=th, flops=matmul_flops(n),
                                 label=label, max_time_s=max_time_s))
     return Comparison(n, name, timings[0], timings[1], (errors[0], errors[1]), include_copy)
 
@@ -342,26 +324,25 @@ class CopyCost(_Printable):
         return "\n".join([f"  {t}" for t in parts] + ["→ " + self.verdict()])
 
 
-def copy_vs_compute(n: int, device: str | torch.device | None = None,
-                    dtype: torch.dtype | str = torch.float32, *, pinned: bool = False, repeats: int = 3,
-                    warmup: int = 1, threads: int | None = None) -> CopyCost:
-    """Time copying a and b to `device`, the matmul there, copying c back, and the same matmul on the CPU.
+def copy_vs_compute(n: int, device: str | torch.device | None = None, *, pinned: bool = False,
+                    repeats: int = 3, threads: int | None = None) -> CopyCost:
+    """Time copying fp32 a and b to `device`, the matmul there, copying c back, and the matmul on the CPU.
 
     Every copy is a real copy (``copy=True``); ``pinned=True`` page-locks the host tensors first (CUDA).
     """
     check_int("n", n, 1)
-    dev, dt = _device(device), _dtype(dtype)
+    dev = _device(device)
     if not isinstance(pinned, bool):
         raise TypeError(f"pinned phải là True hoặc False, không phải {type(pinned).__name__}")
-    _check_run(repeats, warmup, threads)
-    a_cpu, b_cpu = _inputs(n, torch.device("cpu"), dt)
+    _check_run(repeats, 1, threads)
+    a_cpu, b_cpu = _inputs(n, torch.device("cpu"), torch.float32)
     if pinned and dev.type == "cuda":
         a_cpu, b_cpu = a_cpu.pin_memory(), b_cpu.pin_memory()
     a, b = a_cpu.to(dev, copy=True), b_cpu.to(dev, copy=True)
     c = a @ b
-    _assert_correct(a, b, c, dt, dev)
-    kw = {"repeats": repeats, "warmup": warmup, "threads": threads, "warn": True}
-    size = f"{n}×{n} {format_name(dt)}"
+    _assert_correct(a, b, c, torch.float32, dev)
+    kw = {"repeats": repeats, "warmup": 1, "threads": threads, "warn": True}
+    size = f"{n}×{n} fp32"
     to_device = _measure(lambda: (a_cpu.to(dev, copy=True, non_blocking=pinned),
                                   b_cpu.to(dev, copy=True, non_blocking=pinned)), dev,
                          label=f"copy a, b → {dev}" + (" (pinned)" if pinned else ""), **kw)

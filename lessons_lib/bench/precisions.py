@@ -2,7 +2,7 @@
 
 Every side is checked against float64 before it is timed and bounded in time: a side whose single matmul
 is estimated to take longer than its limit is not run, and an error on one side (a dtype the GPU cannot
-run) is reported on that side only. ``SpeedControl`` checks the arguments; the functions here trust them.
+run) is reported on that side only.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ _TENSOR_CORE_MULTIPLE = 8  # NVIDIA: fp16/bf16 matrix dimensions should be multi
 _TENSOR_CORE_SOURCE = ("NVIDIA Matrix Multiplication Background User's Guide (Tensor Core Requirements); "
                        "PyTorch Performance Tuning Guide")
 _BF16_SOURCE = "NVIDIA Turing và Ampere architecture whitepapers; torch.cuda.is_bf16_supported"
+_MAX_CALL_S, _MAX_TIME_S = 2.0, 3.0  # an accelerator's side: longest estimated matmul, time limit
+CPU_MAX_CALL_S, CPU_MAX_TIME_S = 1.0, 2.0  # the same for the CPU's side, also in the speed widget's CPU mode
 
 
 def bf16_emulated(device: torch.device) -> bool:
@@ -47,7 +49,6 @@ class Side:
     dtype: str
     threads: int
     timing: Timing | None = None
-    rel_error: float | None = None
     skipped: str = ""
     peak_tflops: float | None = None
 
@@ -107,24 +108,9 @@ class DtypeComparison(_Printable):
         return _noise_line([f"{side.name}: {sign}" for side in self.sides if side.measured
                             for sign in _signs(side.timing.times_s, None)])
 
-    @property
-    def fp32(self) -> Side:
-        """The device's fp32 side."""
-        return self.sides[0]
-
-    @property
-    def low(self) -> Side:
-        """The device's 16-bit side."""
-        return self.sides[1]
-
-    @property
-    def cpu(self) -> Side | None:
-        """The CPU's fp32 side, when the device is not the CPU and the CPU was compared."""
-        return self.sides[2] if len(self.sides) > 2 else None
-
     def sentences(self) -> list[str]:
         """Return the comparisons the measurements support, one sentence each."""
-        fp32, low, cpu = self.fp32, self.low, self.cpu
+        fp32, low, cpu = (*self.sides, None)[:3]  # no CPU side when the device is the CPU
         where = "CPU" if fp32.is_cpu else fp32.device
         out = []
         if fp32.measured and low.measured:
@@ -137,25 +123,21 @@ class DtypeComparison(_Printable):
 
     def notes(self) -> list[str]:
         """Return remarks on the conditions (a size tensor cores handle less well, emulated bf16)."""
-        out = []
-        if self.low.device.startswith("cuda") and self.n % _TENSOR_CORE_MULTIPLE:
+        out, low = [], self.sides[1]
+        if low.device.startswith("cuda") and self.n % _TENSOR_CORE_MULTIPLE:
             out.append(f"ℹ️ N={self.n} không chia hết cho {_TENSOR_CORE_MULTIPLE}: tensor core vẫn được dùng nhưng "
                        f"kém hiệu quả hơn; chọn chiều là bội của {_TENSOR_CORE_MULTIPLE} ({_TENSOR_CORE_SOURCE}).")
-        if self.low.dtype == "bf16" and self.bf16_emulated:
+        if low.dtype == "bf16" and self.bf16_emulated:
             out.append("ℹ️ GPU này không có tensor core cho bf16 (chỉ có từ compute capability 8.0, Ampere): PyTorch "
                        "vẫn nhân bf16 được nhưng giả lập, không bằng tensor core, nên bf16 ở đây không nói gì về tốc "
                        f"độ bf16 trên A100/H100/L4. Muốn thấy tensor core, chọn fp16 ({_BF16_SOURCE}).")
         return out
 
-    def verdict(self) -> str:
-        """Return the comparison sentences as one paragraph (or why nothing could be compared)."""
-        return " ".join(self.sentences()) or f"N={self.n}: không đủ phía được đo để so sánh."
-
     def __str__(self) -> str:
         head = (f"N={self.n} ({matmul_flops(self.n) / 1e9:.3g} GFLOP mỗi phép nhân) · mỗi phía được kiểm tra với "
                 "float64 trước khi đo" + (f" · {self.device_name}" if self.device_name else ""))
         lines = [head] + [f"  {side.line()}" for side in self.sides]
-        lines += [f"→ {s}" for s in self.sentences()] or [f"→ {self.verdict()}"]
+        lines += [f"→ {s}" for s in self.sentences()] or [f"→ N={self.n}: không đủ phía được đo để so sánh."]
         if any(s.measured and not s.is_cpu for s in self.sides):
             source = self.spec.source if self.spec else "không có (GPU này không có trong bảng gpu_specs)"
             lines.append(f"GPU được synchronize trước và sau mỗi lần đo. Số đỉnh: {source}.")
@@ -163,7 +145,7 @@ class DtypeComparison(_Printable):
 
 
 def run_side(n: int, device: torch.device, dtype: torch.dtype, *, threads: int, max_call_s: float,
-             max_time_s: float, repeats: int = 5, warmup: int = 2, peak_tflops: float | None = None) -> Side:
+             max_time_s: float, peak_tflops: float | None = None) -> Side:
     """Check, then time one N×N matmul within `max_call_s` per call and `max_time_s` in all; return the side.
 
     A side estimated too slow, one that does not fit in memory, or one whose dtype the device cannot run
@@ -181,30 +163,28 @@ def run_side(n: int, device: torch.device, dtype: torch.dtype, *, threads: int, 
                                         f"~{format_seconds(estimate)} mỗi phép nhân, quá giới hạn {max_call_s:g} s "
                                         "của widget.")
         a, b = _inputs(n, device, dtype)
-        error = _assert_correct(a, b, a @ b, dtype, device)
-        timing = _measure(lambda: a @ b, device, repeats=repeats, warmup=warmup, threads=threads,
+        _assert_correct(a, b, a @ b, dtype, device)
+        timing = _measure(lambda: a @ b, device, repeats=5, warmup=2, threads=threads,
                           flops=matmul_flops(n), label=_label(n, dtype), max_time_s=max_time_s)
     except (RuntimeError, TypeError, NotImplementedError) as exc:  # a dtype it cannot run, OOM, wrong result
         return Side(**base, skipped=f"❌ {short_message(exc, max_lines=2)}")
-    return Side(**base, timing=timing, rel_error=error)
+    return Side(**base, timing=timing)
 
 
-def compare_dtypes(n: int, device: torch.device, low: torch.dtype, *, threads: int, cpu: bool = True,
-                   max_call_s: float = 2.0, max_time_s: float = 3.0, cpu_max_call_s: float = 1.0,
-                   cpu_max_time_s: float = 2.0, repeats: int = 5, warmup: int = 2) -> DtypeComparison:
+def compare_dtypes(n: int, device: torch.device, low: torch.dtype, *, threads: int) -> DtypeComparison:
     """Check, then time an N×N matmul on `device` in fp32 and in `low`, and on the CPU in fp32, each bounded.
 
-    The accelerator's sides get `max_call_s` / `max_time_s`, the CPU's (also when `device` is the CPU)
-    `cpu_max_call_s` / `cpu_max_time_s`; ``str()`` of the result is what the speed widget shows.
+    The accelerator's sides get 2 s per estimated matmul and 3 s in all, the CPU's (also when `device` is
+    the CPU) 1 s and 2 s; ``str()`` of the result is what the speed widget shows.
     """
     spec = gpu_specs.spec_for_device(device) if device.type == "cuda" else None
-    limits = (cpu_max_call_s, cpu_max_time_s) if device.type == "cpu" else (max_call_s, max_time_s)
+    limits = (CPU_MAX_CALL_S, CPU_MAX_TIME_S) if device.type == "cpu" else (_MAX_CALL_S, _MAX_TIME_S)
     sides = [run_side(n, device, dt, threads=threads, max_call_s=limits[0], max_time_s=limits[1],
-                      repeats=repeats, warmup=warmup, peak_tflops=spec.peak_tflops(dt) if spec else None)
+                      peak_tflops=spec.peak_tflops(dt) if spec else None)
              for dt in (torch.float32, low)]
-    if cpu and device.type != "cpu":
-        sides.append(run_side(n, torch.device("cpu"), torch.float32, threads=threads, max_call_s=cpu_max_call_s,
-                              max_time_s=cpu_max_time_s, repeats=repeats, warmup=warmup))
+    if device.type != "cpu":
+        sides.append(run_side(n, torch.device("cpu"), torch.float32, threads=threads,
+                              max_call_s=CPU_MAX_CALL_S, max_time_s=CPU_MAX_TIME_S))
     name = ""
     if device.type == "cuda":
         torch.cuda.empty_cache()  # give the measurement's cached blocks back to the other cells

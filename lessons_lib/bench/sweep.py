@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -32,6 +31,7 @@ from .timing import (
 )
 
 _SIZES = (16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
+_WARMUP = 1  # untimed calls per size
 _SAFETY = 1.25  # predicted cost of the next size is multiplied by this before comparing with the budget
 _MODEL_LIMIT = 10.0  # slower than this × (fixed cost + FLOPs at the best speed measured): off the trend
 _STOP_REASONS = {"all_sizes": "đã đo hết các kích thước",
@@ -147,46 +147,27 @@ class SweepResult(_Printable):
         return "\n".join(lines)
 
 
-def _check_sizes(sizes) -> list[int]:
-    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable):
-        raise TypeError(f"sizes phải là danh sách số nguyên dương tăng dần, vd [64, 256, 1024], không phải "
-                        f"{type(sizes).__name__}")
-    values = list(sizes)
-    if not values:
-        raise ValueError("sizes không được rỗng")
-    for value in values:
-        check_int("N", value, 1)
-    if any(b <= a for a, b in zip(values[:-1], values[1:], strict=True)):
-        raise ValueError(f"sizes phải tăng dần nghiêm ngặt, nhận được {values}")
-    return values
-
-
 def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | str = torch.float32, *,
-                 sizes: Iterable[int] | None = None, budget_s: float | None = None, repeats: int = 3,
-                 warmup: int = 1, threads: int | None = None, progress: bool = False) -> SweepResult:
+                 budget_s: float | None = None, repeats: int = 3, threads: int | None = None) -> SweepResult:
     """Time N×N matmuls for growing N until the time budget or the free memory says stop.
 
     Before each size the sweep predicts its cost from the last one (time ∝ N³, inputs ∝ N², but at most 2×
     the larger of the last time and the FLOPs at the best speed so far, so one stalled size does not end
     it early) and stops when that would overrun `budget_s`, or when the matrices would not fit in free
     memory. Every size is checked against float64 before it is timed; sizes that look noisy are measured
-    once more and the faster median kept.
+    once more and the faster median kept. Sizes N = 16 … 16384.
 
     Args:
         device: "cpu", "cuda", "mps", ... (None: the best device here).
         dtype: torch.float32 / float16 / bfloat16 (or "fp32", "fp16", "bf16").
-        sizes: Increasing sizes to try (default 16 … 16384).
         budget_s: Wall-time budget of the whole sweep (default 20 s on the CPU, 30 s on an accelerator).
-        repeats: Timed repeats per size (median reported).
-        warmup: Untimed calls per size before timing.
+        repeats: Timed repeats per size (median reported); the noise line suggests more.
         threads: CPU threads (None: all, ``cpu_threads()``).
-        progress: Print one line per size as it is measured.
     """
     dev, dt = _device(device), _dtype(dtype)
-    size_list = _check_sizes(_SIZES if sizes is None else sizes)
     budget = (20.0 if dev.type == "cpu" else 30.0) if budget_s is None else budget_s
     check_number("budget_s", budget, positive=True)
-    _check_run(repeats, warmup, threads)
+    _check_run(repeats, _WARMUP, threads)
     n_threads = cpu_threads() if threads is None else threads
 
     start = time.perf_counter()
@@ -194,7 +175,7 @@ def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | 
     stop, next_size = "all_sizes", None
     last = None  # (n, seconds per call, seconds to create the inputs)
     best_rate = 0.0  # the best FLOP/s measured so far
-    for n in size_list:
+    for n in _SIZES:
         if not _fits(n, dev, dt):
             stop, next_size = "memory", n
             break
@@ -204,7 +185,7 @@ def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | 
             # every call): then at most 2× (the last time, or this size's FLOPs at the best speed so far).
             call = min(last[1] * ratio**3, 2 * max(last[1], matmul_flops(n) / best_rate))
             # create inputs (∝ N²) + correctness check + warm-up calls (∝ N³) + timed repeats
-            predicted = last[2] * ratio**2 + (1 + max(warmup, 1)) * call + repeats * max(call, _MIN_BLOCK_S)
+            predicted = last[2] * ratio**2 + (1 + _WARMUP) * call + repeats * max(call, _MIN_BLOCK_S)
             if time.perf_counter() - start + _SAFETY * predicted > budget:
                 stop, next_size = "budget", n
                 break
@@ -214,17 +195,13 @@ def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | 
         create = time.perf_counter() - create_start
         error = _assert_correct(a, b, a @ b, dt, dev)
         remaining = budget - (time.perf_counter() - start)
-        timing = _measure(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=warmup, threads=n_threads,
-                          flops=matmul_flops(n), label=_label(n, dt),
-                          max_time_s=max(remaining, _MIN_BLOCK_S))
+        timing = _measure(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=n_threads,
+                          flops=matmul_flops(n), label=_label(n, dt), max_time_s=max(remaining, _MIN_BLOCK_S))
         del a, b
         records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
         last = (n, timing.median_s, create)
         best_rate = max(best_rate, matmul_flops(n) / timing.median_s)
-        if progress:
-            speed = _format_flops(matmul_flops(n) / timing.median_s)
-            print(f"  N={n:>6}: {format_seconds(timing.median_s)} · {speed}", flush=True)
-    notes = _remeasure_outliers(records, dev, dt, n_threads, repeats, warmup,
+    notes = _remeasure_outliers(records, dev, dt, n_threads, repeats,
                                 max(budget - (time.perf_counter() - start), 0.1 * budget))
     name = ""
     if dev.type == "cuda":
@@ -262,7 +239,7 @@ def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
 
 
 def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torch.dtype, threads: int,
-                        repeats: int, warmup: int, time_left_s: float) -> list[str]:
+                        repeats: int, time_left_s: float) -> list[str]:
     """Measure each noisy-looking size once more within `time_left_s`, keep the faster median; return notes.
 
     Interference only ever adds time, so of two honest measurements the faster is closer to the machine.
@@ -273,11 +250,11 @@ def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torc
         if not (record.timing.max_s > SPREAD_LIMIT * record.timing.min_s or _off_trend(records, i)):
             continue
         left = deadline - time.perf_counter()
-        if (warmup + repeats) * record.timing.min_s > left:
+        if (_WARMUP + repeats) * record.timing.min_s > left:
             skipped.append(f"N={record.n}")
             continue
         a, b = _inputs(record.n, dev, dt)
-        again = _measure(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads,
+        again = _measure(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=threads,
                          flops=record.timing.flops, label=record.timing.label,
                          max_time_s=max(left, _MIN_BLOCK_S))
         del a, b

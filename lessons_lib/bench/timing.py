@@ -186,9 +186,6 @@ class Timing(_Printable):
             text += f" · {_format_flops(self.flops_per_s)}"
         return text
 
-    def __repr__(self) -> str:
-        return f"Timing({self})"
-
 
 def _timed_block(fn: Callable[[], object], number: int, device: torch.device) -> float:
     synchronize(device)

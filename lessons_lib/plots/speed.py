@@ -57,31 +57,27 @@ def _mark_noisy(ax, sweeps: list[SweepResult], values) -> None:
             labelled = True
 
 
-def plot_time_vs_n(sweeps, ax=None, show_cubic: bool = True):
+def plot_time_vs_n(sweeps, ax=None):
     """Plot median seconds per matmul against N on log-log axes, one line per sweep.
+
+    A dashed ∝ N³ guide through the first sweep's largest size shows the slope a compute-bound matmul follows.
 
     Args:
         sweeps: One ``bench.matmul_sweep`` result or a list of them.
         ax: Axes to draw on (None: a new figure).
-        show_cubic: Also draw a dashed ∝ N³ guide through the first sweep's largest size: the slope a
-            compute-bound matmul follows.
 
     Returns:
         The matplotlib Axes. Sizes a sweep flags as noisy (``SweepResult.noisy_sizes``) are ringed in red.
     """
     sweeps = _as_sweeps(sweeps)
-    if not isinstance(show_cubic, bool):
-        raise TypeError(f"show_cubic phải là True hoặc False, không phải {type(show_cubic).__name__}")
     ax = get_ax(ax)
     for sweep in sweeps:
         ax.plot(sweep.sizes, sweep.seconds, marker="o", label=sweep.label)
     _mark_noisy(ax, sweeps, lambda sweep: sweep.seconds)
-    if show_cubic:
-        ref = sweeps[0]
-        n_ref, t_ref = ref.sizes[-1], ref.seconds[-1]
-        xs = ref.sizes
-        ax.plot(xs, [t_ref * (n / n_ref) ** 3 for n in xs], linestyle="--", color="gray", alpha=0.6,
-                label="∝ N³ (tham chiếu)")
+    ref = sweeps[0]
+    n_ref, t_ref = ref.sizes[-1], ref.seconds[-1]
+    ax.plot(ref.sizes, [t_ref * (n / n_ref) ** 3 for n in ref.sizes], linestyle="--", color="gray", alpha=0.6,
+            label="∝ N³ (tham chiếu)")
     _log2_axis(ax)
     ax.set_yscale("log")
     ax.set_xlabel(_X_LABEL)
