@@ -198,7 +198,7 @@ def autocast_dtypes(device: str | torch.device | None = "cpu", amp: str | torch.
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(8, 16, generator=gen).to(plan.device)
     labels = torch.randint(0, 4, (8,), generator=gen).to(plan.device)
-    layer = _mlp(16, 4, 16, 1, 0, plan.device, torch.float32)[0]
+    layer = _mlp(16, 4, 16, 1, 0, plan.device)[0]
     with plan.autocast():
         h = layer(x)
         ops = [
