@@ -73,31 +73,17 @@ class GpuMemoryStats:
     driver_total: int | None = None
     reason: str = ""
 
-    @property
-    def cached(self) -> int | None:
-        """Return reserved - allocated: memory the allocator keeps for reuse."""
-        return self.reserved - self.allocated if self.available else None
-
-    @property
-    def driver_used(self) -> int | None:
-        """Return what the driver (and ``nvidia-smi``) counts as used on the whole GPU."""
-        return self.driver_total - self.driver_free if self.available else None
-
-    @property
-    def outside_pytorch(self) -> int | None:
-        """Return driver-used minus reserved: CUDA context, libraries and other processes."""
-        return self.driver_used - self.reserved if self.available else None
-
     def __str__(self) -> str:
         if not self.available:
             return "Bộ nhớ GPU: không khả dụng — " + self.reason
+        driver_used = self.driver_total - self.driver_free  # what nvidia-smi counts as used on the whole GPU
         rows = [
             ("allocated (tensor đang sống)", self.allocated),
             ("reserved (PyTorch giữ, gồm cache)", self.reserved),
-            ("  trong đó cache trống", self.cached),
+            ("  trong đó cache trống", self.reserved - self.allocated),
             ("peak allocated (từ lần reset)", self.peak_allocated),
-            ("driver: đã dùng trên cả GPU", self.driver_used),
-            ("  ngoài PyTorch (context, tiến trình khác)", self.outside_pytorch),
+            ("driver: đã dùng trên cả GPU", driver_used),
+            ("  ngoài PyTorch (context, tiến trình khác)", driver_used - self.reserved),
             ("driver: tổng dung lượng", self.driver_total),
         ]
         width = max(len(label) for label, _ in rows)

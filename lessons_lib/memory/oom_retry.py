@@ -131,7 +131,7 @@ def _safe_step(model, loss_fn, x, y, optimizer, micro: int, budget_bytes: int | 
                     raise MemoryBudgetExceeded(
                         f"Hết bộ nhớ (out of memory, mô phỏng): micro-batch {len(xb)} cần {format_bytes(needed)} "
                         f"(trạng thái {format_bytes(fixed)} + activation {format_bytes(meter.live_bytes)}) "
-                        f"> ngân sách {format_bytes(budget_bytes)}.", needed=needed, budget=budget_bytes)
+                        f"> ngân sách {format_bytes(budget_bytes)}.")
             (loss * (len(xb) / n)).backward()
             total += loss.item() * len(xb)
         if optimizer is not None:

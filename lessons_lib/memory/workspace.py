@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validate import check_int
 from .sizes import format_bytes
 
 _KIB, _MIB = 1024, 2**20
 _DEFAULT_CUBLAS = 4096 * _KIB * 2 + 16 * _KIB * 8      # ":4096:2:16:8"
 _LARGE_CUBLAS = 32 * _MIB                             # Hopper; Blackwell from 2.12
 _DEFAULT_LT = 1024 * _KIB
+_HANDLES = 2  # a train step's cuBLAS handles: the forward's Python thread and autograd's device thread
 
 
 def _parse_version(version) -> tuple[int, int]:
@@ -75,14 +75,13 @@ class WorkspaceEstimate:
 
 
 def blas_workspace_estimate(capability: tuple[int, int], *, torch_version: str | None = None,
-                            env: Mapping[str, str] | None = None, handles: int = 2) -> WorkspaceEstimate:
+                            env: Mapping[str, str] | None = None) -> WorkspaceEstimate:
     """Predict the cuBLAS/cuBLASLt workspaces a train step leaves allocated on a GPU of `capability`.
 
     Args:
         capability: ``torch.cuda.get_device_capability()``, e.g. (7, 5) on a T4.
         torch_version: e.g. "2.11.0"; None means the running ``torch.__version__``.
         env: The environment variables to read (see the module docstring); None means ``os.environ``.
-        handles: cuBLAS handles that ran a matmul (2 for a model's forward + backward; 1 for inference).
     """
     if (not isinstance(capability, tuple) or len(capability) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in capability)):
@@ -92,7 +91,6 @@ def blas_workspace_estimate(capability: tuple[int, int], *, torch_version: str |
         env = os.environ
     if not isinstance(env, Mapping):
         raise TypeError(f"env phải là dict tên biến → giá trị (hoặc None = os.environ), không phải {type(env).__name__}.")
-    check_int("handles", handles, 1)
     major = capability[0]
     large = major == 9 or (version >= (2, 12) and major in (10, 12))
     cublas = _cublas_config_bytes(env.get("CUBLAS_WORKSPACE_CONFIG", "")) or (_LARGE_CUBLAS if large else _DEFAULT_CUBLAS)
@@ -111,12 +109,12 @@ def blas_workspace_estimate(capability: tuple[int, int], *, torch_version: str |
                                  "từ 2.15 mỗi phép nhân ma trận mượn workspace rồi trả ngay, trừ khi đặt "
                                  "TORCH_CUBLAS_WORKSPACE_CACHE=1: workspace nằm trong peak của bước, không nằm sẵn")
     if unified:
-        how, lt_kept, in_step = f"{handles} × cuBLAS {format_bytes(cublas)}; cuBLASLt dùng chung workspace đó", 0, 0
+        how, lt_kept, in_step = f"{_HANDLES} × cuBLAS {format_bytes(cublas)}; cuBLASLt dùng chung workspace đó", 0, 0
     elif version < (2, 9):
-        how = f"{handles} × cuBLAS {format_bytes(cublas)}; cuBLASLt {format_bytes(lt)} chỉ được cấp trong lúc gọi"
+        how = f"{_HANDLES} × cuBLAS {format_bytes(cublas)}; cuBLASLt {format_bytes(lt)} chỉ được cấp trong lúc gọi"
         lt_kept, in_step = 0, lt
     else:
-        how = f"{handles} × cuBLAS {format_bytes(cublas)} + 1 × cuBLASLt {format_bytes(lt)} (của forward)"
+        how = f"{_HANDLES} × cuBLAS {format_bytes(cublas)} + 1 × cuBLASLt {format_bytes(lt)} (của forward)"
         lt_kept, in_step = lt, 0
-    return WorkspaceEstimate(version, capability, cublas, 0 if unified else lt, handles * cublas + lt_kept,
+    return WorkspaceEstimate(version, capability, cublas, 0 if unified else lt, _HANDLES * cublas + lt_kept,
                              in_step, how)
