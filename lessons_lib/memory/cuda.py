@@ -53,11 +53,11 @@ def _not_cuda_reason(device) -> str:
     return "không có GPU CUDA trên máy này"
 
 
-def _need_cuda(device, what: str) -> int:
-    index = _cuda_index(device)
-    if index is None:
-        raise ValueError(f"{what} cần GPU CUDA ({_not_cuda_reason(device)}). Hãy chạy trong ô %%gpu.")
-    return index
+def _need_cuda(what: str) -> int:
+    """Return the current CUDA device's index, or raise the error that says to run the cell under %%gpu."""
+    if not _cuda.is_available():
+        raise ValueError(f"{what} cần GPU CUDA ({_not_cuda_reason(None)}). Hãy chạy trong ô %%gpu.")
+    return _cuda.current_device()
 
 
 @dataclass(frozen=True)
@@ -128,15 +128,15 @@ def _capped(room_bytes: int, index: int):
         _cuda.set_per_process_memory_fraction(1.0 if previous is None else previous, index)
 
 
-def cuda_memory_cap(room_bytes: int, device: str | int | torch.device | None = None):
-    """Let this process reserve at most `room_bytes` more on a GPU inside the ``with`` block, then restore the cap.
+def cuda_memory_cap(room_bytes: int):
+    """Let this process reserve at most `room_bytes` more on the GPU inside the ``with`` block, then restore the cap.
 
     Uses ``torch.cuda.set_per_process_memory_fraction`` (cap = reserved now, after emptying the cache, +
     `room_bytes`), so an OOM comes early without filling a shared GPU; the previous fraction (1.0 where this
     PyTorch cannot read it) is restored in a ``finally``. Yields the fraction set.
     """
     check_int("room_bytes", room_bytes, 1)
-    return _capped(room_bytes, _need_cuda(device, "cuda_memory_cap"))
+    return _capped(room_bytes, _need_cuda("cuda_memory_cap"))
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ class OomDemoResult:
 _DEMO_SHAPE = (10_000, 10_000)  # float32: 381 MiB each
 
 
-def oom_demo(device: str | int | torch.device | None = None, *, room_bytes: int = 2 * 2**30) -> OomDemoResult:
+def oom_demo(*, room_bytes: int = 2 * 2**30) -> OomDemoResult:
     """Trigger a real CUDA out-of-memory error safely, clean up, and report memory before and after.
 
     Appends 10000×10000 float32 tensors until ``torch.OutOfMemoryError`` under `cuda_memory_cap` (`room_bytes`),
@@ -181,7 +181,7 @@ def oom_demo(device: str | int | torch.device | None = None, *, room_bytes: int 
     the ``except`` block, and restores the cap whatever happens.
     """
     check_int("room_bytes", room_bytes, 1)
-    index = _need_cuda(device, "oom_demo")
+    index = _need_cuda("oom_demo")
     tensor_bytes = math.prod(_DEMO_SHAPE) * 4
 
     tensors: list[torch.Tensor] = []
