@@ -218,7 +218,7 @@ def _launch_argv(parsed: _Torchrun, run_dir: Path, cwd: Path, python: str) -> li
 
 
 def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 120.0, backend: str = "auto",
-           check: bool = False, echo: bool = True) -> DDPRun:
+           echo: bool = True) -> DDPRun:
     """Run a torchrun command (as a learner types it) safely; return the ranks' ``rank*.json`` results.
 
     It runs as ``python -m torch.distributed.run`` of this Python in a fresh temporary folder (where the
@@ -230,8 +230,7 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
         cwd: Folder the script path is relative to (default: the current folder).
         timeout: Wall-clock limit in seconds for one attempt.
         backend: "auto" (the script decides), or "gloo"/"nccl" to force it through $DDP_BACKEND.
-        check: Raise the ``DDPRunError`` instead of printing it and returning a run with ``ok=False``.
-        echo: Print the command before running it, and what went wrong after.
+        echo: Print the command before running it, and what went wrong after (a failed run has ``ok=False``).
     """
     parsed = _parse_torchrun(command)
     if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
@@ -266,11 +265,8 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
             print("⚠️ " + notes[-1])
         run = _launch_once(parsed, folder, "gloo", timeout, start)
     run.notes = notes + run.notes
-    if not run.ok:
-        if check:
-            raise run.error
-        if echo:
-            print("❌ DDP: " + str(run.error), file=sys.stderr)
+    if not run.ok and echo:
+        print("❌ DDP: " + str(run.error), file=sys.stderr)
     return run
 
 

@@ -101,20 +101,19 @@ def test_mlp_rejects_bad_arguments(kwargs, error, match):
 
 @pytest.mark.parametrize(
     ("given", "mode"),
-    [("off", "off"), (None, "off"), ("FP32", "off"), ("bf16", "bf16"), ("bfloat16", "bf16"), ("half", "fp16"),
-     ("torch.float16", "fp16"), (torch.bfloat16, "bf16"), (torch.float16, "fp16"), (torch.float32, "off")],
+    [("off", "off"), ("bf16", "bf16"), ("fp16", "fp16")],
 )
-def test_plan_reads_every_way_of_naming_a_mode(given, mode):
+def test_plan_reads_each_mode(given, mode):
     assert plan_amp("cpu", given, allow_emulated=True).amp == mode
 
 
 def test_plan_rejects_unknown_modes():
-    with pytest.raises(ValueError, match="'off', 'bf16' hoặc 'fp16'"):
-        plan_amp("cpu", "fp8")
-    with pytest.raises(TypeError, match="amp"):
-        plan_amp("cpu", 16)
-    with pytest.raises(ValueError, match="torch.float16"):
-        plan_amp("cpu", torch.int8)
+    for wrong in ("fp8", "half", "BF16"):
+        with pytest.raises(ValueError, match="'off', 'bf16' hoặc 'fp16'"):
+            plan_amp("cpu", wrong)
+    for wrong in (16, None, torch.float16):
+        with pytest.raises(TypeError, match="amp phải là 'off', 'bf16' hoặc 'fp16'"):
+            plan_amp("cpu", wrong)
 
 
 def test_recommend_bf16_on_cpu_and_reject_unknown_devices():
@@ -233,7 +232,6 @@ def test_probes_answer_for_real():
 VALID_OPTIONS = [
     {"amp": "off"},
     {"amp": "bf16"},
-    {"amp": torch.bfloat16, "lr": 0.03},
 ]
 
 

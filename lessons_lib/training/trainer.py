@@ -123,7 +123,7 @@ class TrainResult:
 
 
 def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, steps: int = 100, batch_size: int = 64,
-          lr: float = 1e-2, amp: str | torch.dtype | None = "off", seed: int = 0) -> TrainResult:
+          lr: float = 1e-2, amp: str = "off", seed: int = 0) -> TrainResult:
     """Train `model` in place with Adam on shuffled mini-batches of ``(inputs, targets)`` and return the record.
 
     The device is the model's (the data must be there too). The batch order depends only on `seed`, so two runs
@@ -181,7 +181,7 @@ class StepProfile:
 
 
 def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *,
-                       amp: str | torch.dtype | None = "off") -> StepProfile:
+                       amp: str = "off") -> StepProfile:
     """Time full training steps (forward, backward, Adam) on one batch and read the peak CUDA memory.
 
     One untimed step creates the optimizer state, then ``bench.measure`` takes the median of 10 steps after 2
