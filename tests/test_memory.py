@@ -418,11 +418,9 @@ def test_parse_oom_message_bad_input():
 
 def test_stats_off_cuda_says_not_available(monkeypatch):
     monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
-    snap = gpu_memory_stats()
-    assert not snap.available and snap.allocated is None
-    assert "không khả dụng" in str(snap)
-    cpu = gpu_memory_stats("cpu")
-    assert not cpu.available and "không phải CUDA" in cpu.reason
+    assert gpu_memory_stats() == "Bộ nhớ GPU: không khả dụng — không có GPU CUDA trên máy này"
+    assert gpu_memory_stats("cpu") == ("Bộ nhớ GPU: không khả dụng — thiết bị 'cpu' không phải CUDA; các bộ đếm "
+                                       "này chỉ có với GPU CUDA")
 
 
 @pytest.mark.parametrize(("device", "error", "match"), [(1.5, TypeError, "cuda"), (True, TypeError, "cuda"),
@@ -500,9 +498,10 @@ def test_stats_reads_the_allocator(monkeypatch):
     fake.install(monkeypatch)
     keep = fake.allocate((256, 1024), 0)  # 1 MiB
     fake.cached = 2**20
-    snap = gpu_memory_stats("cuda:0")
-    assert snap.available and snap.allocated == 2**20 and snap.reserved == 2 * 2**20 and "FakeGPU" in str(snap)
-    rows = {line.rsplit("  ", 1)[0].strip(): line.rsplit("  ", 1)[1].strip() for line in str(snap).splitlines()[1:]}
+    text = gpu_memory_stats("cuda:0")
+    assert text.splitlines()[0] == "cuda:0 (FakeGPU)"
+    rows = {line.rsplit("  ", 1)[0].strip(): line.rsplit("  ", 1)[1].strip() for line in text.splitlines()[1:]}
+    assert rows["allocated (tensor đang sống)"] == "1.00 MiB" and rows["reserved (PyTorch giữ, gồm cache)"] == "2.00 MiB"
     assert rows["trong đó cache trống"] == "1.00 MiB" and rows["driver: đã dùng trên cả GPU"] == "2.00 MiB"
     assert rows["ngoài PyTorch (context, tiến trình khác)"] == "0 B"
     with pytest.raises(ValueError, match="cuda:3"):

@@ -60,49 +60,29 @@ def _need_cuda(what: str) -> int:
     return _cuda.current_device()
 
 
-@dataclass(frozen=True)
-class GpuMemoryStats:
-    """The CUDA caching allocator's counters for one GPU, or the reason they are not available."""
+def gpu_memory_stats(device: str | int | torch.device | None = None) -> str:
+    """Return a table of the CUDA caching allocator's bytes (allocated, reserved, peak) and the driver's view.
 
-    available: bool
-    device: str
-    allocated: int | None = None
-    reserved: int | None = None
-    peak_allocated: int | None = None
-    driver_free: int | None = None
-    driver_total: int | None = None
-    reason: str = ""
-
-    def __str__(self) -> str:
-        if not self.available:
-            return "Bộ nhớ GPU: không khả dụng — " + self.reason
-        driver_used = self.driver_total - self.driver_free  # what nvidia-smi counts as used on the whole GPU
-        rows = [
-            ("allocated (tensor đang sống)", self.allocated),
-            ("reserved (PyTorch giữ, gồm cache)", self.reserved),
-            ("  trong đó cache trống", self.reserved - self.allocated),
-            ("peak allocated (từ lần reset)", self.peak_allocated),
-            ("driver: đã dùng trên cả GPU", driver_used),
-            ("  ngoài PyTorch (context, tiến trình khác)", driver_used - self.reserved),
-            ("driver: tổng dung lượng", self.driver_total),
-        ]
-        width = max(len(label) for label, _ in rows)
-        return "\n".join([self.device] + [f"  {label:<{width}}  {format_bytes(value):>11}" for label, value in rows])
-
-
-def gpu_memory_stats(device: str | int | torch.device | None = None) -> GpuMemoryStats:
-    """Return allocated / reserved / peak bytes of the CUDA caching allocator and the driver's view.
-
-    Off CUDA it returns ``available=False`` and the reason instead of raising, so a cell prints it everywhere.
+    Off CUDA it returns the reason instead of raising, so a cell prints it everywhere.
     """
     index = _cuda_index(device)
     if index is None:
-        return GpuMemoryStats(False, str(device or "cuda"), reason=_not_cuda_reason(device))
+        return "Bộ nhớ GPU: không khả dụng — " + _not_cuda_reason(device)
     free, total = _cuda.mem_get_info(index)
-    return GpuMemoryStats(True, f"cuda:{index} ({_cuda.get_device_name(index)})",
-                          allocated=_cuda.memory_allocated(index), reserved=_cuda.memory_reserved(index),
-                          peak_allocated=_cuda.max_memory_allocated(index), driver_free=int(free),
-                          driver_total=int(total))
+    allocated, reserved = _cuda.memory_allocated(index), _cuda.memory_reserved(index)
+    driver_used = total - free  # what the driver (and nvidia-smi) counts as used on the whole GPU
+    rows = [
+        ("allocated (tensor đang sống)", allocated),
+        ("reserved (PyTorch giữ, gồm cache)", reserved),
+        ("  trong đó cache trống", reserved - allocated),
+        ("peak allocated (từ lần reset)", _cuda.max_memory_allocated(index)),
+        ("driver: đã dùng trên cả GPU", driver_used),
+        ("  ngoài PyTorch (context, tiến trình khác)", driver_used - reserved),
+        ("driver: tổng dung lượng", total),
+    ]
+    width = max(len(label) for label, _ in rows)
+    return "\n".join([f"cuda:{index} ({_cuda.get_device_name(index)})"]
+                     + [f"  {label:<{width}}  {format_bytes(value):>11}" for label, value in rows])
 
 
 def _release_cached_memory() -> None:
