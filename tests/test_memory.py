@@ -424,7 +424,7 @@ def test_stats_off_cuda_says_not_available(monkeypatch):
 
 
 @pytest.mark.parametrize(("device", "error", "match"), [(1.5, TypeError, "cuda"), (True, TypeError, "cuda"),
-                                                        ("gpu-ish", ValueError, "cuda"), (-1, ValueError, "GPU")])
+                                                        ("gpu-ish", ValueError, "cuda"), (0, TypeError, "torch.device")])
 def test_stats_bad_device(device, error, match):
     with pytest.raises(error, match=match):
         gpu_memory_stats(device)

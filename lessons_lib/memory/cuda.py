@@ -27,18 +27,12 @@ def _get_fraction(index: int) -> float | None:
 
 def _cuda_index(device) -> int | None:
     """Return the CUDA index `device` names (None = current), or None when it is not a usable CUDA device."""
-    if isinstance(device, bool) or (device is not None and not isinstance(device, (str, int, torch.device))):
-        raise TypeError("device phải là None, 'cuda', 'cuda:0', số thứ tự GPU hoặc torch.device, không phải "
-                        f"{type(device).__name__}")
-    if isinstance(device, int):
-        if device < 0:
-            raise ValueError(f"Số thứ tự GPU phải ≥ 0, nhận {device}")
-        dev = torch.device("cuda", device)
-    else:
-        try:
-            dev = torch.device("cuda" if device is None else device)
-        except (RuntimeError, ValueError) as exc:
-            raise ValueError(f"Không hiểu thiết bị {device!r}; dùng 'cuda', 'cuda:0' hoặc 'cpu'.") from exc
+    if device is not None and not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device phải là None, 'cuda', 'cuda:0' hoặc torch.device, không phải {type(device).__name__}")
+    try:
+        dev = torch.device("cuda" if device is None else device)
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(f"Không hiểu thiết bị {device!r}; dùng 'cuda', 'cuda:0' hoặc 'cpu'.") from exc
     if dev.type != "cuda" or not _cuda.is_available():
         return None
     index = _cuda.current_device() if dev.index is None else dev.index
@@ -48,7 +42,7 @@ def _cuda_index(device) -> int | None:
 
 
 def _not_cuda_reason(device) -> str:
-    if device is not None and not isinstance(device, int) and torch.device(device).type != "cuda":
+    if device is not None and torch.device(device).type != "cuda":
         return f"thiết bị {str(device)!r} không phải CUDA; các bộ đếm này chỉ có với GPU CUDA"
     return "không có GPU CUDA trên máy này"
 
@@ -60,7 +54,7 @@ def _need_cuda(what: str) -> int:
     return _cuda.current_device()
 
 
-def gpu_memory_stats(device: str | int | torch.device | None = None) -> str:
+def gpu_memory_stats(device: str | torch.device | None = None) -> str:
     """Return a table of the CUDA caching allocator's bytes (allocated, reserved, peak) and the driver's view.
 
     Off CUDA it returns the reason instead of raising, so a cell prints it everywhere.
