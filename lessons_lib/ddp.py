@@ -27,7 +27,6 @@ from ._validate import check_number
 
 __all__ = ["DDPComparison", "DDPRun", "DDPRunError", "find_processes", "launch"]
 
-_BACKENDS = ("auto", "gloo", "nccl")
 _BACKEND_ENV = "DDP_BACKEND"  # read by lessons_lib.ddp_worker.choose_backend() in the ranks
 _RUN_MARKER_ENV = "LESSONS_DDP_RUN"  # the run folder, inherited by every process of a run
 _LOG_TAIL_LINES = 12
@@ -217,19 +216,18 @@ def _launch_argv(parsed: _Torchrun, run_dir: Path, cwd: Path, python: str) -> li
 # --------------------------------------------------------------------------- launch
 
 
-def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 120.0, backend: str = "auto",
+def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 120.0,
            echo: bool = True) -> DDPRun:
     """Run a torchrun command (as a learner types it) safely; return the ranks' ``rank*.json`` results.
 
     It runs as ``python -m torch.distributed.run`` of this Python in a fresh temporary folder (where the
     ranks write their results), in a new session, with a time limit and no restarts. When NCCL was chosen
-    (a GPU per rank, or ``backend="nccl"``) and the run fails or hangs, it runs once more with gloo.
+    (a GPU per rank) and the run fails or hangs, it runs once more with gloo ($DDP_BACKEND=gloo).
 
     Args:
         command: ``torchrun [flags] script.py [args]``, e.g. ``"torchrun --standalone --nproc_per_node=2 train.py"``.
         cwd: Folder the script path is relative to (default: the current folder).
         timeout: Wall-clock limit in seconds for one attempt.
-        backend: "auto" (the script decides), or "gloo"/"nccl" to force it through $DDP_BACKEND.
         echo: Print the command before running it, and what went wrong after (a failed run has ``ok=False``).
     """
     parsed = _parse_torchrun(command)
@@ -242,21 +240,18 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
         raise ValueError(f"không có script {parsed.script!r} trong {str(folder)!r}: hãy ghi nó ra trước "
                          f"(ví dụ bằng %%writefile)")
     check_number("timeout", timeout, positive=True)
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend phải là một trong {_BACKENDS}, nhận được {backend!r}")
     if echo:
         print(f"$ {command}")
         print(f"  (chạy bằng {Path(sys.executable).name} -m torch.distributed.run, trong một thư mục tạm, "
               f"giới hạn {timeout:g} s)")
     import torch
 
-    nccl_first = backend == "nccl" or (backend == "auto" and torch.cuda.is_available()
-                                       and torch.cuda.device_count() >= parsed.nproc_per_node)
+    nccl_first = torch.cuda.is_available() and torch.cuda.device_count() >= parsed.nproc_per_node
     if echo and nccl_first:
         print(f"  (NCCL, mỗi rank một GPU; nếu NCCL lỗi hoặc treo quá {timeout:g} s, chạy lại bằng gloo)")
     notes: list[str] = []
     start = time.perf_counter()
-    run = _launch_once(parsed, folder, backend, timeout, start)
+    run = _launch_once(parsed, folder, "auto", timeout, start)  # the script's choose_backend() decides
     if not run.ok and nccl_first:  # NCCL fails in many ways (init error, CUDA error, hang): gloo may still work
         first = str(run.error).splitlines()[0]
         notes.append(f"Lượt chạy với NCCL không thành công ({first}). Chạy lại bằng gloo (DDP_BACKEND=gloo): "

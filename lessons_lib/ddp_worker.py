@@ -22,7 +22,7 @@ _ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADD
 
 
 def choose_backend() -> str:
-    """Return $DDP_BACKEND if set, else "nccl" when every local rank (LOCAL_WORLD_SIZE) has a GPU, else "gloo"."""
+    """Return $DDP_BACKEND if set, else "nccl" when each of $LOCAL_WORLD_SIZE ranks has a GPU, else "gloo"."""
     forced = os.environ.get(_BACKEND_ENV, "").strip().lower()
     if forced:
         if forced not in _BACKENDS:

@@ -26,7 +26,7 @@ _FRAME = re.compile(r'^\s*File "snippet\.py", line (\d+)', re.M)
 
 @dataclass(frozen=True, repr=False)
 class SnippetResult(_Printable):
-    """One run of a snippet: its code, exit code (None: stopped at the time limit), output, CUDA_LAUNCH_BLOCKING."""
+    """One run of a snippet: its code, exit code (None: stopped at the time limit), output and flag."""
 
     code: str
     returncode: int | None
@@ -57,7 +57,7 @@ def run_snippet(code: str, *, launch_blocking: bool = False) -> SnippetResult:
     """Run `code` (dedented; line 1 = its first non-empty line) as ``snippet.py`` in a fresh Python process.
 
     `launch_blocking` sets ``CUDA_LAUNCH_BLOCKING=1`` (else the variable is removed, even if the notebook has it);
-    after 120 s the process is stopped. An error in the snippet is part of the result's output, never raised here.
+    after 120 s the process is stopped. An error in the snippet is part of the output, never raised here.
     """
     if not isinstance(code, str):
         raise TypeError(f"code phải là mã Python dạng str, không phải {type(code).__name__}")

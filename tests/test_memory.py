@@ -419,12 +419,14 @@ def test_parse_oom_message_bad_input():
 def test_stats_off_cuda_says_not_available(monkeypatch):
     monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
     assert gpu_memory_stats() == "Bộ nhớ GPU: không khả dụng — không có GPU CUDA trên máy này"
-    assert gpu_memory_stats("cpu") == ("Bộ nhớ GPU: không khả dụng — thiết bị 'cpu' không phải CUDA; các bộ đếm "
-                                       "này chỉ có với GPU CUDA")
+    assert gpu_memory_stats("cpu") == ("Bộ nhớ GPU: không khả dụng — thiết bị 'cpu' không phải CUDA; "
+                                       "các bộ đếm này chỉ có với GPU CUDA")
 
 
-@pytest.mark.parametrize(("device", "error", "match"), [(1.5, TypeError, "cuda"), (True, TypeError, "cuda"),
-                                                        ("gpu-ish", ValueError, "cuda"), (0, TypeError, "torch.device")])
+@pytest.mark.parametrize(("device", "error", "match"), [
+    (1.5, TypeError, "cuda"), (True, TypeError, "cuda"), ("gpu-ish", ValueError, "cuda"),
+    (0, TypeError, "torch.device"),
+])
 def test_stats_bad_device(device, error, match):
     with pytest.raises(error, match=match):
         gpu_memory_stats(device)
@@ -500,8 +502,10 @@ def test_stats_reads_the_allocator(monkeypatch):
     fake.cached = 2**20
     text = gpu_memory_stats("cuda:0")
     assert text.splitlines()[0] == "cuda:0 (FakeGPU)"
-    rows = {line.rsplit("  ", 1)[0].strip(): line.rsplit("  ", 1)[1].strip() for line in text.splitlines()[1:]}
-    assert rows["allocated (tensor đang sống)"] == "1.00 MiB" and rows["reserved (PyTorch giữ, gồm cache)"] == "2.00 MiB"
+    rows = dict(line.strip().rsplit("  ", 1) for line in text.splitlines()[1:])
+    rows = {label.strip(): value.strip() for label, value in rows.items()}
+    assert rows["allocated (tensor đang sống)"] == "1.00 MiB"
+    assert rows["reserved (PyTorch giữ, gồm cache)"] == "2.00 MiB"
     assert rows["trong đó cache trống"] == "1.00 MiB" and rows["driver: đã dùng trên cả GPU"] == "2.00 MiB"
     assert rows["ngoài PyTorch (context, tiến trình khác)"] == "0 B"
     with pytest.raises(ValueError, match="cuda:3"):

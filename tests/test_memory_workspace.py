@@ -12,7 +12,7 @@ _VARIABLES = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE", "TORCH_CUBLA
 
 @pytest.fixture
 def estimate(monkeypatch):
-    """Return ``estimate(capability, version, **env)``: the estimate under that torch version and environment."""
+    """Return ``estimate(capability, version, **env)``: the estimate under that torch and environment."""
 
     def run(capability, version, **env):
         monkeypatch.setattr(torch, "__version__", version)
@@ -44,7 +44,7 @@ def test_estimate_follows_the_torch_version(estimate, version, capability, befor
     assert result.before_step_bytes == before
     assert f"sm_{capability[0]}{capability[1]}" in str(result)
     if version.startswith(("2.4", "2.8")):
-        assert "cuBLASLt 1.00 MiB chỉ được cấp trong lúc gọi" in str(result)  # part of the step's peak instead
+        assert "cuBLASLt 1.00 MiB chỉ được cấp trong lúc gọi" in str(result)  # in the step's peak instead
     if version == "2.15.0":
         assert "nằm trong peak của bước" in str(result)
 

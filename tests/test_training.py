@@ -325,7 +325,8 @@ def test_train_records_skipped_steps_and_scales(data, monkeypatch):
         return loss * float("inf") if calls["n"] == 4 else loss
 
     # an emulated fp16 plan (what a T4 gets for real) and a loss that overflows once, for the CPU
-    monkeypatch.setattr(training_trainer, "plan_amp", lambda device, amp: plan_amp(device, amp, allow_emulated=True))
+    emulated = lambda device, amp: plan_amp(device, amp, allow_emulated=True)  # noqa: E731
+    monkeypatch.setattr(training_trainer, "plan_amp", emulated)
     monkeypatch.setattr(F, "cross_entropy", loss_fn)
     result = train(make_mlp(16, 3), x, y, steps=6, amp="fp16")
     assert result.skipped_steps == [3]

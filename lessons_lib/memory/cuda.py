@@ -28,7 +28,8 @@ def _get_fraction(index: int) -> float | None:
 def _cuda_index(device) -> int | None:
     """Return the CUDA index `device` names (None = current), or None when it is not a usable CUDA device."""
     if device is not None and not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device phải là None, 'cuda', 'cuda:0' hoặc torch.device, không phải {type(device).__name__}")
+        raise TypeError("device phải là None, 'cuda', 'cuda:0' hoặc torch.device, không phải "
+                        f"{type(device).__name__}")
     try:
         dev = torch.device("cuda" if device is None else device)
     except (RuntimeError, ValueError) as exc:
@@ -103,7 +104,7 @@ def _capped(room_bytes: int, index: int):
 
 
 def cuda_memory_cap(room_bytes: int):
-    """Let this process reserve at most `room_bytes` more on the GPU inside the ``with`` block, then restore the cap.
+    """Let this process reserve at most `room_bytes` more on the GPU in a ``with`` block, then restore it.
 
     Uses ``torch.cuda.set_per_process_memory_fraction`` (cap = reserved now, after emptying the cache, +
     `room_bytes`), so an OOM comes early without filling a shared GPU; the previous fraction (1.0 where this

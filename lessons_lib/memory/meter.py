@@ -43,10 +43,11 @@ class SavedTensorMeter:
     """Count the bytes autograd saves for backward (the activations) while the ``with`` block runs.
 
     ``live_bytes`` is what graphs recorded in the block still hold (0 after ``backward()``), ``peak_bytes`` its
-    largest value, ``timeline`` its value after every change (the first 100,000). Memory shared by several saved tensors counts
-    once. Built on ``saved_tensors_hooks``, so it works on every device, ``meta`` included; ops inside a
-    ``torch.utils.checkpoint`` region are not seen. `exclude`: a module (its parameters and buffers) or tensors
-    not to count; pass the model so weights saved by matmuls are not counted as activations.
+    largest value, ``timeline`` its value after every change (the first 100,000). Memory shared by several
+    saved tensors counts once. Built on ``saved_tensors_hooks``, so it works on every device, ``meta``
+    included; ops inside a ``torch.utils.checkpoint`` region are not seen. `exclude`: a module (its parameters
+    and buffers) or tensors not to count; pass the model so weights saved by matmuls are not counted as
+    activations.
     """
 
     TIMELINE_LIMIT = 100_000

@@ -96,7 +96,8 @@ def blas_workspace_estimate(capability: tuple[int, int]) -> WorkspaceEstimate:
     if unified:
         how, lt_kept = f"{_HANDLES} × cuBLAS {format_bytes(cublas)}; cuBLASLt dùng chung workspace đó", 0
     elif version < (2, 9):  # allocated only during a call: part of a step's peak instead
-        how = f"{_HANDLES} × cuBLAS {format_bytes(cublas)}; cuBLASLt {format_bytes(lt)} chỉ được cấp trong lúc gọi"
+        how = (f"{_HANDLES} × cuBLAS {format_bytes(cublas)}; cuBLASLt {format_bytes(lt)} "
+               "chỉ được cấp trong lúc gọi")
         lt_kept = 0
     else:
         how = f"{_HANDLES} × cuBLAS {format_bytes(cublas)} + 1 × cuBLASLt {format_bytes(lt)} (của forward)"

@@ -88,7 +88,8 @@ def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *,
     return ax
 
 
-def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None, ax=None, title: str | None = None):
+def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None, ax=None,
+                             title: str | None = None):
     """Draw the bytes autograd holds for backward after each change, as a staircase; return the axes.
 
     The unit (B, KiB, MiB, ...) is the largest one not above the peak.

@@ -11,7 +11,8 @@ from .._validate import check_int
 from ..device import pick_device
 
 
-def _device(seed, device) -> torch.device:
+def _checked_device(seed, device) -> torch.device:
+    """Check `seed`, then return the torch.device `device` names (None: the CPU)."""
     check_int("seed", seed, 0)
     return torch.device("cpu") if device is None else pick_device(device)
 
@@ -24,7 +25,7 @@ def make_classification_data(n_samples: int = 1024, n_features: int = 32, n_clas
     check_int("n_samples", n_samples, 1)
     check_int("n_features", n_features, 1)
     check_int("n_classes", n_classes, 2)
-    device = _device(seed, device)
+    device = _checked_device(seed, device)
     gen = torch.Generator().manual_seed(seed)
     hidden = 32
     x = torch.randn(n_samples, n_features, generator=gen)
@@ -44,10 +45,11 @@ def make_mlp(in_features: int = 32, out_features: int = 4, hidden: int = 64, dep
     for name, value in (("in_features", in_features), ("out_features", out_features), ("hidden", hidden),
                         ("depth", depth)):
         check_int(name, value, 1)
-    return _mlp(in_features, out_features, hidden, depth, seed, _device(seed, device))
+    return _mlp(in_features, out_features, hidden, depth, seed, _checked_device(seed, device))
 
 
-def _mlp(in_features: int, out_features: int, hidden: int, depth: int, seed: int, device: torch.device) -> nn.Sequential:
+def _mlp(in_features: int, out_features: int, hidden: int, depth: int, seed: int,
+         device: torch.device) -> nn.Sequential:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         layers: list[nn.Module] = [nn.Linear(in_features, hidden), nn.ReLU()]

@@ -119,12 +119,13 @@ class TrainResult:
 
     def __str__(self) -> str:
         skipped = f", {len(self.skipped_steps)} bước bị bỏ qua" if self.plan.use_scaler else ""
-        return f"{self.plan}: {len(self.losses)} bước, loss {self.losses[0]:.4f} → {self.losses[-1]:.4f}{skipped}"
+        first, last = self.losses[0], self.losses[-1]
+        return f"{self.plan}: {len(self.losses)} bước, loss {first:.4f} → {last:.4f}{skipped}"
 
 
 def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, steps: int = 100, batch_size: int = 64,
           lr: float = 1e-2, amp: str = "off", seed: int = 0) -> TrainResult:
-    """Train `model` in place with Adam on shuffled mini-batches of ``(inputs, targets)`` and return the record.
+    """Train `model` in place with Adam on shuffled mini-batches of ``(inputs, targets)``; return the record.
 
     The device is the model's (the data must be there too). The batch order depends only on `seed`, so two runs
     from the same weights differ only by their arithmetic (e.g. FP32 vs autocast). `amp` goes to ``plan_amp``.
