@@ -155,7 +155,6 @@ class _Torchrun:
     launcher_args: tuple[str, ...]
     script: str
     script_args: tuple[str, ...]
-    module: bool
     nproc_per_node: int
 
 
@@ -165,13 +164,10 @@ def _parse_torchrun(command: str) -> _Torchrun:
         raise TypeError(f"command phải là một chuỗi (str), ví dụ 'torchrun --standalone --nproc_per_node=2 "
                         f"train.py', không phải {type(command).__name__}")
     tokens = shlex.split(command)
-    if tokens[:1] == ["torchrun"]:
-        rest = tokens[1:]
-    elif len(tokens) >= 3 and tokens[1:3] == ["-m", "torch.distributed.run"]:
-        rest = tokens[3:]
-    else:
+    if tokens[:1] != ["torchrun"]:
         raise ValueError(f"command phải bắt đầu bằng 'torchrun' (ví dụ 'torchrun --standalone --nproc_per_node=2 "
                          f"train.py'), nhận được {command!r}")
+    rest = tokens[1:]
     from torch.distributed.run import get_args_parser
 
     err = io.StringIO()
@@ -193,8 +189,7 @@ def _parse_torchrun(command: str) -> _Torchrun:
     if nproc_per_node < 1:
         raise ValueError(f"--nproc_per_node phải cho ít nhất một tiến trình, nhận được {nproc!r}")
     return _Torchrun(text=command, launcher_args=tuple(rest[:-n_script]), script=rest[-n_script],
-                     script_args=tuple(rest[len(rest) - n_script + 1:]), module=bool(args.module),
-                     nproc_per_node=nproc_per_node)
+                     script_args=tuple(rest[len(rest) - n_script + 1:]), nproc_per_node=nproc_per_node)
 
 
 def _launch_argv(parsed: _Torchrun, run_dir: Path, cwd: Path, python: str) -> list[str]:
@@ -209,7 +204,7 @@ def _launch_argv(parsed: _Torchrun, run_dir: Path, cwd: Path, python: str) -> li
         extra.append("--max-restarts=0")
     if not has("--monitor-interval", "--monitor_interval"):
         extra.append("--monitor-interval=0.2")
-    script = parsed.script if parsed.module else str((cwd / parsed.script).resolve())
+    script = str((cwd / parsed.script).resolve())
     return [python, "-m", "torch.distributed.run", *parsed.launcher_args, *extra, script, *parsed.script_args]
 
 
@@ -236,7 +231,7 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
     folder = Path(cwd) if cwd is not None else Path.cwd()
     if not folder.is_dir():
         raise ValueError(f"cwd phải là một thư mục có sẵn, nhận được {str(folder)!r}")
-    if not parsed.module and not (folder / parsed.script).is_file():
+    if not (folder / parsed.script).is_file():
         raise ValueError(f"không có script {parsed.script!r} trong {str(folder)!r}: hãy ghi nó ra trước "
                          f"(ví dụ bằng %%writefile)")
     check_number("timeout", timeout, positive=True)

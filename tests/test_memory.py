@@ -595,7 +595,7 @@ def test_finder_halves_on_oom():
     try_batch, calls = _fits_up_to(300)
     result = find_max_batch_size(try_batch, start=1024)
     assert result.batch_size == 256 and calls == [1024, 512, 256]
-    assert [ok for _, ok, _ in result.attempts] == [False, False, True]
+    assert [ok for _, ok in result.attempts] == [False, False, True]
     assert "256" in str(result)
 
 
