@@ -143,8 +143,10 @@ def test_plan_autocast_context_casts_matmuls():
         assert (a @ a).dtype == torch.float32
     with AmpPlan(torch.device("meta"), "off", None, False).autocast():  # no autocast needed when off
         pass
-    assert plan_amp("cpu", "fp16", allow_emulated=True).make_scaler().is_enabled()
-    assert not plan_amp("cpu", "bf16").make_scaler().is_enabled()
+    model = make_mlp(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert AmpTrainer(model, opt, plan_amp("cpu", "fp16", allow_emulated=True)).scaler.is_enabled()
+    assert not AmpTrainer(model, opt, plan_amp("cpu", "bf16")).scaler.is_enabled()
 
 
 def test_plan_rejects_fp16_on_cpu_unless_allowed():

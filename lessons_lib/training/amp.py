@@ -109,10 +109,6 @@ class AmpPlan:
             return contextlib.nullcontext()
         return torch.amp.autocast(device_type=self.device.type, dtype=self.dtype)
 
-    def make_scaler(self) -> torch.amp.GradScaler:
-        """Return a fresh GradScaler (disabled, i.e. a pass-through, unless the plan uses one)."""
-        return torch.amp.GradScaler(self.device.type, enabled=self.use_scaler)
-
     def __str__(self) -> str:
         if not self.enabled:
             what = "FP32 (không autocast)"

@@ -74,7 +74,7 @@ class AmpTrainer:
         self.plan = plan
         self.loss_fn = loss_fn or F.cross_entropy
         self.clip_grad_norm = clip_grad_norm
-        self.scaler = plan.make_scaler()
+        self.scaler = torch.amp.GradScaler(plan.device.type, enabled=plan.use_scaler)  # off: a pass-through
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
         """Run one step on a batch and return what happened (the loss is the unscaled FP32 value)."""
