@@ -494,7 +494,7 @@ class DDPRun:
     """What one ``launch()`` produced: the ranks' records, timing, and how it went.
 
     A failed run has ``ok=False``, no ranks and the ``error``; its methods then say so instead of raising.
-    ``compare_with_single_process()`` adds the single-process reference and the ``comparison``.
+    ``compare_with_single_process()`` adds the ``comparison`` with one process on the same batches.
     """
 
     command: str
@@ -504,7 +504,6 @@ class DDPRun:
     ok: bool = True
     error: DDPRunError | None = None
     notes: list[str] = field(default_factory=list)
-    reference: list[dict] = field(default_factory=list)
     comparison: DDPComparison | None = None
 
     @property
@@ -551,8 +550,8 @@ class DDPRun:
         if n_params != n_ranks:
             raise ValueError(f"model có {n_params} tham số nhưng mô hình của các rank có {n_ranks}: "
                              "hãy truyền một bản mới của đúng mô hình đó")
-        self.reference = _single_process_steps(data, model, self.ranks, lr)
-        self.comparison = _compare_ranks(self.ranks, self.reference)
+        reference = _single_process_steps(data, model, self.ranks, lr)
+        self.comparison = _compare_ranks(self.ranks, reference)
         return self.comparison
 
     def rank_table(self) -> str:
