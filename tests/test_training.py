@@ -394,6 +394,10 @@ def test_profile_rejects_bad_arguments(data):
     x, y = data
     with pytest.raises(ValueError, match="allow_emulated"):
         profile_train_step(make_mlp(16, 3), x, y, amp="fp16")
+    with pytest.raises(TypeError, match="nn.Module"):
+        profile_train_step("model", x, y)
+    with pytest.raises(TypeError, match="amp phải là"):
+        profile_train_step(make_mlp(16, 3), x, y, amp=torch.float16)
     with pytest.raises(ValueError, match="cùng số hàng"):
         profile_train_step(make_mlp(16, 3), x, y[:3])
 
