@@ -27,7 +27,6 @@ from ._validate import check_number
 
 __all__ = ["DDPComparison", "DDPRun", "DDPRunError", "find_processes", "launch"]
 
-_BACKENDS = ("auto", "gloo", "nccl")
 _BACKEND_ENV = "DDP_BACKEND"  # read by lessons_lib.ddp_worker.choose_backend() in the ranks
 _RUN_MARKER_ENV = "LESSONS_DDP_RUN"  # the run folder, inherited by every process of a run
 _LOG_TAIL_LINES = 12
@@ -156,7 +155,6 @@ class _Torchrun:
     launcher_args: tuple[str, ...]
     script: str
     script_args: tuple[str, ...]
-    module: bool
     nproc_per_node: int
 
 
@@ -166,13 +164,10 @@ def _parse_torchrun(command: str) -> _Torchrun:
         raise TypeError(f"command phải là một chuỗi (str), ví dụ 'torchrun --standalone --nproc_per_node=2 "
                         f"train.py', không phải {type(command).__name__}")
     tokens = shlex.split(command)
-    if tokens[:1] == ["torchrun"]:
-        rest = tokens[1:]
-    elif len(tokens) >= 3 and tokens[1:3] == ["-m", "torch.distributed.run"]:
-        rest = tokens[3:]
-    else:
+    if tokens[:1] != ["torchrun"]:
         raise ValueError(f"command phải bắt đầu bằng 'torchrun' (ví dụ 'torchrun --standalone --nproc_per_node=2 "
                          f"train.py'), nhận được {command!r}")
+    rest = tokens[1:]
     from torch.distributed.run import get_args_parser
 
     err = io.StringIO()
@@ -194,8 +189,7 @@ def _parse_torchrun(command: str) -> _Torchrun:
     if nproc_per_node < 1:
         raise ValueError(f"--nproc_per_node phải cho ít nhất một tiến trình, nhận được {nproc!r}")
     return _Torchrun(text=command, launcher_args=tuple(rest[:-n_script]), script=rest[-n_script],
-                     script_args=tuple(rest[len(rest) - n_script + 1:]), module=bool(args.module),
-                     nproc_per_node=nproc_per_node)
+                     script_args=tuple(rest[len(rest) - n_script + 1:]), nproc_per_node=nproc_per_node)
 
 
 def _launch_argv(parsed: _Torchrun, run_dir: Path, cwd: Path, python: str) -> list[str]:
@@ -210,28 +204,26 @@ def _launch_argv(parsed: _Torchrun, run_dir: Path, cwd: Path, python: str) -> li
         extra.append("--max-restarts=0")
     if not has("--monitor-interval", "--monitor_interval"):
         extra.append("--monitor-interval=0.2")
-    script = parsed.script if parsed.module else str((cwd / parsed.script).resolve())
+    script = str((cwd / parsed.script).resolve())
     return [python, "-m", "torch.distributed.run", *parsed.launcher_args, *extra, script, *parsed.script_args]
 
 
 # --------------------------------------------------------------------------- launch
 
 
-def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 120.0, backend: str = "auto",
-           check: bool = False, echo: bool = True) -> DDPRun:
+def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 120.0,
+           echo: bool = True) -> DDPRun:
     """Run a torchrun command (as a learner types it) safely; return the ranks' ``rank*.json`` results.
 
     It runs as ``python -m torch.distributed.run`` of this Python in a fresh temporary folder (where the
     ranks write their results), in a new session, with a time limit and no restarts. When NCCL was chosen
-    (a GPU per rank, or ``backend="nccl"``) and the run fails or hangs, it runs once more with gloo.
+    (a GPU per rank) and the run fails or hangs, it runs once more with gloo ($DDP_BACKEND=gloo).
 
     Args:
         command: ``torchrun [flags] script.py [args]``, e.g. ``"torchrun --standalone --nproc_per_node=2 train.py"``.
         cwd: Folder the script path is relative to (default: the current folder).
         timeout: Wall-clock limit in seconds for one attempt.
-        backend: "auto" (the script decides), or "gloo"/"nccl" to force it through $DDP_BACKEND.
-        check: Raise the ``DDPRunError`` instead of printing it and returning a run with ``ok=False``.
-        echo: Print the command before running it, and what went wrong after.
+        echo: Print the command before running it, and what went wrong after (a failed run has ``ok=False``).
     """
     parsed = _parse_torchrun(command)
     if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
@@ -239,25 +231,22 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
     folder = Path(cwd) if cwd is not None else Path.cwd()
     if not folder.is_dir():
         raise ValueError(f"cwd phải là một thư mục có sẵn, nhận được {str(folder)!r}")
-    if not parsed.module and not (folder / parsed.script).is_file():
+    if not (folder / parsed.script).is_file():
         raise ValueError(f"không có script {parsed.script!r} trong {str(folder)!r}: hãy ghi nó ra trước "
                          f"(ví dụ bằng %%writefile)")
     check_number("timeout", timeout, positive=True)
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend phải là một trong {_BACKENDS}, nhận được {backend!r}")
     if echo:
         print(f"$ {command}")
         print(f"  (chạy bằng {Path(sys.executable).name} -m torch.distributed.run, trong một thư mục tạm, "
               f"giới hạn {timeout:g} s)")
     import torch
 
-    nccl_first = backend == "nccl" or (backend == "auto" and torch.cuda.is_available()
-                                       and torch.cuda.device_count() >= parsed.nproc_per_node)
+    nccl_first = torch.cuda.is_available() and torch.cuda.device_count() >= parsed.nproc_per_node
     if echo and nccl_first:
         print(f"  (NCCL, mỗi rank một GPU; nếu NCCL lỗi hoặc treo quá {timeout:g} s, chạy lại bằng gloo)")
     notes: list[str] = []
     start = time.perf_counter()
-    run = _launch_once(parsed, folder, backend, timeout, start)
+    run = _launch_once(parsed, folder, "auto", timeout, start)  # the script's choose_backend() decides
     if not run.ok and nccl_first:  # NCCL fails in many ways (init error, CUDA error, hang): gloo may still work
         first = str(run.error).splitlines()[0]
         notes.append(f"Lượt chạy với NCCL không thành công ({first}). Chạy lại bằng gloo (DDP_BACKEND=gloo): "
@@ -266,11 +255,8 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
             print("⚠️ " + notes[-1])
         run = _launch_once(parsed, folder, "gloo", timeout, start)
     run.notes = notes + run.notes
-    if not run.ok:
-        if check:
-            raise run.error
-        if echo:
-            print("❌ DDP: " + str(run.error), file=sys.stderr)
+    if not run.ok and echo:
+        print("❌ DDP: " + str(run.error), file=sys.stderr)
     return run
 
 
@@ -508,7 +494,7 @@ class DDPRun:
     """What one ``launch()`` produced: the ranks' records, timing, and how it went.
 
     A failed run has ``ok=False``, no ranks and the ``error``; its methods then say so instead of raising.
-    ``compare_with_single_process()`` adds the single-process reference and the ``comparison``.
+    ``compare_with_single_process()`` adds the ``comparison`` with one process on the same batches.
     """
 
     command: str
@@ -518,7 +504,6 @@ class DDPRun:
     ok: bool = True
     error: DDPRunError | None = None
     notes: list[str] = field(default_factory=list)
-    reference: list[dict] = field(default_factory=list)
     comparison: DDPComparison | None = None
 
     @property
@@ -565,8 +550,8 @@ class DDPRun:
         if n_params != n_ranks:
             raise ValueError(f"model có {n_params} tham số nhưng mô hình của các rank có {n_ranks}: "
                              "hãy truyền một bản mới của đúng mô hình đó")
-        self.reference = _single_process_steps(data, model, self.ranks, lr)
-        self.comparison = _compare_ranks(self.ranks, self.reference)
+        reference = _single_process_steps(data, model, self.ranks, lr)
+        self.comparison = _compare_ranks(self.ranks, reference)
         return self.comparison
 
     def rank_table(self) -> str:

@@ -21,24 +21,14 @@ _BACKEND_ENV = "DDP_BACKEND"
 _ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-def choose_backend(local_world_size: int | None = None) -> str:
-    """Return $DDP_BACKEND if set, else "nccl" when every local rank can have a GPU of its own, else "gloo".
-
-    Args:
-        local_world_size: Ranks on this machine; None reads LOCAL_WORLD_SIZE (set by torchrun), default 1.
-    """
+def choose_backend() -> str:
+    """Return $DDP_BACKEND if set, else "nccl" when each of $LOCAL_WORLD_SIZE ranks has a GPU, else "gloo"."""
     forced = os.environ.get(_BACKEND_ENV, "").strip().lower()
     if forced:
         if forced not in _BACKENDS:
             raise ValueError(f"{_BACKEND_ENV} phải là một trong {_BACKENDS} (hoặc không đặt), nhận được {forced!r}")
         return forced
-    if local_world_size is None:
-        local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    if isinstance(local_world_size, bool) or not isinstance(local_world_size, int):
-        raise TypeError(f"local_world_size phải là số nguyên (số rank trên máy này), "
-                        f"không phải {type(local_world_size).__name__}")
-    if local_world_size < 1:
-        raise ValueError(f"local_world_size phải ≥ 1, nhận được {local_world_size}")
+    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # set by torchrun
     if torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size and dist.is_nccl_available():
         return "nccl"
     return "gloo"
@@ -110,8 +100,8 @@ class RankRecorder:
         return path
 
 
-def exit_rank(code: int = 0) -> NoReturn:
-    """End this rank's process with exit status `code`: flush stdout/stderr, then ``os._exit``.
+def exit_rank() -> NoReturn:
+    """End this rank's process with exit status 0: flush stdout/stderr, then ``os._exit``.
 
     Call it last, once the results are written (``rec.save()`` fsyncs them) and the process group is torn
     down (``dist.barrier()``, then ``dist.destroy_process_group()``).
@@ -130,11 +120,9 @@ def exit_rank(code: int = 0) -> NoReturn:
     # error during the work never gets here: the exception propagates and the rank fails as before. (CPython
     # >= 3.14 parks such a thread instead; ~ProcessGroupGloo, which joins its threads during finalization, would
     # then wait forever: os._exit avoids both.) Measured by benchmarks/ddp_reliability.py --worker race.
-    if isinstance(code, bool) or not isinstance(code, int):
-        raise TypeError(f"code phải là mã thoát kiểu int, không phải {type(code).__name__}")
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (AttributeError, ValueError, OSError):  # closed or replaced stream: nothing more to write
             pass
-    os._exit(code)
+    os._exit(0)

@@ -15,24 +15,24 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ._validate import check_number
+from .bench.timing import _Printable
 
 _SNIPPET = "snippet.py"
+_TIMEOUT_S = 120.0  # a snippet still running after this is stopped
 _FRAME = re.compile(r'^\s*File "snippet\.py", line (\d+)', re.M)
 
 
-@dataclass(frozen=True)
-class SnippetResult:
-    """One run of a snippet: its code, exit code (None: stopped at the time limit), output and extra variables."""
+@dataclass(frozen=True, repr=False)
+class SnippetResult(_Printable):
+    """One run of a snippet: its code, exit code (None: stopped at the time limit), output and flag."""
 
     code: str
     returncode: int | None
     output: str
     seconds: float
-    env: dict[str, str] = field(default_factory=dict)
+    launch_blocking: bool = False
 
     @property
     def error_line(self) -> int | None:
@@ -44,25 +44,20 @@ class SnippetResult:
         """Return line `number` (counting from 1) of the snippet, stripped."""
         return self.code.splitlines()[number - 1].strip()
 
-    def __repr__(self) -> str:
-        flags = "".join(f"{k}={v} " for k, v in self.env.items())
+    def __str__(self) -> str:
+        flags = "CUDA_LAUNCH_BLOCKING=1 " if self.launch_blocking else ""
         if self.returncode is None:
             tail = f"⏱️ dừng sau {self.seconds:.0f} s (quá giới hạn thời gian)"
         else:
             tail = f"(mã thoát {self.returncode}, {self.seconds:.1f} s)"
         return "\n".join([f"$ {flags}python {_SNIPPET}", self.output.rstrip("\n"), tail])
 
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
-        printer.text(repr(self))
 
-
-def run_snippet(code: str, *, launch_blocking: bool = False, env: Mapping[str, str] | None = None,
-                timeout_s: float = 120.0) -> SnippetResult:
+def run_snippet(code: str, *, launch_blocking: bool = False) -> SnippetResult:
     """Run `code` (dedented; line 1 = its first non-empty line) as ``snippet.py`` in a fresh Python process.
 
     `launch_blocking` sets ``CUDA_LAUNCH_BLOCKING=1`` (else the variable is removed, even if the notebook has it);
-    `env` adds variables; after `timeout_s` the process is stopped. An error in the snippet is part of the
-    result's output, never raised here.
+    after 120 s the process is stopped. An error in the snippet is part of the output, never raised here.
     """
     if not isinstance(code, str):
         raise TypeError(f"code phải là mã Python dạng str, không phải {type(code).__name__}")
@@ -70,14 +65,11 @@ def run_snippet(code: str, *, launch_blocking: bool = False, env: Mapping[str, s
         raise ValueError("code không được rỗng")
     if not isinstance(launch_blocking, bool):
         raise TypeError(f"launch_blocking phải là True hoặc False, không phải {type(launch_blocking).__name__}")
-    extra = dict(env or {}) if isinstance(env, (Mapping, type(None))) else None
-    if extra is None or not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
-        raise TypeError("env phải là dict từ tên (str) sang giá trị (str), vd {'CUDA_VISIBLE_DEVICES': '0'}")
-    check_number("timeout_s", timeout_s, positive=True)
 
     source = textwrap.dedent(code).strip("\n") + "\n"
-    shown = ({"CUDA_LAUNCH_BLOCKING": "1"} if launch_blocking else {}) | extra
-    run_env = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"} | shown
+    run_env = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"}
+    if launch_blocking:
+        run_env["CUDA_LAUNCH_BLOCKING"] = "1"
     run_env["PYTHONIOENCODING"] = "utf-8"
     with tempfile.TemporaryDirectory(prefix="lessons-snippet-") as folder:
         path = os.path.join(folder, _SNIPPET)
@@ -86,10 +78,11 @@ def run_snippet(code: str, *, launch_blocking: bool = False, env: Mapping[str, s
         start = time.perf_counter()
         try:
             done = subprocess.run([sys.executable, "-u", path], cwd=folder, env=run_env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
+                                  stderr=subprocess.STDOUT, timeout=_TIMEOUT_S, check=False)
             returncode, raw = done.returncode, done.stdout
         except subprocess.TimeoutExpired as stopped:
             returncode, raw = None, stopped.stdout or b""
         seconds = time.perf_counter() - start
     output = raw.decode("utf-8", errors="replace").replace(path, _SNIPPET).replace(folder + os.sep, "")
-    return SnippetResult(code=source, returncode=returncode, output=output, seconds=seconds, env=shown)
+    return SnippetResult(code=source, returncode=returncode, output=output, seconds=seconds,
+                         launch_blocking=launch_blocking)

@@ -21,6 +21,7 @@ from ._validate import check_int
 _MEAN = np.array((0.485, 0.456, 0.406), dtype=np.float32).reshape(3, 1, 1)
 _STD = np.array((0.229, 0.224, 0.225), dtype=np.float32).reshape(3, 1, 1)
 _MARGIN = 16  # the "decoded" image is this many pixels larger than the crop
+_CLASSES, _SEED = 10, 0  # labels are 0 … 9; item i is drawn from seed _SEED * 1_000_003 + i
 
 
 def _box_blur(img: np.ndarray) -> np.ndarray:
@@ -34,24 +35,20 @@ def _box_blur(img: np.ndarray) -> np.ndarray:
 class SyntheticImages(Dataset):
     """Seeded synthetic 3×size×size images, made like a real pipeline: decode, crop, flip, jitter, normalise.
 
-    Each item is built from its own seed (``seed`` and the index), so it is the same in every process and
+    Each item is built from its own seed (from its index), so it is the same in every process and
     every worker, and nothing is downloaded. The work is done in NumPy on one thread, as an image library
     decoding a JPEG does; its CPU cost grows with `work` (smoothing passes that stand in for decoding).
 
     Args:
         n: Number of items.
         size: Side of the returned images, in pixels.
-        classes: Number of labels (labels are 0 … classes-1).
         work: Decode-like smoothing passes per item (0 = crop/flip/normalise only).
-        seed: Base seed.
     """
 
-    def __init__(self, n: int = 1024, size: int = 64, classes: int = 10, work: int = 2, seed: int = 0):
+    def __init__(self, n: int = 1024, size: int = 64, work: int = 2):
         self.n = check_int("n", n, minimum=1)
         self.size = check_int("size", size, minimum=8)
-        self.classes = check_int("classes", classes, minimum=2)
         self.work = check_int("work", work, minimum=0)
-        self.seed = check_int("seed", seed, minimum=0)
 
     def __len__(self) -> int:
         return self.n
@@ -63,7 +60,7 @@ class SyntheticImages(Dataset):
         if not -self.n <= index < self.n:
             raise IndexError(f"chỉ số {index} nằm ngoài bộ dữ liệu {self.n} phần tử")
         index %= self.n
-        rng = np.random.default_rng(self.seed * 1_000_003 + index)
+        rng = np.random.default_rng(_SEED * 1_000_003 + index)
         side = self.size + _MARGIN
         raw = rng.integers(0, 256, size=(3, side, side), dtype=np.uint8)  # "the file's bytes"
         img = raw.astype(np.float32) / 255
@@ -77,12 +74,12 @@ class SyntheticImages(Dataset):
         mean = img.mean()
         img = np.clip((img - mean) * contrast + mean * brightness, 0, 1)  # colour jitter
         img = (img - _MEAN) / _STD  # normalise
-        label = int(rng.integers(0, self.classes))
+        label = int(rng.integers(0, _CLASSES))
         return torch.from_numpy(np.ascontiguousarray(img, dtype=np.float32)), label
 
     def __repr__(self) -> str:
-        return (f"SyntheticImages(n={self.n}, size={self.size}, classes={self.classes}, work={self.work}, "
-                f"seed={self.seed})")
+        return (f"SyntheticImages(n={self.n}, size={self.size}, classes={_CLASSES}, work={self.work}, "
+                f"seed={_SEED})")
 
 
 def worker_context() -> multiprocessing.context.BaseContext:

@@ -65,11 +65,16 @@ def test_notebook_writes_the_ddp_scripts(tmp_path):
 
 @pytest.fixture(scope="module")
 def notebook_run(tmp_path_factory):
-    """Run the notebook's train_ddp.py as launch() does there, but asking for NCCL first (it fails on a CPU)."""
+    """Run the notebook's train_ddp.py as launch() does there on 2 GPUs: NCCL first (it fails on a CPU)."""
     folder = tmp_path_factory.mktemp("nb08")
     notebook_files(folder)
-    start = time.monotonic()
-    run = launch("torchrun --standalone --nproc_per_node=2 train_ddp.py", cwd=folder, timeout=120, backend="nccl")
+    with pytest.MonkeyPatch.context() as mp:
+        if torch.cuda.device_count() < 2:  # launch() sees 2 GPUs; the ranks are told to use NCCL, as on them
+            mp.setattr(torch.cuda, "is_available", lambda: True)
+            mp.setattr(torch.cuda, "device_count", lambda: 2)
+            mp.setenv("DDP_BACKEND", "nccl")
+        start = time.monotonic()
+        run = launch("torchrun --standalone --nproc_per_node=2 train_ddp.py", cwd=folder, timeout=120)
     return run, folder, time.monotonic() - start
 
 
@@ -140,12 +145,10 @@ def test_launch_stops_a_hanging_script_and_says_it_hung(tmp_path):
     assert find_processes(str(tmp_path)) == []
 
 
-def test_launch_check_true_raises_the_error(monkeypatch, tmp_path):
+def test_launch_returns_a_failed_run_without_raising(monkeypatch, tmp_path):
     (tmp_path / "x.py").write_text("")
     failed = DDPRun("torchrun x.py", ok=False, error=DDPRunError("Rank 0 chết", rank=0))
     monkeypatch.setattr(ddp_module, "_launch_once", lambda *a: failed)
-    with pytest.raises(DDPRunError, match="Rank 0 chết"):
-        launch("torchrun --nproc_per_node=1 x.py", cwd=tmp_path, check=True, echo=False)
     assert launch("torchrun --nproc_per_node=1 x.py", cwd=tmp_path, echo=False) is failed
 
 
@@ -154,7 +157,6 @@ def test_launch_check_true_raises_the_error(monkeypatch, tmp_path):
     ({"cwd": "/nonexistent/lessons_ddp"}, ValueError, "thư mục có sẵn"),
     ({"timeout": 0}, ValueError, "timeout phải là số dương"),
     ({"timeout": "60"}, TypeError, "timeout phải là một số"),
-    ({"backend": "mpi"}, ValueError, "backend phải là một trong"),
 ])
 def test_launch_rejects_bad_input(tmp_path, kwargs, error, match):
     (tmp_path / "x.py").write_text("")
@@ -166,6 +168,7 @@ def test_launch_rejects_bad_input(tmp_path, kwargs, error, match):
 @pytest.mark.parametrize("command, error, match", [
     (["torchrun", "x.py"], TypeError, "command phải là một chuỗi"),
     ("python train.py", ValueError, "phải bắt đầu bằng 'torchrun'"),
+    ("python -m torch.distributed.run x.py", ValueError, "phải bắt đầu bằng 'torchrun'"),
     ("torchrun --standalone", ValueError, "torchrun không hiểu lệnh"),  # no script
     ("torchrun --nproc_per_node=0 x.py", ValueError, "ít nhất một tiến trình"),
     ("torchrun --nproc_per_node=1 missing.py", ValueError, "không có script 'missing.py'"),
@@ -176,16 +179,15 @@ def test_launch_rejects_what_is_not_a_torchrun_command(tmp_path, command, error,
         launch(command, cwd=tmp_path)
 
 
-@pytest.mark.parametrize("command, script, args, nproc, module", [
-    ("torchrun --standalone --nproc_per_node=2 train.py", "train.py", (), 2, False),
-    ("torchrun --standalone --nproc-per-node 3 train.py --lr 0.1 -v", "train.py", ("--lr", "0.1", "-v"), 3, False),
-    ("python -m torch.distributed.run --nnodes=1 --nproc_per_node=2 -m pkg.mod --out d", "pkg.mod", ("--out", "d"), 2,
-     True),
-    ("torchrun 'my script.py'", "my script.py", (), 1, False),
+@pytest.mark.parametrize("command, script, args, nproc", [
+    ("torchrun --standalone --nproc_per_node=2 train.py", "train.py", (), 2),
+    ("torchrun --standalone --nproc-per-node 3 train.py --lr 0.1 -v", "train.py", ("--lr", "0.1", "-v"), 3),
+    ("torchrun --nnodes=1 --nproc_per_node=2 train.py --out d", "train.py", ("--out", "d"), 2),
+    ("torchrun 'my script.py'", "my script.py", (), 1),
 ])
-def test_parse_torchrun_uses_torchruns_own_parser(command, script, args, nproc, module):
+def test_parse_torchrun_uses_torchruns_own_parser(command, script, args, nproc):
     parsed = _parse_torchrun(command)
-    assert (parsed.script, parsed.script_args, parsed.nproc_per_node, parsed.module) == (script, args, nproc, module)
+    assert (parsed.script, parsed.script_args, parsed.nproc_per_node) == (script, args, nproc)
 
 
 def test_launch_argv_adds_logs_and_no_restarts_but_keeps_the_learners_flags(tmp_path):

@@ -89,8 +89,8 @@ def test_timeline_from_a_meter_with_a_mark():
     assert any(t.get_text() == "backward" for t in ax.texts)
 
 
-def test_timeline_from_a_list_in_a_given_unit():
-    ax = plot_activation_timeline([0, 2048, 1024, 0], unit="KiB")
+def test_timeline_from_a_list_picks_its_unit_from_the_peak():
+    ax = plot_activation_timeline([0, 2048, 1024, 0])
     assert list(ax.lines[0].get_ydata()) == [0.0, 2.0, 1.0, 0.0] and ax.get_ylabel() == "bộ nhớ (KiB)"
 
 
@@ -103,7 +103,6 @@ def test_timeline_from_a_list_in_a_given_unit():
         ({"timeline": [0, -1]}, TypeError, "byte"),
         ({"timeline": [0, 1], "marks": {"x": 9}}, ValueError, "timeline"),
         ({"timeline": [0, 1], "marks": {"x": "1"}}, TypeError, "marks"),
-        ({"timeline": [0, 1], "unit": "MB"}, ValueError, "unit"),
         ({"timeline": [0, 1], "ax": "left"}, TypeError, "Axes"),
     ],
 )

@@ -15,6 +15,7 @@ from lessons_lib.training import (
     train,
 )
 from lessons_lib.training import amp as training_amp  # where plan_amp/recommend_amp look names up
+from lessons_lib.training import trainer as training_trainer
 from lessons_lib.training.amp import AmpPlan
 from lessons_lib.training.trainer import StepProfile, TrainResult
 
@@ -43,11 +44,10 @@ def test_data_is_seeded_and_shaped():
     assert len(torch.unique(y)) > 1
 
 
-def test_data_leaves_global_rng_alone_and_takes_dtype():
+def test_data_leaves_global_rng_alone():
     before = torch.random.get_rng_state()
-    x, _ = make_classification_data(16, 4, 2, dtype=torch.float64, device="cpu")
+    make_classification_data(16, 4, 2, device="cpu")
     assert torch.equal(before, torch.random.get_rng_state())
-    assert x.dtype == torch.float64
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,6 @@ def test_data_leaves_global_rng_alone_and_takes_dtype():
         ({"n_features": 2.5}, TypeError, "n_features"),
         ({"n_classes": 1}, ValueError, "n_classes"),
         ({"seed": -1}, ValueError, "seed"),
-        ({"dtype": torch.int64}, TypeError, "dtype"),
         ({"device": "cuda:7"}, ValueError, "cuda:7"),
     ],
 )
@@ -76,11 +75,11 @@ def test_mlp_is_seeded_and_shaped():
     assert a(torch.zeros(2, 8)).shape == (2, 3)
 
 
-def test_mlp_leaves_global_rng_alone_and_takes_dtype():
+def test_mlp_leaves_global_rng_alone():
     before = torch.random.get_rng_state()
-    model = make_mlp(dtype=torch.float64)
+    model = make_mlp()
     assert torch.equal(before, torch.random.get_rng_state())
-    assert next(model.parameters()).dtype == torch.float64
+    assert next(model.parameters()).dtype == torch.float32
 
 
 @pytest.mark.parametrize(
@@ -89,7 +88,6 @@ def test_mlp_leaves_global_rng_alone_and_takes_dtype():
         ({"depth": 0}, ValueError, "depth"),
         ({"hidden": "64"}, TypeError, "hidden"),
         ({"in_features": True}, TypeError, "in_features"),
-        ({"dtype": "float32"}, TypeError, "dtype"),
         ({"device": "gpu"}, ValueError, "gpu"),
     ],
 )
@@ -103,20 +101,19 @@ def test_mlp_rejects_bad_arguments(kwargs, error, match):
 
 @pytest.mark.parametrize(
     ("given", "mode"),
-    [("off", "off"), (None, "off"), ("FP32", "off"), ("bf16", "bf16"), ("bfloat16", "bf16"), ("half", "fp16"),
-     ("torch.float16", "fp16"), (torch.bfloat16, "bf16"), (torch.float16, "fp16"), (torch.float32, "off")],
+    [("off", "off"), ("bf16", "bf16"), ("fp16", "fp16")],
 )
-def test_plan_reads_every_way_of_naming_a_mode(given, mode):
+def test_plan_reads_each_mode(given, mode):
     assert plan_amp("cpu", given, allow_emulated=True).amp == mode
 
 
 def test_plan_rejects_unknown_modes():
-    with pytest.raises(ValueError, match="'off', 'bf16' hoặc 'fp16'"):
-        plan_amp("cpu", "fp8")
-    with pytest.raises(TypeError, match="amp"):
-        plan_amp("cpu", 16)
-    with pytest.raises(ValueError, match="torch.float16"):
-        plan_amp("cpu", torch.int8)
+    for wrong in ("fp8", "half", "BF16"):
+        with pytest.raises(ValueError, match="'off', 'bf16' hoặc 'fp16'"):
+            plan_amp("cpu", wrong)
+    for wrong in (16, None, torch.float16):
+        with pytest.raises(TypeError, match="amp phải là 'off', 'bf16' hoặc 'fp16'"):
+            plan_amp("cpu", wrong)
 
 
 def test_recommend_bf16_on_cpu_and_reject_unknown_devices():
@@ -146,8 +143,10 @@ def test_plan_autocast_context_casts_matmuls():
         assert (a @ a).dtype == torch.float32
     with AmpPlan(torch.device("meta"), "off", None, False).autocast():  # no autocast needed when off
         pass
-    assert plan_amp("cpu", "fp16", allow_emulated=True).make_scaler().is_enabled()
-    assert not plan_amp("cpu", "bf16").make_scaler().is_enabled()
+    model = make_mlp(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert AmpTrainer(model, opt, plan_amp("cpu", "fp16", allow_emulated=True)).scaler.is_enabled()
+    assert not AmpTrainer(model, opt, plan_amp("cpu", "bf16")).scaler.is_enabled()
 
 
 def test_plan_rejects_fp16_on_cpu_unless_allowed():
@@ -234,13 +233,7 @@ def test_probes_answer_for_real():
 
 VALID_OPTIONS = [
     {"amp": "off"},
-    {"amp": "off", "optimizer": "sgd", "lr": 0.1, "clip_grad_norm": 1.0},
     {"amp": "bf16"},
-    {"amp": "bf16", "scaler": False, "clip_grad_norm": 1.0},
-    {"amp": "fp16", "allow_emulated": True},
-    {"amp": "fp16", "allow_emulated": True, "scaler": True, "clip_grad_norm": 1.0},
-    {"amp": "fp16", "allow_emulated": True, "scaler": False},
-    {"amp": torch.bfloat16, "optimizer": "sgd", "lr": 0.1},
 ]
 
 
@@ -258,7 +251,7 @@ def test_train_runs_every_valid_option_and_learns(data, options):
     assert last < 0.6 * first, (first, last)
     assert not result.skipped_steps
     assert len(result.scales) == (60 if result.plan.use_scaler else 0)
-    assert "60" in str(result) and result.final_loss == result.losses[-1]
+    assert "60" in str(result) and f"→ {result.losses[-1]:.4f}" in str(result)
 
 
 def test_same_seed_gives_same_fp32_run_and_autocast_differs_a_little(data):
@@ -278,11 +271,7 @@ def test_same_seed_gives_same_fp32_run_and_autocast_differs_a_little(data):
         ({"batch_size": 10_000}, ValueError, "batch_size"),
         ({"lr": -1.0}, ValueError, "lr"),
         ({"lr": "fast"}, TypeError, "lr"),
-        ({"optimizer": "rmsprop"}, ValueError, "adam"),
         ({"amp": "fp16"}, ValueError, "allow_emulated"),
-        ({"amp": "bf16", "scaler": True}, ValueError, "GradScaler"),
-        ({"clip_grad_norm": 0}, ValueError, "clip_grad_norm"),
-        ({"loss_fn": "mse"}, TypeError, "loss_fn"),
     ],
 )
 def test_train_rejects_bad_options(data, kwargs, error, match):
@@ -327,16 +316,21 @@ def test_trainer_skips_a_step_with_inf_gradients_and_halves_the_scale(data):
     assert second.scale == first.scale / 2 and third.scale == second.scale
 
 
-def test_train_records_skipped_steps_and_scales(data):
+def test_train_records_skipped_steps_and_scales(data, monkeypatch):
     x, y = data
     calls = {"n": 0}
+    cross_entropy = F.cross_entropy
 
     def loss_fn(out, target):
         calls["n"] += 1
-        loss = F.cross_entropy(out, target)
+        loss = cross_entropy(out, target)
         return loss * float("inf") if calls["n"] == 4 else loss
 
-    result = train(make_mlp(16, 3), x, y, steps=6, amp="fp16", allow_emulated=True, loss_fn=loss_fn)
+    # an emulated fp16 plan (what a T4 gets for real) and a loss that overflows once, for the CPU
+    emulated = lambda device, amp: plan_amp(device, amp, allow_emulated=True)  # noqa: E731
+    monkeypatch.setattr(training_trainer, "plan_amp", emulated)
+    monkeypatch.setattr(F, "cross_entropy", loss_fn)
+    result = train(make_mlp(16, 3), x, y, steps=6, amp="fp16")
     assert result.skipped_steps == [3]
     assert result.scales == [2.0**16] * 3 + [2.0**15] * 3
     assert "1 bước bị bỏ qua" in str(result)
@@ -366,7 +360,7 @@ def test_trainer_rejects_bad_arguments():
     with pytest.raises(TypeError, match="AmpPlan"):
         AmpTrainer(model, opt, "fp16")
     with pytest.raises(ValueError, match="FP32.*model.half"):
-        half = make_mlp(4, 2, dtype=torch.float16)
+        half = make_mlp(4, 2).half()
         AmpTrainer(half, torch.optim.SGD(half.parameters(), lr=0.1), fp16)
     with pytest.raises(ValueError, match="model.to\\(device\\)"):
         AmpTrainer(model, opt, AmpPlan(torch.device("meta"), "off", None, False))
@@ -379,31 +373,31 @@ def test_trainer_rejects_bad_arguments():
 
 def test_profile_train_step_on_cpu(data):
     x, y = data
-    profile = profile_train_step(make_mlp(16, 3), x[:64], y[:64], amp="bf16", warmup=1, repeats=4)
+    profile = profile_train_step(make_mlp(16, 3), x[:64], y[:64], amp="bf16")
     assert isinstance(profile, StepProfile)
-    assert profile.timing.repeats == 4 and profile.timing.number == 1 and profile.timing.warmup == 1
+    assert profile.timing.repeats == 10 and profile.timing.number == 1 and profile.timing.warmup == 2
     assert all(t > 0 for t in profile.timing.times_s)
     assert profile.median_s == profile.timing.median_s
     assert profile.peak_memory_bytes is None and profile.baseline_memory_bytes is None  # CUDA only
-    assert "bf16" in str(profile) and "ms" in str(profile) and "warm-up 1" in str(profile)
+    assert "bf16" in str(profile) and "ms" in str(profile) and "warm-up 2" in str(profile)
 
 
 def test_profile_trains_the_model_in_place(data):
     x, y = data
     model = make_mlp(16, 3)
     before = model[0].weight.detach().clone()
-    profile_train_step(model, x[:64], y[:64], warmup=0, repeats=1)
+    profile_train_step(model, x[:64], y[:64])
     assert not torch.equal(before, model[0].weight)
 
 
 def test_profile_rejects_bad_arguments(data):
     x, y = data
-    with pytest.raises(ValueError, match="repeats"):
-        profile_train_step(make_mlp(16, 3), x, y, repeats=0)
-    with pytest.raises(TypeError, match="warmup"):
-        profile_train_step(make_mlp(16, 3), x, y, warmup=1.5)
     with pytest.raises(ValueError, match="allow_emulated"):
         profile_train_step(make_mlp(16, 3), x, y, amp="fp16")
+    with pytest.raises(TypeError, match="nn.Module"):
+        profile_train_step("model", x, y)
+    with pytest.raises(TypeError, match="amp phải là"):
+        profile_train_step(make_mlp(16, 3), x, y, amp=torch.float16)
     with pytest.raises(ValueError, match="cùng số hàng"):
         profile_train_step(make_mlp(16, 3), x, y[:3])
 

@@ -27,18 +27,13 @@ def _get_fraction(index: int) -> float | None:
 
 def _cuda_index(device) -> int | None:
     """Return the CUDA index `device` names (None = current), or None when it is not a usable CUDA device."""
-    if isinstance(device, bool) or (device is not None and not isinstance(device, (str, int, torch.device))):
-        raise TypeError("device phải là None, 'cuda', 'cuda:0', số thứ tự GPU hoặc torch.device, không phải "
+    if device is not None and not isinstance(device, (str, torch.device)):
+        raise TypeError("device phải là None, 'cuda', 'cuda:0' hoặc torch.device, không phải "
                         f"{type(device).__name__}")
-    if isinstance(device, int):
-        if device < 0:
-            raise ValueError(f"Số thứ tự GPU phải ≥ 0, nhận {device}")
-        dev = torch.device("cuda", device)
-    else:
-        try:
-            dev = torch.device("cuda" if device is None else device)
-        except (RuntimeError, ValueError) as exc:
-            raise ValueError(f"Không hiểu thiết bị {device!r}; dùng 'cuda', 'cuda:0' hoặc 'cpu'.") from exc
+    try:
+        dev = torch.device("cuda" if device is None else device)
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(f"Không hiểu thiết bị {device!r}; dùng 'cuda', 'cuda:0' hoặc 'cpu'.") from exc
     if dev.type != "cuda" or not _cuda.is_available():
         return None
     index = _cuda.current_device() if dev.index is None else dev.index
@@ -48,75 +43,41 @@ def _cuda_index(device) -> int | None:
 
 
 def _not_cuda_reason(device) -> str:
-    if device is not None and not isinstance(device, int) and torch.device(device).type != "cuda":
+    if device is not None and torch.device(device).type != "cuda":
         return f"thiết bị {str(device)!r} không phải CUDA; các bộ đếm này chỉ có với GPU CUDA"
     return "không có GPU CUDA trên máy này"
 
 
-def _need_cuda(device, what: str) -> int:
-    index = _cuda_index(device)
-    if index is None:
-        raise ValueError(f"{what} cần GPU CUDA ({_not_cuda_reason(device)}). Hãy chạy trong ô %%gpu.")
-    return index
+def _need_cuda(what: str) -> int:
+    """Return the current CUDA device's index, or raise the error that says to run the cell under %%gpu."""
+    if not _cuda.is_available():
+        raise ValueError(f"{what} cần GPU CUDA ({_not_cuda_reason(None)}). Hãy chạy trong ô %%gpu.")
+    return _cuda.current_device()
 
 
-@dataclass(frozen=True)
-class GpuMemoryStats:
-    """The CUDA caching allocator's counters for one GPU, or the reason they are not available."""
+def gpu_memory_stats(device: str | torch.device | None = None) -> str:
+    """Return a table of the CUDA caching allocator's bytes (allocated, reserved, peak) and the driver's view.
 
-    available: bool
-    device: str
-    allocated: int | None = None
-    reserved: int | None = None
-    peak_allocated: int | None = None
-    driver_free: int | None = None
-    driver_total: int | None = None
-    reason: str = ""
-
-    @property
-    def cached(self) -> int | None:
-        """Return reserved - allocated: memory the allocator keeps for reuse."""
-        return self.reserved - self.allocated if self.available else None
-
-    @property
-    def driver_used(self) -> int | None:
-        """Return what the driver (and ``nvidia-smi``) counts as used on the whole GPU."""
-        return self.driver_total - self.driver_free if self.available else None
-
-    @property
-    def outside_pytorch(self) -> int | None:
-        """Return driver-used minus reserved: CUDA context, libraries and other processes."""
-        return self.driver_used - self.reserved if self.available else None
-
-    def __str__(self) -> str:
-        if not self.available:
-            return "Bộ nhớ GPU: không khả dụng — " + self.reason
-        rows = [
-            ("allocated (tensor đang sống)", self.allocated),
-            ("reserved (PyTorch giữ, gồm cache)", self.reserved),
-            ("  trong đó cache trống", self.cached),
-            ("peak allocated (từ lần reset)", self.peak_allocated),
-            ("driver: đã dùng trên cả GPU", self.driver_used),
-            ("  ngoài PyTorch (context, tiến trình khác)", self.outside_pytorch),
-            ("driver: tổng dung lượng", self.driver_total),
-        ]
-        width = max(len(label) for label, _ in rows)
-        return "\n".join([self.device] + [f"  {label:<{width}}  {format_bytes(value):>11}" for label, value in rows])
-
-
-def gpu_memory_stats(device: str | int | torch.device | None = None) -> GpuMemoryStats:
-    """Return allocated / reserved / peak bytes of the CUDA caching allocator and the driver's view.
-
-    Off CUDA it returns ``available=False`` and the reason instead of raising, so a cell prints it everywhere.
+    Off CUDA it returns the reason instead of raising, so a cell prints it everywhere.
     """
     index = _cuda_index(device)
     if index is None:
-        return GpuMemoryStats(False, str(device or "cuda"), reason=_not_cuda_reason(device))
+        return "Bộ nhớ GPU: không khả dụng — " + _not_cuda_reason(device)
     free, total = _cuda.mem_get_info(index)
-    return GpuMemoryStats(True, f"cuda:{index} ({_cuda.get_device_name(index)})",
-                          allocated=_cuda.memory_allocated(index), reserved=_cuda.memory_reserved(index),
-                          peak_allocated=_cuda.max_memory_allocated(index), driver_free=int(free),
-                          driver_total=int(total))
+    allocated, reserved = _cuda.memory_allocated(index), _cuda.memory_reserved(index)
+    driver_used = total - free  # what the driver (and nvidia-smi) counts as used on the whole GPU
+    rows = [
+        ("allocated (tensor đang sống)", allocated),
+        ("reserved (PyTorch giữ, gồm cache)", reserved),
+        ("  trong đó cache trống", reserved - allocated),
+        ("peak allocated (từ lần reset)", _cuda.max_memory_allocated(index)),
+        ("driver: đã dùng trên cả GPU", driver_used),
+        ("  ngoài PyTorch (context, tiến trình khác)", driver_used - reserved),
+        ("driver: tổng dung lượng", total),
+    ]
+    width = max(len(label) for label, _ in rows)
+    return "\n".join([f"cuda:{index} ({_cuda.get_device_name(index)})"]
+                     + [f"  {label:<{width}}  {format_bytes(value):>11}" for label, value in rows])
 
 
 def _release_cached_memory() -> None:
@@ -142,15 +103,15 @@ def _capped(room_bytes: int, index: int):
         _cuda.set_per_process_memory_fraction(1.0 if previous is None else previous, index)
 
 
-def cuda_memory_cap(room_bytes: int, device: str | int | torch.device | None = None):
-    """Let this process reserve at most `room_bytes` more on a GPU inside the ``with`` block, then restore the cap.
+def cuda_memory_cap(room_bytes: int):
+    """Let this process reserve at most `room_bytes` more on the GPU in a ``with`` block, then restore it.
 
     Uses ``torch.cuda.set_per_process_memory_fraction`` (cap = reserved now, after emptying the cache, +
     `room_bytes`), so an OOM comes early without filling a shared GPU; the previous fraction (1.0 where this
     PyTorch cannot read it) is restored in a ``finally``. Yields the fraction set.
     """
     check_int("room_bytes", room_bytes, 1)
-    return _capped(room_bytes, _need_cuda(device, "cuda_memory_cap"))
+    return _capped(room_bytes, _need_cuda("cuda_memory_cap"))
 
 
 @dataclass(frozen=True)
@@ -187,7 +148,7 @@ class OomDemoResult:
 _DEMO_SHAPE = (10_000, 10_000)  # float32: 381 MiB each
 
 
-def oom_demo(device: str | int | torch.device | None = None, *, room_bytes: int = 2 * 2**30) -> OomDemoResult:
+def oom_demo(*, room_bytes: int = 2 * 2**30) -> OomDemoResult:
     """Trigger a real CUDA out-of-memory error safely, clean up, and report memory before and after.
 
     Appends 10000×10000 float32 tensors until ``torch.OutOfMemoryError`` under `cuda_memory_cap` (`room_bytes`),
@@ -195,7 +156,7 @@ def oom_demo(device: str | int | torch.device | None = None, *, room_bytes: int 
     the ``except`` block, and restores the cap whatever happens.
     """
     check_int("room_bytes", room_bytes, 1)
-    index = _need_cuda(device, "oom_demo")
+    index = _need_cuda("oom_demo")
     tensor_bytes = math.prod(_DEMO_SHAPE) * 4
 
     tensors: list[torch.Tensor] = []

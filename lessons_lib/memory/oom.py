@@ -15,12 +15,7 @@ TorchOutOfMemoryError: type[BaseException] = getattr(torch, "OutOfMemoryError", 
 
 class MemoryBudgetExceeded(RuntimeError):
     """Raised by `oom_safe_train_step` when a step needs more bytes than its simulated budget (a CPU stand-in
-    for a CUDA out-of-memory error); ``needed`` and ``budget`` are bytes."""
-
-    def __init__(self, message: str, needed: int = 0, budget: int = 0):
-        super().__init__(message)
-        self.needed = needed
-        self.budget = budget
+    for a CUDA out-of-memory error)."""
 
 
 #: What the helpers treat as "out of memory": a real CUDA OOM or a simulated budget overrun.
@@ -49,7 +44,6 @@ class OomMessage:
     allowed: int | None = None
     allocated_by_pytorch: int | None = None
     reserved_unallocated: int | None = None
-    old_format: bool = False
 
     def explain(self) -> str:
         """Return the message read field by field, with what each means and what it suggests."""
@@ -124,7 +118,7 @@ def parse_oom_message(text: str) -> OomMessage:
         allocated = size(_NUM + " already allocated")
         reserved = size(_NUM + " reserved in total by PyTorch")
         return OomMessage(**common, total_capacity=size(_NUM + " total capacity"), free=size(_NUM + " free"),
-                          allocated_by_pytorch=allocated, old_format=True,
+                          allocated_by_pytorch=allocated,
                           reserved_unallocated=None if allocated is None or reserved is None else reserved - allocated)
     return OomMessage(
         **common,

@@ -16,13 +16,13 @@ from .sizes import _check_module, _check_optimizer, _trainable_bytes, format_byt
 
 @dataclass
 class BatchSizeSearch:
-    """The result of `find_max_batch_size`: the batch size found and every attempt (size, fitted, note)."""
+    """The result of `find_max_batch_size`: the batch size found and every attempt (size, fitted)."""
 
     batch_size: int | None
-    attempts: list[tuple[int, bool, str]] = field(default_factory=list)
+    attempts: list[tuple[int, bool]] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [f"  {size:>6}: " + ("✅ vừa" if ok else "❌ OOM") for size, ok, _ in self.attempts]
+        lines = [f"  {size:>6}: " + ("✅ vừa" if ok else "❌ OOM") for size, ok in self.attempts]
         found = f"Batch lớn nhất vừa: {self.batch_size}" if self.batch_size is not None else "Không batch nào vừa."
         return "\n".join([*lines, found])
 
@@ -42,17 +42,17 @@ def find_max_batch_size(try_batch: Callable[[int], object], start: int, *, refin
     search = BatchSizeSearch(None)
 
     def fits(size: int) -> bool:
-        message = None
+        ok = True
         try:
             try_batch(size)
         except Exception as exc:  # noqa: BLE001 - only OOM is handled, the rest re-raised
             if not is_oom_error(exc):
                 raise
-            message = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        if message is not None:
-            _release_cached_memory()
-        search.attempts.append((size, message is None, message or ""))
-        return message is None
+            ok = False
+        if not ok:
+            _release_cached_memory()  # outside the except block: the traceback no longer holds the tensors
+        search.attempts.append((size, ok))
+        return ok
 
     size, failed_above = start, None
     while not fits(size):
@@ -131,7 +131,7 @@ def _safe_step(model, loss_fn, x, y, optimizer, micro: int, budget_bytes: int | 
                     raise MemoryBudgetExceeded(
                         f"Hết bộ nhớ (out of memory, mô phỏng): micro-batch {len(xb)} cần {format_bytes(needed)} "
                         f"(trạng thái {format_bytes(fixed)} + activation {format_bytes(meter.live_bytes)}) "
-                        f"> ngân sách {format_bytes(budget_bytes)}.", needed=needed, budget=budget_bytes)
+                        f"> ngân sách {format_bytes(budget_bytes)}.")
             (loss * (len(xb) / n)).backward()
             total += loss.item() * len(xb)
         if optimizer is not None:

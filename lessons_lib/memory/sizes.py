@@ -139,7 +139,6 @@ _STAGE_NAMES = {0: "DDP (không shard)", 1: "ZeRO-1 (shard optimizer)", 2: "ZeRO
 class ShardedMemory:
     """Per-GPU bytes of the model state (params, grads, optimizer) under one sharding stage."""
 
-    num_params: int
     num_gpus: int
     stage: int
     params: int
@@ -183,5 +182,5 @@ def sharded_training_memory(num_params: int, num_gpus: int = 1, stage: int = 0, 
     def part(bytes_per_param: float, sharded: bool) -> int:
         return round((shard if sharded else num_params) * bytes_per_param)
 
-    return ShardedMemory(num_params, num_gpus, stage, params=part(param_bytes, stage >= 3),
+    return ShardedMemory(num_gpus, stage, params=part(param_bytes, stage >= 3),
                          grads=part(grad_bytes, stage >= 2), optimizer=part(optimizer_bytes, stage >= 1))

@@ -20,27 +20,23 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
-from .._validate import check_int
 from .sizes import format_bytes
 
 _KIB, _MIB = 1024, 2**20
 _DEFAULT_CUBLAS = 4096 * _KIB * 2 + 16 * _KIB * 8      # ":4096:2:16:8"
 _LARGE_CUBLAS = 32 * _MIB                             # Hopper; Blackwell from 2.12
 _DEFAULT_LT = 1024 * _KIB
+_HANDLES = 2  # a train step's cuBLAS handles: the forward's Python thread and autograd's device thread
 
 
-def _parse_version(version) -> tuple[int, int]:
-    if not isinstance(version, str):
-        raise TypeError(f"torch_version phải là chuỗi như '2.11.0' hoặc None, không phải {type(version).__name__}.")
-    match = re.match(r"\s*(\d+)\.(\d+)", version)
-    if match is None:
-        raise ValueError(f"Không đọc được phiên bản {version!r}; truyền dạng '2.11.0' (như torch.__version__).")
-    return int(match.group(1)), int(match.group(2))
+def _torch_version() -> tuple[int, int]:
+    """Return (major, minor) of the running torch, e.g. (2, 11) for "2.11.0+cu130"."""
+    major, minor = re.match(r"(\d+)\.(\d+)", torch.__version__).groups()
+    return int(major), int(minor)
 
 
 def _cublas_config_bytes(value: str) -> int | None:
@@ -49,8 +45,8 @@ def _cublas_config_bytes(value: str) -> int | None:
     return sum(int(size) * _KIB * int(count) for size, count in pairs) if pairs else None
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool | None:
-    value = env.get(name)
+def _flag(name: str) -> bool | None:
+    value = os.environ.get(name)
     if value is None:
         return None
     return value.strip().lower() in ("1", "true", "yes", "on", "y")
@@ -58,14 +54,11 @@ def _flag(env: Mapping[str, str], name: str) -> bool | None:
 
 @dataclass(frozen=True)
 class WorkspaceEstimate:
-    """The BLAS workspaces expected in ``memory_allocated()`` before a train step, and inside its peak."""
+    """The BLAS workspaces expected in ``memory_allocated()`` before a train step."""
 
     torch_version: tuple[int, int]
     capability: tuple[int, int]
-    cublas_bytes: int         # one cuBLAS workspace (per handle and stream)
-    cublaslt_bytes: int       # one separate cuBLASLt workspace, 0 when it shares the cuBLAS one
     before_step_bytes: int    # kept allocated after the first step (forward + backward handles)
-    in_step_bytes: int        # allocated only during a call, so part of a step's peak instead
     how: str                  # one Vietnamese sentence: which rule of this torch version applies
 
     def __str__(self) -> str:
@@ -74,25 +67,15 @@ class WorkspaceEstimate:
                 f"{format_bytes(self.before_step_bytes)} ({self.how})")
 
 
-def blas_workspace_estimate(capability: tuple[int, int], *, torch_version: str | None = None,
-                            env: Mapping[str, str] | None = None, handles: int = 2) -> WorkspaceEstimate:
-    """Predict the cuBLAS/cuBLASLt workspaces a train step leaves allocated on a GPU of `capability`.
+def blas_workspace_estimate(capability: tuple[int, int]) -> WorkspaceEstimate:
+    """Predict the workspaces a train step leaves allocated on a GPU of `capability`, e.g. (7, 5) on a T4.
 
-    Args:
-        capability: ``torch.cuda.get_device_capability()``, e.g. (7, 5) on a T4.
-        torch_version: e.g. "2.11.0"; None means the running ``torch.__version__``.
-        env: The environment variables to read (see the module docstring); None means ``os.environ``.
-        handles: cuBLAS handles that ran a matmul (2 for a model's forward + backward; 1 for inference).
+    It follows the running ``torch.__version__`` and the environment variables of the module docstring.
     """
     if (not isinstance(capability, tuple) or len(capability) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in capability)):
         raise TypeError(f"capability phải là tuple (major, minor) như (7, 5) cho T4, không phải {capability!r}.")
-    version = _parse_version(torch.__version__ if torch_version is None else torch_version)
-    if env is None:
-        env = os.environ
-    if not isinstance(env, Mapping):
-        raise TypeError(f"env phải là dict tên biến → giá trị (hoặc None = os.environ), không phải {type(env).__name__}.")
-    check_int("handles", handles, 1)
+    version, env = _torch_version(), os.environ
     major = capability[0]
     large = major == 9 or (version >= (2, 12) and major in (10, 12))
     cublas = _cublas_config_bytes(env.get("CUBLAS_WORKSPACE_CONFIG", "")) or (_LARGE_CUBLAS if large else _DEFAULT_CUBLAS)
@@ -100,23 +83,23 @@ def blas_workspace_estimate(capability: tuple[int, int], *, torch_version: str |
         lt = int(env["CUBLASLT_WORKSPACE_SIZE"]) * _KIB if "CUBLASLT_WORKSPACE_SIZE" in env else _DEFAULT_LT
     except ValueError:
         lt = _DEFAULT_LT                                   # torch warns and keeps its default
-    unified_flag = _flag(env, "TORCH_CUBLASLT_UNIFIED_WORKSPACE")
+    unified_flag = _flag("TORCH_CUBLASLT_UNIFIED_WORKSPACE")
     unified = (unified_flag is True) if version < (2, 12) else (unified_flag is not False)
     unified = unified and version >= (2, 8)
     if version >= (2, 11) and unified_flag is not False:
         lt = min(lt, cublas)          # 2.11's size rule already treats the Lt workspace as part of cuBLAS's
-    cached = version < (2, 15) or _flag(env, "TORCH_CUBLAS_WORKSPACE_CACHE") is True
+    cached = version < (2, 15) or _flag("TORCH_CUBLAS_WORKSPACE_CACHE") is True
     if not cached:
-        return WorkspaceEstimate(version, capability, cublas, 0 if unified else lt, 0, cublas,
+        return WorkspaceEstimate(version, capability, 0,
                                  "từ 2.15 mỗi phép nhân ma trận mượn workspace rồi trả ngay, trừ khi đặt "
                                  "TORCH_CUBLAS_WORKSPACE_CACHE=1: workspace nằm trong peak của bước, không nằm sẵn")
     if unified:
-        how, lt_kept, in_step = f"{handles} × cuBLAS {format_bytes(cublas)}; cuBLASLt dùng chung workspace đó", 0, 0
-    elif version < (2, 9):
-        how = f"{handles} × cuBLAS {format_bytes(cublas)}; cuBLASLt {format_bytes(lt)} chỉ được cấp trong lúc gọi"
-        lt_kept, in_step = 0, lt
+        how, lt_kept = f"{_HANDLES} × cuBLAS {format_bytes(cublas)}; cuBLASLt dùng chung workspace đó", 0
+    elif version < (2, 9):  # allocated only during a call: part of a step's peak instead
+        how = (f"{_HANDLES} × cuBLAS {format_bytes(cublas)}; cuBLASLt {format_bytes(lt)} "
+               "chỉ được cấp trong lúc gọi")
+        lt_kept = 0
     else:
-        how = f"{handles} × cuBLAS {format_bytes(cublas)} + 1 × cuBLASLt {format_bytes(lt)} (của forward)"
-        lt_kept, in_step = lt, 0
-    return WorkspaceEstimate(version, capability, cublas, 0 if unified else lt, handles * cublas + lt_kept,
-                             in_step, how)
+        how = f"{_HANDLES} × cuBLAS {format_bytes(cublas)} + 1 × cuBLASLt {format_bytes(lt)} (của forward)"
+        lt_kept = lt
+    return WorkspaceEstimate(version, capability, _HANDLES * cublas + lt_kept, how)

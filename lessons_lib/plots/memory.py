@@ -88,16 +88,17 @@ def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *,
     return ax
 
 
-def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None, ax=None, unit: str | None = None,
+def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None, ax=None,
                              title: str | None = None):
     """Draw the bytes autograd holds for backward after each change, as a staircase; return the axes.
+
+    The unit (B, KiB, MiB, ...) is the largest one not above the peak.
 
     Args:
         timeline: A `SavedTensorMeter` (its ``timeline``) or a sequence of byte counts, one per change.
         marks: Optional {label: index into the timeline}, drawn as vertical lines (e.g. where backward starts:
             ``len(meter.timeline)`` read after the forward pass).
         ax: Axes to draw on (a new figure when None).
-        unit: "B", "KiB", "MiB", "GiB" or "TiB"; chosen from the peak when None.
         title: Optional title.
     """
     values = getattr(timeline, "timeline", timeline)
@@ -111,7 +112,7 @@ def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None
         if not 0 <= index <= len(points):
             raise ValueError(f"marks[{label!r}] = {index} nằm ngoài timeline (0…{len(points)})")
     largest = max(max(points), 1.0)
-    unit_name, unit_size = _unit(unit, largest)
+    unit_name, unit_size = _unit(None, largest)
     ax = get_ax(ax)
     ax.step(range(len(points)), [p / unit_size for p in points], where="post", color=_COLORS["activations"],
             label="activation autograd đang giữ")

@@ -18,28 +18,15 @@ from ..precision import Table
 from .data import _mlp
 
 _AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-_AMP_ALIASES = {
-    "off": "off", "none": "off", "fp32": "off", "float32": "off", "no": "off",
-    "bf16": "bf16", "bfloat16": "bf16",
-    "fp16": "fp16", "float16": "fp16", "half": "fp16",
-}
 
 
-def _parse_amp(amp: str | torch.dtype | None) -> str:
-    """Return the AMP mode "off", "bf16" or "fp16" for a name ("bfloat16", "half", "fp32", ...), dtype or None."""
-    if amp is None or amp is False:
-        return "off"
-    if isinstance(amp, torch.dtype):
-        for name, dtype in (("off", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)):
-            if amp == dtype:
-                return name
-        raise ValueError(f"amp={amp} không dùng được; chọn torch.float16 hoặc torch.bfloat16.")
+def _parse_amp(amp: str) -> str:
+    """Return `amp` when it is "off", "bf16" or "fp16"; refuse anything else, saying what to pass."""
     if not isinstance(amp, str):
         raise TypeError(f"amp phải là 'off', 'bf16' hoặc 'fp16' (chuỗi), không phải {type(amp).__name__}.")
-    key = amp.strip().lower().removeprefix("torch.")
-    if key not in _AMP_ALIASES:
+    if amp not in _AMP_DTYPES:
         raise ValueError(f"Không hiểu amp={amp!r}. Dùng 'off', 'bf16' hoặc 'fp16'.")
-    return _AMP_ALIASES[key]
+    return amp
 
 
 def _first_line(exc: BaseException) -> str:
@@ -122,10 +109,6 @@ class AmpPlan:
             return contextlib.nullcontext()
         return torch.amp.autocast(device_type=self.device.type, dtype=self.dtype)
 
-    def make_scaler(self) -> torch.amp.GradScaler:
-        """Return a fresh GradScaler (disabled, i.e. a pass-through, unless the plan uses one)."""
-        return torch.amp.GradScaler(self.device.type, enabled=self.use_scaler)
-
     def __str__(self) -> str:
         if not self.enabled:
             what = "FP32 (không autocast)"
@@ -134,13 +117,13 @@ class AmpPlan:
         return f"{self.device} · {what}" + (" (định dạng chỉ được giả lập trên thiết bị này)" if self.emulated else "")
 
 
-def plan_amp(device: str | torch.device | None = None, amp: str | torch.dtype | None = "off", *,
+def plan_amp(device: str | torch.device | None = None, amp: str = "off", *,
              scaler: bool | None = None, allow_emulated: bool = False) -> AmpPlan:
     """Check an AMP configuration for `device` and return it as an ``AmpPlan``; refuse what cannot work here.
 
     Args:
         device: "cpu", "cuda", "mps", a torch.device, or None for ``pick_device()``.
-        amp: "off", "bf16" or "fp16" (or "bfloat16", "half", a dtype, None).
+        amp: "off", "bf16" or "fp16".
         scaler: Use a GradScaler? None (default) means yes for fp16 and no otherwise.
         allow_emulated: Accept a format the device only emulates (bf16 on a CUDA GPU below compute capability
             8.0 such as a T4; fp16 on a CPU): it runs, usually slower than FP32.
@@ -188,7 +171,7 @@ def plan_amp(device: str | torch.device | None = None, amp: str | torch.dtype | 
     return AmpPlan(device, mode, _AMP_DTYPES[mode], use_scaler, emulated)
 
 
-def autocast_dtypes(device: str | torch.device | None = "cpu", amp: str | torch.dtype = "bf16", *,
+def autocast_dtypes(device: str | torch.device | None = "cpu", amp: str = "bf16", *,
                     allow_emulated: bool = False) -> Table:
     """Run common ops on FP32 inputs inside autocast on `device` and return the dtype each one produced.
 
@@ -198,7 +181,7 @@ def autocast_dtypes(device: str | torch.device | None = "cpu", amp: str | torch.
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(8, 16, generator=gen).to(plan.device)
     labels = torch.randint(0, 4, (8,), generator=gen).to(plan.device)
-    layer = _mlp(16, 4, 16, 1, 0, plan.device, torch.float32)[0]
+    layer = _mlp(16, 4, 16, 1, 0, plan.device)[0]
     with plan.autocast():
         h = layer(x)
         ops = [

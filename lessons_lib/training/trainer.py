@@ -13,7 +13,7 @@ from .._validate import check_int, check_number
 from ..bench import Timing, measure, synchronize
 from .amp import AmpPlan, plan_amp
 
-_OPTIMIZERS = ("adam", "sgd")
+_PROFILE_WARMUP, _PROFILE_REPEATS, _PROFILE_LR = 2, 10, 1e-3
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class AmpTrainer:
         self.plan = plan
         self.loss_fn = loss_fn or F.cross_entropy
         self.clip_grad_norm = clip_grad_norm
-        self.scaler = plan.make_scaler()
+        self.scaler = torch.amp.GradScaler(plan.device.type, enabled=plan.use_scaler)  # off: a pass-through
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
         """Run one step on a batch and return what happened (the loss is the unscaled FP32 value)."""
@@ -93,14 +93,6 @@ class AmpTrainer:
         self.scaler.update()
         scale = self.scaler.get_scale() if self.plan.use_scaler else None
         return StepResult(float(loss.detach()), scale is not None and scale < scale_before, scale, grad_norm)
-
-
-def _make_optimizer(name: str, model: nn.Module, lr: float) -> torch.optim.Optimizer:
-    if not isinstance(name, str) or name.lower() not in _OPTIMIZERS:
-        raise ValueError(f"optimizer phải là một trong {_OPTIMIZERS}, không phải {name!r}.")
-    if name.lower() == "adam":
-        return torch.optim.Adam(model.parameters(), lr=lr)
-    return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
 
 
 def _check_batch(model, inputs, targets) -> torch.device:
@@ -125,26 +117,18 @@ class TrainResult:
     skipped_steps: list[int] = field(default_factory=list)
     scales: list[float] = field(default_factory=list)
 
-    @property
-    def final_loss(self) -> float:
-        """Return the loss of the last step."""
-        return self.losses[-1]
-
     def __str__(self) -> str:
         skipped = f", {len(self.skipped_steps)} bước bị bỏ qua" if self.plan.use_scaler else ""
-        return f"{self.plan}: {len(self.losses)} bước, loss {self.losses[0]:.4f} → {self.final_loss:.4f}{skipped}"
+        first, last = self.losses[0], self.losses[-1]
+        return f"{self.plan}: {len(self.losses)} bước, loss {first:.4f} → {last:.4f}{skipped}"
 
 
 def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, steps: int = 100, batch_size: int = 64,
-          lr: float = 1e-2, optimizer: str = "adam", amp: str | torch.dtype | None = "off", scaler: bool | None = None,
-          allow_emulated: bool = False, clip_grad_norm: float | None = None,
-          loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None, seed: int = 0) -> TrainResult:
-    """Train `model` in place on shuffled mini-batches of ``(inputs, targets)`` and return the record.
+          lr: float = 1e-2, amp: str = "off", seed: int = 0) -> TrainResult:
+    """Train `model` in place with Adam on shuffled mini-batches of ``(inputs, targets)``; return the record.
 
     The device is the model's (the data must be there too). The batch order depends only on `seed`, so two runs
-    from the same weights differ only by their arithmetic (e.g. FP32 vs autocast). `optimizer` is "adam" or
-    "sgd" (momentum 0.9); `amp`, `scaler`, `allow_emulated` go to ``plan_amp``, `loss_fn` and `clip_grad_norm`
-    to ``AmpTrainer``.
+    from the same weights differ only by their arithmetic (e.g. FP32 vs autocast). `amp` goes to ``plan_amp``.
     """
     where = _check_batch(model, inputs, targets)
     n = inputs.shape[0]
@@ -154,8 +138,8 @@ def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, step
     if batch_size > n:
         raise ValueError(f"batch_size={batch_size} lớn hơn số mẫu ({n}).")
     check_number("lr", lr, positive=True)
-    plan = plan_amp(where, amp, scaler=scaler, allow_emulated=allow_emulated)
-    trainer = AmpTrainer(model, _make_optimizer(optimizer, model, lr), plan, loss_fn, clip_grad_norm)
+    plan = plan_amp(where, amp)
+    trainer = AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=lr), plan)
     gen = torch.Generator().manual_seed(seed)
     result = TrainResult(plan)
     order, pos = torch.randperm(n, generator=gen), 0
@@ -198,21 +182,16 @@ class StepProfile:
 
 
 def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *,
-                       amp: str | torch.dtype | None = "off", scaler: bool | None = None,
-                       allow_emulated: bool = False, warmup: int = 2, repeats: int = 10, lr: float = 1e-3,
-                       optimizer: str = "adam") -> StepProfile:
-    """Time full training steps (forward, backward, optimizer) on one batch and read the peak CUDA memory.
+                       amp: str = "off") -> StepProfile:
+    """Time full training steps (forward, backward, Adam) on one batch and read the peak CUDA memory.
 
-    One untimed step creates the optimizer state, then ``bench.measure`` takes the median of `repeats` steps
-    after `warmup` more; the model is trained in place. On CUDA the peak is ``max_memory_allocated`` over the
-    measured steps and the baseline what was allocated just before them (weights, gradients, optimizer, data).
+    One untimed step creates the optimizer state, then ``bench.measure`` takes the median of 10 steps after 2
+    more; the model is trained in place. On CUDA the peak is ``max_memory_allocated`` over the measured steps
+    and the baseline what was allocated just before them (weights, gradients, optimizer, data).
     """
     where = _check_batch(model, inputs, targets)
-    check_int("warmup", warmup, 0)
-    check_int("repeats", repeats, 1)
-    check_number("lr", lr, positive=True)
-    plan = plan_amp(where, amp, scaler=scaler, allow_emulated=allow_emulated)
-    trainer = AmpTrainer(model, _make_optimizer(optimizer, model, lr), plan)
+    plan = plan_amp(where, amp)
+    trainer = AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=_PROFILE_LR), plan)
     model.train()
     trainer.step(inputs, targets)
     synchronize(where)
@@ -221,8 +200,8 @@ def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
         torch.cuda.reset_peak_memory_stats(where)
         baseline = torch.cuda.memory_allocated(where)
     label = f"train step {plan.amp if plan.enabled else 'fp32'}"
-    timing = measure(lambda: trainer.step(inputs, targets), device=where, repeats=repeats, warmup=warmup,
-                     number=1, label=label)
+    timing = measure(lambda: trainer.step(inputs, targets), device=where, repeats=_PROFILE_REPEATS,
+                     warmup=_PROFILE_WARMUP, number=1, label=label)
     if where.type == "cuda":
         peak = torch.cuda.max_memory_allocated(where)
     return StepProfile(plan, timing, peak, baseline)
