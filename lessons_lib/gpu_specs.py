@@ -60,8 +60,9 @@ class GpuSpec:
 
     def peak_tflops(self, dtype) -> float | None:
         """Return the documented peak TFLOP/s for a matmul in `dtype` (torch dtype or "fp32"/"fp16"/"bf16"/...)."""
-        return {"float32": self.fp32_tflops, "float16": self.fp16_tflops, "bfloat16": self.bf16_tflops}[
-            _dtype_key(dtype)]
+        from .precision import format_name
+
+        return {"fp32": self.fp32_tflops, "fp16": self.fp16_tflops, "bf16": self.bf16_tflops}[format_name(dtype)]
 
     def __str__(self) -> str:
         fp16 = f"{self.fp16_tflops:g}" if self.fp16_tflops is not None else "?"
@@ -162,26 +163,19 @@ def _lookup(name: str) -> GpuSpec | None:
     return None
 
 
-def spec_for_device(device=None) -> GpuSpec | None:
-    """Return the documented spec of a CUDA device (default: the current one).
+def spec_for_device(device) -> GpuSpec | None:
+    """Return the documented spec of a CUDA device ("cuda" means the current one).
 
     None means: not a CUDA device, no CUDA here, or a GPU that is not in ``KNOWN_GPUS``.
     """
     import torch
 
-    if device is not None and (isinstance(device, bool) or not isinstance(device, (int, str, torch.device))):
-        raise TypeError("device phải là None, số thứ tự GPU, 'cuda:0' hoặc torch.device, "
-                        f"không phải {type(device).__name__}")
-    if isinstance(device, int):
-        device = torch.device("cuda", device)
-    elif device is not None:
-        try:
-            device = torch.device(device)
-        except (RuntimeError, ValueError) as exc:
-            raise ValueError(f"Không hiểu thiết bị {device!r}; dùng vd 'cuda' hoặc 'cuda:0'.") from exc
-    if (device is not None and device.type != "cuda") or not torch.cuda.is_available():
+    from .placement import _as_device
+
+    device = _as_device(device, "device", "'cuda', 'cuda:0'")
+    if device.type != "cuda" or not torch.cuda.is_available():
         return None
-    index = torch.cuda.current_device() if device is None or device.index is None else device.index
+    index = torch.cuda.current_device() if device.index is None else device.index
     return _lookup(torch.cuda.get_device_name(index))
 
 
@@ -200,34 +194,12 @@ def describe(spec: GpuSpec | None, name: str = "") -> str:
 _PCIE_GT_S = {"3.0": 8.0, "4.0": 16.0, "5.0": 32.0}
 
 
-def _pcie_bandwidth_gb_s(generation: str, lanes: int) -> float:
-    """Return the theoretical one-direction PCIe bandwidth in GB/s: GT/s × lanes × 128/130 / 8."""
-    return _PCIE_GT_S[generation] * lanes * (128 / 130) / 8
-
-
-def pcie_copy_seconds(n_bytes: int | float, generation: str = "3.0", lanes: int = 16) -> float:
-    """Return the least time (s) copying `n_bytes` over PCIe `generation` x`lanes` can take (real copies are slower)."""
+def pcie_copy_seconds(n_bytes: int | float, generation: str = "3.0") -> float:
+    """Return the least time (s) copying `n_bytes` over PCIe `generation` x16 can take (real copies are slower)."""
     if isinstance(n_bytes, bool) or not isinstance(n_bytes, (int, float)):
         raise TypeError(f"n_bytes phải là một số byte, không phải {type(n_bytes).__name__}")
     if n_bytes < 0:
         raise ValueError(f"n_bytes phải ≥ 0, nhận được {n_bytes}")
     if generation not in _PCIE_GT_S:
         raise ValueError(f"generation phải là một trong {sorted(_PCIE_GT_S)}, không phải {generation!r}")
-    if lanes not in (1, 2, 4, 8, 16) or isinstance(lanes, bool):
-        raise ValueError(f"lanes phải là 1, 2, 4, 8 hoặc 16, không phải {lanes!r}")
-    return n_bytes / (_pcie_bandwidth_gb_s(generation, lanes) * 1e9)
-
-
-def _dtype_key(dtype) -> str:
-    import torch
-
-    aliases = {torch.float32: "float32", "float32": "float32", "fp32": "float32", "float": "float32",
-               torch.float16: "float16", "float16": "float16", "fp16": "float16", "half": "float16",
-               torch.bfloat16: "bfloat16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
-    if not isinstance(dtype, (str, torch.dtype)):
-        raise TypeError(f"dtype phải là torch.float32 / torch.float16 / torch.bfloat16 hoặc 'fp32' / 'fp16' / 'bf16', "
-                        f"không phải {type(dtype).__name__}")
-    key = aliases.get(dtype.lower() if isinstance(dtype, str) else dtype)
-    if key is None:
-        raise ValueError(f"dtype phải là float32, float16 hoặc bfloat16 (hoặc 'fp32'/'fp16'/'bf16'), không phải {dtype!r}")
-    return key
+    return n_bytes / (_PCIE_GT_S[generation] * 16 * (128 / 130) / 8 * 1e9)  # GT/s × lanes × 128/130 / 8 = GB/s

@@ -11,6 +11,8 @@ import logging
 import re
 import warnings
 
+import torch
+
 from . import gpu_cells
 from .device import environment_report
 from .errors import explain
@@ -95,7 +97,7 @@ def _banner() -> str:
     where = report.device
     if report.device == "cuda":
         where = f"cuda ({report.cuda.gpus[0].name}, {len(report.cuda.gpus)} GPU)"
-    return f"torch {report.torch_version} · {report.platform} · thiết bị: {where} — {report.verdict}"
+    return f"torch {torch.__version__} · {report.cuda.platform} · thiết bị: {where} — {report.verdict}"
 
 
 def load_ipython_extension(ipython) -> None:

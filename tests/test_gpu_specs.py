@@ -132,7 +132,7 @@ def gpu_named(monkeypatch):
 @pytest.mark.parametrize("name,spec", KNOWN)
 def test_spec_for_device_maps_device_names_to_their_variant(gpu_named, name, spec):
     gpu_named(name)
-    assert gs.spec_for_device() is spec and gs.spec_for_device("cuda:0") is spec and gs.spec_for_device(0) is spec
+    assert gs.spec_for_device("cuda") is spec and gs.spec_for_device("cuda:0") is spec
     gpu_named(name.lower())  # case does not matter
     assert gs.spec_for_device(torch.device("cuda")) is spec
 
@@ -152,7 +152,7 @@ def test_peak_tflops_by_dtype():
 
 
 def test_peak_tflops_rejects_other_dtypes():
-    with pytest.raises(ValueError, match="float32, float16 hoặc bfloat16"):
+    with pytest.raises(ValueError, match="float32, torch.float16 hoặc torch.bfloat16"):
         gs.T4.peak_tflops(torch.int8)
     with pytest.raises(ValueError, match="fp16"):
         gs.T4.peak_tflops("int8")
@@ -164,7 +164,7 @@ def test_spec_for_device_without_cuda_is_none():
     assert gs.spec_for_device("cpu") is None
     assert gs.spec_for_device(torch.device("cpu")) is None
     if not torch.cuda.is_available():
-        assert gs.spec_for_device() is None and gs.spec_for_device("cuda") is None and gs.spec_for_device(0) is None
+        assert gs.spec_for_device("cuda") is None
 
 
 def test_spec_for_device_bad_input():
@@ -172,6 +172,8 @@ def test_spec_for_device_bad_input():
         gs.spec_for_device(1.5)
     with pytest.raises(TypeError):
         gs.spec_for_device(True)
+    with pytest.raises(TypeError, match="cuda:0"):
+        gs.spec_for_device(None)
     with pytest.raises(ValueError, match="cuda:0"):
         gs.spec_for_device("gpu-zero")
 
@@ -192,13 +194,12 @@ def test_pcie_copy_time_follows_the_signalling_rate():
     gen3 = gs.pcie_copy_seconds(one_gb)
     assert gen3 == pytest.approx(1 / (8 * 16 * (128 / 130) / 8))  # 8 GT/s × 16 lanes, 128b/130b, bits → bytes
     assert gs.pcie_copy_seconds(one_gb, "4.0") == pytest.approx(gen3 / 2)
-    assert gs.pcie_copy_seconds(one_gb, "5.0", 8) == pytest.approx(gs.pcie_copy_seconds(one_gb, "4.0", 16))
+    assert gs.pcie_copy_seconds(one_gb, "5.0") == pytest.approx(gen3 / 4)
     assert gs.pcie_copy_seconds(0) == 0
 
 
 @pytest.mark.parametrize("args, error, match", [
-    (("2.0",), ValueError, "3.0"), ((3.0,), ValueError, "'3.0'"), (("3.0", 3), ValueError, "lanes"),
-    (("3.0", "16"), ValueError, "lanes"), (("3.0", True), ValueError, "lanes"),
+    (("2.0",), ValueError, "3.0"), ((3.0,), ValueError, "'3.0'"),
 ])
 def test_pcie_bad_input(args, error, match):
     with pytest.raises(error, match=match):
