@@ -35,18 +35,21 @@ OTHERS = [
 ]
 
 
+ALL = [value for value in vars(gs).values() if isinstance(value, gs.GpuSpec)]  # every spec the module defines
+
+
 def by_model(model: str) -> list[gs.GpuSpec]:
     """Return the table's variants of a model named as the lessons name it ("T4", "RTX 3060", ...)."""
-    return [s for s in gs.KNOWN_GPUS if s.model.removeprefix("GeForce ") == model]
+    return [s for s in ALL if s.model.removeprefix("GeForce ") == model]
 
 
 # --------------------------------------------------------------------------- the table's invariants
 
 
-@pytest.mark.parametrize("spec", gs.KNOWN_GPUS, ids=lambda s: f"{s.model} {s.variant}")
+@pytest.mark.parametrize("spec", ALL, ids=lambda s: f"{s.model} {s.variant}")
 def test_every_figure_is_sourced_dense_and_in_consistent_units(spec):
     assert spec.source and spec.url.startswith("https://")
-    assert spec.source in str(spec) and spec.url in str(spec)
+    assert spec.source in gs.describe(spec) and spec.url in gs.describe(spec)
     # units: TFLOP/s, GB, GB/s (a figure in another unit would be off by 10^3)
     assert 1 <= spec.fp32_tflops <= 200 and 4 <= spec.memory_gb <= 300 and 100 <= spec.bandwidth_gb_s <= 10_000
     assert f"{spec.memory_gb:g} GB" in spec.variant, "the variant names the memory size it is for"
@@ -135,6 +138,10 @@ def test_spec_for_device_maps_device_names_to_their_variant(gpu_named, name, spe
     assert gs.spec_for_device("cuda") is spec and gs.spec_for_device("cuda:0") is spec
     gpu_named(name.lower())  # case does not matter
     assert gs.spec_for_device(torch.device("cuda")) is spec
+
+
+def test_every_spec_is_found_by_its_name():
+    assert {id(spec) for _, spec in KNOWN} == {id(spec) for spec in ALL}
 
 
 @pytest.mark.parametrize("name", OTHERS)
