@@ -229,9 +229,9 @@ class EnvReport:
         cuda = self.cuda
         build = cuda.cuda_build or (f"ROCm {cuda.hip_build}" if cuda.hip_build else
                                     "không có (torch.version.cuda là None)")
-        rows = [("Nền tảng", cuda.platform), ("Python", _platform.python_version()), ("PyTorch", torch.__version__),
-                ("CUDA của bản build", build), ("CUDA khả dụng", "có" if cuda.available else "không"),
-                ("Số GPU", str(len(cuda.gpus)))]
+        rows = [("Nền tảng", cuda.platform), ("Python", _platform.python_version()),
+                ("PyTorch", torch.__version__), ("CUDA của bản build", build),
+                ("CUDA khả dụng", "có" if cuda.available else "không"), ("Số GPU", str(len(cuda.gpus)))]
         for gpu in cuda.gpus:
             size = gpu.total_memory_bytes
             bf16 = "có" if gpu.capability >= _NATIVE_BF16 else "không (chỉ giả lập)"

@@ -53,7 +53,7 @@ class TorchReport:
 
 
 def read_nvidia_smi() -> SmiReport:
-    """Ask `nvidia-smi` for the GPUs' names and driver version, waiting at most 30 s (a broken driver hangs)."""
+    """Ask `nvidia-smi` for the GPUs' names and driver version, waiting ≤ 30 s (a broken driver hangs)."""
     try:
         proc = subprocess.run(_SMI_QUERY, capture_output=True, text=True, timeout=30)
     except FileNotFoundError:
@@ -122,14 +122,16 @@ def _driver_too_old(smi: SmiReport, report: TorchReport) -> bool:
 
 
 def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport) -> str | None:
-    """Return why this interpreter's torch cannot use the GPUs nvidia-smi lists, with the fix; None if it can."""
+    """Return why this Python's torch cannot use the GPUs nvidia-smi lists, with the fix; None if it can."""
     if not smi.gpus or report.count > 0:
         return None
     n, names = len(smi.gpus), ", ".join(smi.gpus)
     if report.error is not None:
-        return f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng {sys.executable} không import được torch: {report.error}"
+        return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng {sys.executable} không import được torch: "
+                f"{report.error}")
     if report.cuda is None:
-        return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} trong {sys.executable} là bản {report.build}: "
+        return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} trong {sys.executable} "
+                f"là bản {report.build}: "
                 f"mọi ô %%gpu sẽ bị bỏ qua và phép kiểm tra GPU sẽ 'xanh' mà không chạy gì. {_FIX}")
     hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
     if hidden is not None and hidden.strip() in ("", "-1", "none", "NoDevFiles"):

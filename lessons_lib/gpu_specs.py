@@ -62,7 +62,8 @@ class GpuSpec:
         """Return the documented peak TFLOP/s for a matmul in `dtype` (torch dtype or "fp32"/"fp16"/"bf16"/...)."""
         from .precision import format_name
 
-        return {"fp32": self.fp32_tflops, "fp16": self.fp16_tflops, "bf16": self.bf16_tflops}[format_name(dtype)]
+        peaks = {"fp32": self.fp32_tflops, "fp16": self.fp16_tflops, "bf16": self.bf16_tflops}
+        return peaks[format_name(dtype)]
 
 
 def _spec(model, variant, fp32, fp16, bf16, tensor, mem, bw, doc, notes=""):
@@ -113,25 +114,25 @@ RTX_4060 = _spec("GeForce RTX 4060", "8 GB GDDR6", 15.1, None, None, True, 8, 27
                  "derived: FP32 = 2 × 3072 CUDA cores × 2.46 GHz boost; bandwidth = 128-bit × 17 Gbps / 8; "
                  "NVIDIA publishes no FP16 tensor figure for this card")
 
-# How ``torch.cuda.get_device_name()`` names each GPU: (pattern, what the name also holds without spaces, spec);
-# the first match wins. A name that does not say the variant: H100/H200 → SXM; A100 → SXM4 (40 GB unless "80GB");
-# V100 → SXM2 (16 GB unless "32GB"); P100 → PCIe (16 GB unless "12GB"). GeForce names must end at the number:
-# Ti / SUPER / Laptop / D / 12GB cards are other products. A GPU not listed here gets no peak figure.
+# How ``torch.cuda.get_device_name()`` names each GPU: (pattern, what the name also holds without spaces,
+# spec); the first match wins. A name that does not say the variant: H100/H200 → SXM; A100 → SXM4 (40 GB
+# unless "80GB"); V100 → SXM2 (16 GB unless "32GB"); P100 → PCIe (16 GB unless "12GB"). GeForce names must
+# end at the number: Ti / SUPER / Laptop / D / 12GB cards are other products. A GPU not listed gets no peak.
 _NAMES = (
     (r"\bH200\b", ("NVL",), H200_NVL), (r"\bH200\b", (), H200_SXM),
     (r"\bH100\b", ("NVL",), H100_NVL), (r"\bH100\b", ("PCIE",), H100_PCIE), (r"\bH100\b", (), H100_SXM),
     (r"\bA100\b", ("PCIE", "80GB"), A100_PCIE_80), (r"\bA100\b", ("PCIE",), A100_PCIE_40),
     (r"\bA100\b", ("80GB",), A100_SXM_80), (r"\bA100\b", (), A100_SXM_40), (r"\bV100S\b", (), V100S_PCIE),
     (r"\bV100\b", ("PCIE", "32GB"), V100_PCIE_32), (r"\bV100\b", ("PCIE",), V100_PCIE),
-    (r"\bV100\b", ("32GB",), V100_SXM2_32), (r"\bV100\b", (), V100_SXM2),
-    (r"\bP100\b", ("SXM",), P100_SXM2), (r"\bP100\b", ("12GB",), P100_PCIE_12), (r"\bP100\b", (), P100_PCIE_16),
+    (r"\bV100\b", ("32GB",), V100_SXM2_32), (r"\bV100\b", (), V100_SXM2), (r"\bP100\b", ("SXM",), P100_SXM2),
+    (r"\bP100\b", ("12GB",), P100_PCIE_12), (r"\bP100\b", (), P100_PCIE_16),
     (r"\bT4\b", (), T4), (r"\bL4\b", (), L4), (r"\bRTX 3060$", (), RTX_3060), (r"\bRTX 3080$", (), RTX_3080),
     (r"\bRTX 3090$", (), RTX_3090), (r"\bRTX 4060$", (), RTX_4060), (r"\bRTX 4090$", (), RTX_4090),
 )
 
 
 def _lookup(name: str) -> GpuSpec | None:
-    """Return the spec of a GPU named as ``torch.cuda.get_device_name()`` gives it, or None if not in `_NAMES`."""
+    """Return the spec of a GPU named as ``torch.cuda.get_device_name()`` names it, or None if not listed."""
     n = re.sub(r"\s+", " ", name.upper().replace("_", " ")).strip()
     return next((spec for pattern, words, spec in _NAMES
                  if re.search(pattern, n) and all(word in n.replace(" ", "") for word in words)), None)
@@ -163,9 +164,9 @@ def describe(spec: GpuSpec | None, name: str = "") -> str:
         raise TypeError(f"spec phải là GpuSpec hoặc None, không phải {type(spec).__name__}")
     fp16 = f"{spec.fp16_tflops:g}" if spec.fp16_tflops is not None else "?"
     kind = "tensor core, dày đặc" if spec.tensor_cores else "không có tensor core"
-    return (f"{spec.model} ({spec.variant}): FP32 {spec.fp32_tflops:g} TFLOP/s · FP16 {fp16} TFLOP/s ({kind}) · "
-            f"{spec.memory_gb:g} GB · {spec.bandwidth_gb_s:g} GB/s — nguồn: {spec.source} ({spec.url})"
-            + (f" [{spec.notes}]" if spec.notes else ""))
+    return (f"{spec.model} ({spec.variant}): FP32 {spec.fp32_tflops:g} TFLOP/s · FP16 {fp16} TFLOP/s "
+            f"({kind}) · {spec.memory_gb:g} GB · {spec.bandwidth_gb_s:g} GB/s — nguồn: {spec.source} "
+            f"({spec.url})" + (f" [{spec.notes}]" if spec.notes else ""))
 
 
 # PCI-SIG PCI Express Base Specification: signalling rate in GT/s per lane, 128b/130b encoding (3.0 and newer).
@@ -173,11 +174,11 @@ _PCIE_GT_S = {"3.0": 8.0, "4.0": 16.0, "5.0": 32.0}
 
 
 def pcie_copy_seconds(n_bytes: int | float, generation: str = "3.0") -> float:
-    """Return the least time (s) copying `n_bytes` over PCIe `generation` x16 can take (real copies are slower)."""
+    """Return the least time (s) to copy `n_bytes` over PCIe `generation` x16 (real copies are slower)."""
     if isinstance(n_bytes, bool) or not isinstance(n_bytes, (int, float)):
         raise TypeError(f"n_bytes phải là một số byte, không phải {type(n_bytes).__name__}")
     if n_bytes < 0:
         raise ValueError(f"n_bytes phải ≥ 0, nhận được {n_bytes}")
     if generation not in _PCIE_GT_S:
         raise ValueError(f"generation phải là một trong {sorted(_PCIE_GT_S)}, không phải {generation!r}")
-    return n_bytes / (_PCIE_GT_S[generation] * 16 * (128 / 130) / 8 * 1e9)  # GT/s × lanes × 128/130 / 8 = GB/s
+    return n_bytes / (_PCIE_GT_S[generation] * 16 * (128 / 130) / 8 * 1e9)  # GT/s × 16 lanes × 128/130 / 8

@@ -59,7 +59,8 @@ def _map_tensors(obj, fn, active: set[int]):
 def _as_device(value, name: str, choices: str) -> torch.device:
     """Return `value` (a str or torch.device) as a torch.device; else raise an error naming `choices`."""
     if not isinstance(value, (str, torch.device)):
-        raise TypeError(f"{name} phải là str (vd {choices}) hoặc torch.device, không phải {type(value).__name__}")
+        raise TypeError(f"{name} phải là str (vd {choices}) hoặc torch.device, "
+                        f"không phải {type(value).__name__}")
     try:
         return torch.device(value)
     except (RuntimeError, ValueError):

@@ -50,8 +50,8 @@ def test_read_nvidia_smi_keeps_commas_inside_names(monkeypatch):
 @pytest.mark.parametrize("answer, missing, error", [
     ({"raises": FileNotFoundError("nvidia-smi")}, True, "command not found"),
     ({"raises": subprocess.TimeoutExpired("nvidia-smi", 30)}, False, "TimeoutExpired"),
-    ({"stdout": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", "returncode": 9},
-     False, "exited with 9: NVIDIA-SMI has failed"),
+    ({"stdout": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n",
+      "returncode": 9}, False, "exited with 9: NVIDIA-SMI has failed"),
 ])
 def test_read_nvidia_smi_says_why_it_could_not_list(monkeypatch, answer, missing, error):
     _runner(monkeypatch, **answer)

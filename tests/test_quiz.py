@@ -117,8 +117,8 @@ def test_yes_no_rejects_non_bool():
         quiz.yes_no("q", answer="Có", explanation="e")
 
 
-@pytest.mark.parametrize("bad, error", [("Z", ValueError), ("", ValueError), (1, TypeError), (True, TypeError),
-                                        ("purple", ValueError)])
+@pytest.mark.parametrize("bad, error", [("Z", ValueError), ("", ValueError), (1, TypeError),
+                                        (True, TypeError), ("purple", ValueError)])
 def test_answer_rejects_unknown_choice(bad, error):
     with pytest.raises(error, match="choice"):
         make_choice().answer(bad)

@@ -30,8 +30,8 @@ def _as_rows(cm) -> list[list[int]]:
 def plot_confusion_matrix(cm, ax=None):
     """Draw a confusion matrix (rows: true class, columns: predicted) with every count written in; return the axes.
 
-    `cm` is a square matrix of counts, ``cm[i][j]`` = samples of class i predicted as j (tensor, array or rows);
-    the classes are labelled 0, 1, …, the title gives the accuracy read from the diagonal.
+    `cm` is a square matrix of counts, ``cm[i][j]`` = samples of class i predicted as j (a tensor, array or
+    list of rows); the classes are labelled 0, 1, …; the title gives the accuracy read from the diagonal.
     """
     rows = _as_rows(cm)
     n = len(rows)
@@ -51,7 +51,7 @@ def plot_confusion_matrix(cm, ax=None):
     total = sum(sum(row) for row in rows)
     correct = sum(rows[i][i] for i in range(n))
     if total:
-        ax.set_title(f"Ma trận nhầm lẫn: đúng {correct}/{total} ({correct / total:.1%})\nngoài đường chéo là nhầm",
-                     fontsize=10)
+        ax.set_title(f"Ma trận nhầm lẫn: đúng {correct}/{total} ({correct / total:.1%})\n"
+                     "ngoài đường chéo là nhầm", fontsize=10)
     ax.figure.colorbar(image, ax=ax, label="số mẫu")
     return ax

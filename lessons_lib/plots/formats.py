@@ -25,7 +25,7 @@ def _check_marks(marks) -> dict[str, float]:
 
 
 def plot_number_formats(marks: Mapping[str, float] | None = None, ax=None):
-    """Draw FP32's, FP16's and BF16's representable magnitudes on a log axis, with eps (precision); return the axes.
+    """Draw the magnitudes FP32, FP16 and BF16 represent on a log axis, with eps (precision); return the axes.
 
     The thin part of a bar is the subnormal range (precision fading), the thick part the normal range up
     to the largest finite value. All limits come from ``torch.finfo``. `marks` draws labelled vertical

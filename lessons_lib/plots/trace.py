@@ -16,7 +16,7 @@ _LABELS = {"user_annotation": "nhãn (record_function)", "cpu_op": "phép PyTorc
            "cuda_runtime": "CUDA runtime (CPU)", "kernel": "kernel GPU", "gpu_memcpy": "chép bộ nhớ (GPU)",
            "gpu_user_annotation": "nhãn trên GPU"}
 _FONT_PT = 7
-_MIN_LABEL_SHARE = 0.04  # an event's name is written on its bar when it lasts this share of the timeline or more
+_MIN_LABEL_SHARE = 0.04  # an event's name is written on its bar when it lasts ≥ this share of the timeline
 _PREFIXES = ("aten::", "autograd::engine::evaluate_function: ")
 
 
