@@ -11,10 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .placement import describe, to_device  # noqa: F401  (lessons import them from here)
+from .placement import _as_device, describe, to_device  # noqa: F401  (lessons import the last two from here)
 from .platforms import detect_platform, how_to_get_gpu
 
-_DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu")
 _NATIVE_BF16 = (8, 0)  # compute capability from which a GPU computes bf16 in hardware
 # c10/cuda/CUDAFunctions.cpp: "The NVIDIA driver on your system is too old (found version 12080)" (= CUDA 12.8)
 _DRIVER_TOO_OLD = re.compile(r"driver on your system is too old(?: \(found version (\d+)\))?", re.I)
@@ -161,16 +160,8 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
         if torch.cuda.is_available():
             return torch.device("cuda")
         return torch.device("mps" if _mps_available() else "cpu")
-    if not isinstance(preferred, (str, torch.device)):
-        raise TypeError("preferred phải là str (vd 'cuda', 'cpu'), torch.device hoặc None, "
-                        f"không phải {type(preferred).__name__}")
     names = available_devices()
-    try:
-        device = torch.device(preferred)
-    except (RuntimeError, ValueError):
-        device = None
-    if device is None or device.type not in _DEVICE_TYPES:
-        raise ValueError(f"Không hiểu thiết bị {str(preferred)!r}. Dùng một trong: {', '.join(names)}.")
+    device = _as_device(preferred, "preferred", ", ".join(names))
     if device.type == "cpu" or str(device) in names:
         return device
     if device.index is None and any(name.split(":")[0] == device.type for name in names):
@@ -223,12 +214,10 @@ def has_native_bf16(device: str | torch.device | None = None) -> bool | None:
     return _cpu_bf16_hardware() if device.type == "cpu" else None
 
 
-@dataclass
+@dataclass(repr=False)
 class EnvReport:
     """An environment report: versions, GPUs, MPS, and a verdict on which device to use."""
 
-    platform: str
-    torch_version: str
     cuda: _CudaFacts
     reasons: list[str]
     mps_built: bool
@@ -240,9 +229,9 @@ class EnvReport:
         cuda = self.cuda
         build = cuda.cuda_build or (f"ROCm {cuda.hip_build}" if cuda.hip_build else
                                     "không có (torch.version.cuda là None)")
-        rows = [("Nền tảng", self.platform), ("Python", _platform.python_version()), ("PyTorch", self.torch_version),
-                ("CUDA của bản build", build), ("CUDA khả dụng", "có" if cuda.available else "không"),
-                ("Số GPU", str(len(cuda.gpus)))]
+        rows = [("Nền tảng", cuda.platform), ("Python", _platform.python_version()),
+                ("PyTorch", torch.__version__), ("CUDA của bản build", build),
+                ("CUDA khả dụng", "có" if cuda.available else "không"), ("Số GPU", str(len(cuda.gpus)))]
         for gpu in cuda.gpus:
             size = gpu.total_memory_bytes
             bf16 = "có" if gpu.capability >= _NATIVE_BF16 else "không (chỉ giả lập)"
@@ -257,14 +246,11 @@ class EnvReport:
         rows.append(("Luồng CPU của PyTorch", str(torch.get_num_threads())))
         return rows
 
-    def __str__(self) -> str:
+    def __repr__(self) -> str:
         rows = self._rows()
         width = max(len(label) for label, _ in rows)
         return "\n".join(["Báo cáo môi trường", *(f"  {label:<{width}}  {value}" for label, value in rows),
                           "Kết luận: " + self.verdict])
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
-        printer.text(str(self))
 
 
 def environment_report() -> EnvReport:
@@ -281,6 +267,5 @@ def environment_report() -> EnvReport:
         device, verdict = "mps", "dùng GPU Apple (MPS); các ô chỉ dành cho CUDA (%%gpu) sẽ được bỏ qua."
     else:
         device, verdict = "cpu", "chạy trên CPU; các ô %%gpu sẽ được bỏ qua, mọi phần khác vẫn chạy."
-    return EnvReport(platform=facts.platform, torch_version=torch.__version__, cuda=facts, reasons=reasons,
-                     mps_built=bool(mps is not None and mps.is_built()), mps_available=mps_available,
-                     device=device, verdict=verdict)
+    return EnvReport(cuda=facts, reasons=reasons, mps_built=bool(mps is not None and mps.is_built()),
+                     mps_available=mps_available, device=device, verdict=verdict)

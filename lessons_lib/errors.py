@@ -172,12 +172,9 @@ _MAC_NO_CUDA = (
 
 def _mps_build() -> bool:
     """True when this PyTorch was built with MPS (the macOS build), which never has CUDA."""
-    try:
-        import torch
-    except ImportError:
-        return False
-    is_built = getattr(getattr(getattr(torch, "backends", None), "mps", None), "is_built", None)
-    return bool(is_built()) if callable(is_built) else False
+    import torch
+
+    return torch.backends.mps.is_built()
 
 
 def explain(exc: BaseException) -> str | None:

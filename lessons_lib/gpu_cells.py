@@ -42,10 +42,3 @@ def missing_hardware(needed: int, available: int) -> str | None:
         what = f"ô cần ít nhất {needed} GPU CUDA, máy này chỉ có {available}."
     return f"{SKIP_MARK} Bỏ qua ô này: {what} {how_to_get_gpu(needed)}"
 
-
-def skip_reason(source: str, available: int | None = None) -> str | None:
-    """Return why a cell must be skipped here (None when it is unmarked or the hardware is enough)."""
-    needed = required_gpus(source)
-    if needed is None:
-        return None
-    return missing_hardware(needed, cuda_gpu_count() if available is None else available)

@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 ALLOW_NO_CUDA_ENV = "LESSONS_ALLOW_NO_CUDA"
@@ -53,10 +52,10 @@ class TorchReport:
         return "CPU-only"
 
 
-def read_nvidia_smi(run: Callable = subprocess.run, timeout: float = 30) -> SmiReport:
-    """Ask `nvidia-smi` for the GPUs' names and driver version, waiting at most `timeout` s (a broken driver hangs)."""
+def read_nvidia_smi() -> SmiReport:
+    """Ask `nvidia-smi` for the GPUs' names and driver version, waiting ≤ 30 s (a broken driver hangs)."""
     try:
-        proc = run(_SMI_QUERY, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(_SMI_QUERY, capture_output=True, text=True, timeout=30)
     except FileNotFoundError:
         return SmiReport(missing=True, error="nvidia-smi: command not found")
     except (OSError, subprocess.SubprocessError) as exc:
@@ -122,18 +121,19 @@ def _driver_too_old(smi: SmiReport, report: TorchReport) -> bool:
     return cuda_major in _MIN_DRIVER and driver_major < _MIN_DRIVER[cuda_major]
 
 
-def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport, environ: Mapping[str, str] = os.environ,
-                          python: str = sys.executable) -> str | None:
-    """Return why torch (of interpreter `python`) cannot use the GPUs nvidia-smi lists, with the fix; None if it can."""
+def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport) -> str | None:
+    """Return why this Python's torch cannot use the GPUs nvidia-smi lists, with the fix; None if it can."""
     if not smi.gpus or report.count > 0:
         return None
     n, names = len(smi.gpus), ", ".join(smi.gpus)
     if report.error is not None:
-        return f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng {python} không import được torch: {report.error}"
+        return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng {sys.executable} không import được torch: "
+                f"{report.error}")
     if report.cuda is None:
-        return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} trong {python} là bản {report.build}: "
+        return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} trong {sys.executable} "
+                f"là bản {report.build}: "
                 f"mọi ô %%gpu sẽ bị bỏ qua và phép kiểm tra GPU sẽ 'xanh' mà không chạy gì. {_FIX}")
-    hidden = environ.get("CUDA_VISIBLE_DEVICES")
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
     if hidden is not None and hidden.strip() in ("", "-1", "none", "NoDevFiles"):
         return f"❌ CUDA_VISIBLE_DEVICES={hidden!r} giấu cả {n} GPU ({names}) khỏi torch. Bỏ biến này rồi chạy lại."
     said = f" torch báo: {report.warning}" if report.warning else ""
@@ -143,8 +143,7 @@ def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport, environ: Mapping[
             f"torch.cuda.is_available() là False.{said} {fix}")
 
 
-def no_usable_cuda(smi: SmiReport, report: TorchReport, init_error: str | None = None,
-                   environ: Mapping[str, str] = os.environ, python: str = sys.executable) -> str | None:
+def no_usable_cuda(smi: SmiReport, report: TorchReport, init_error: str | None = None) -> str | None:
     """Return why no CUDA GPU is usable here (with the fix), or None when torch can compute on one.
 
     `init_error` is the error of a first computation on the GPU, if it failed (the caller runs it).
@@ -158,7 +157,7 @@ def no_usable_cuda(smi: SmiReport, report: TorchReport, init_error: str | None =
                 "cài lại driver hoặc khởi động lại máy.")
     if not smi.gpus:
         return "❌ nvidia-smi không liệt kê GPU nào (container không được cấp GPU?)."
-    problem = torch_cannot_use_gpus(smi, report, environ=environ, python=python)
+    problem = torch_cannot_use_gpus(smi, report)
     if problem is None and init_error is not None:
         return f"❌ torch thấy {report.count} GPU nhưng phép tính đầu tiên trên GPU lỗi: {init_error}"
     return problem

@@ -60,15 +60,10 @@ class GpuSpec:
 
     def peak_tflops(self, dtype) -> float | None:
         """Return the documented peak TFLOP/s for a matmul in `dtype` (torch dtype or "fp32"/"fp16"/"bf16"/...)."""
-        return {"float32": self.fp32_tflops, "float16": self.fp16_tflops, "bfloat16": self.bf16_tflops}[
-            _dtype_key(dtype)]
+        from .precision import format_name
 
-    def __str__(self) -> str:
-        fp16 = f"{self.fp16_tflops:g}" if self.fp16_tflops is not None else "?"
-        kind = "tensor core, dày đặc" if self.tensor_cores else "không có tensor core"
-        return (f"{self.model} ({self.variant}): FP32 {self.fp32_tflops:g} TFLOP/s · FP16 {fp16} TFLOP/s ({kind}) · "
-                f"{self.memory_gb:g} GB · {self.bandwidth_gb_s:g} GB/s — nguồn: {self.source} ({self.url})"
-                + (f" [{self.notes}]" if self.notes else ""))
+        peaks = {"fp32": self.fp32_tflops, "fp16": self.fp16_tflops, "bf16": self.bf16_tflops}
+        return peaks[format_name(dtype)]
 
 
 def _spec(model, variant, fp32, fp16, bf16, tensor, mem, bw, doc, notes=""):
@@ -119,115 +114,71 @@ RTX_4060 = _spec("GeForce RTX 4060", "8 GB GDDR6", 15.1, None, None, True, 8, 27
                  "derived: FP32 = 2 × 3072 CUDA cores × 2.46 GHz boost; bandwidth = 128-bit × 17 Gbps / 8; "
                  "NVIDIA publishes no FP16 tensor figure for this card")
 
-KNOWN_GPUS: tuple[GpuSpec, ...] = (  # every documented GPU; a GPU not listed here gets no peak figure
-    T4, L4, P100_PCIE_16, P100_PCIE_12, P100_SXM2, V100_SXM2, V100_SXM2_32, V100_PCIE, V100_PCIE_32, V100S_PCIE,
-    A100_SXM_40, A100_SXM_80, A100_PCIE_40, A100_PCIE_80, H100_SXM, H100_PCIE, H100_NVL,
-    H200_SXM, H200_NVL, RTX_3060, RTX_3080, RTX_3090, RTX_4060, RTX_4090,
+# How ``torch.cuda.get_device_name()`` names each GPU: (pattern, what the name also holds without spaces,
+# spec); the first match wins. A name that does not say the variant: H100/H200 → SXM; A100 → SXM4 (40 GB
+# unless "80GB"); V100 → SXM2 (16 GB unless "32GB"); P100 → PCIe (16 GB unless "12GB"). GeForce names must
+# end at the number: Ti / SUPER / Laptop / D / 12GB cards are other products. A GPU not listed gets no peak.
+_NAMES = (
+    (r"\bH200\b", ("NVL",), H200_NVL), (r"\bH200\b", (), H200_SXM),
+    (r"\bH100\b", ("NVL",), H100_NVL), (r"\bH100\b", ("PCIE",), H100_PCIE), (r"\bH100\b", (), H100_SXM),
+    (r"\bA100\b", ("PCIE", "80GB"), A100_PCIE_80), (r"\bA100\b", ("PCIE",), A100_PCIE_40),
+    (r"\bA100\b", ("80GB",), A100_SXM_80), (r"\bA100\b", (), A100_SXM_40), (r"\bV100S\b", (), V100S_PCIE),
+    (r"\bV100\b", ("PCIE", "32GB"), V100_PCIE_32), (r"\bV100\b", ("PCIE",), V100_PCIE),
+    (r"\bV100\b", ("32GB",), V100_SXM2_32), (r"\bV100\b", (), V100_SXM2), (r"\bP100\b", ("SXM",), P100_SXM2),
+    (r"\bP100\b", ("12GB",), P100_PCIE_12), (r"\bP100\b", (), P100_PCIE_16),
+    (r"\bT4\b", (), T4), (r"\bL4\b", (), L4), (r"\bRTX 3060$", (), RTX_3060), (r"\bRTX 3080$", (), RTX_3080),
+    (r"\bRTX 3090$", (), RTX_3090), (r"\bRTX 4060$", (), RTX_4060), (r"\bRTX 4090$", (), RTX_4090),
 )
 
 
 def _lookup(name: str) -> GpuSpec | None:
-    """Return the spec of a GPU named as ``torch.cuda.get_device_name()`` gives it, or None if not in the table.
-
-    A name that does not say the variant: H100/H200 → SXM; A100 → SXM4 (40 GB unless "80GB"); V100 → SXM2
-    (16 GB unless "32GB"); P100 → PCIe (16 GB unless "12GB"). GeForce names must end at the number: Ti / SUPER /
-    Laptop / D / 12GB cards are other products.
-    """
+    """Return the spec of a GPU named as ``torch.cuda.get_device_name()`` names it, or None if not listed."""
     n = re.sub(r"\s+", " ", name.upper().replace("_", " ")).strip()
-    big = n.replace(" ", "")
-    if re.search(r"\bH200\b", n):
-        return H200_NVL if "NVL" in n else H200_SXM
-    if re.search(r"\bH100\b", n):
-        return H100_NVL if "NVL" in n else H100_PCIE if "PCIE" in n else H100_SXM
-    if re.search(r"\bA100\b", n):
-        if "PCIE" in n:
-            return A100_PCIE_80 if "80GB" in big else A100_PCIE_40
-        return A100_SXM_80 if "80GB" in big else A100_SXM_40
-    if re.search(r"\bV100S\b", n):
-        return V100S_PCIE
-    if re.search(r"\bV100\b", n):
-        if "PCIE" in n:
-            return V100_PCIE_32 if "32GB" in big else V100_PCIE
-        return V100_SXM2_32 if "32GB" in big else V100_SXM2
-    if re.search(r"\bP100\b", n):
-        return P100_SXM2 if "SXM" in n else P100_PCIE_12 if "12GB" in big else P100_PCIE_16
-    if re.search(r"\bT4\b", n):
-        return T4
-    if re.search(r"\bL4\b", n):
-        return L4
-    match = re.search(r"\bRTX (\d{4})\b(.*)$", n)
-    if match and not match.group(2).strip():  # "Ti", "SUPER", "Laptop GPU", "D", "12GB": other products
-        return {"3060": RTX_3060, "3080": RTX_3080, "3090": RTX_3090, "4060": RTX_4060, "4090": RTX_4090}.get(
-            match.group(1))
-    return None
+    return next((spec for pattern, words, spec in _NAMES
+                 if re.search(pattern, n) and all(word in n.replace(" ", "") for word in words)), None)
 
 
-def spec_for_device(device=None) -> GpuSpec | None:
-    """Return the documented spec of a CUDA device (default: the current one).
+def spec_for_device(device) -> GpuSpec | None:
+    """Return the documented spec of a CUDA device ("cuda" means the current one).
 
-    None means: not a CUDA device, no CUDA here, or a GPU that is not in ``KNOWN_GPUS``.
+    None means: not a CUDA device, no CUDA here, or a GPU that is not in the table.
     """
     import torch
 
-    if device is not None and (isinstance(device, bool) or not isinstance(device, (int, str, torch.device))):
-        raise TypeError("device phải là None, số thứ tự GPU, 'cuda:0' hoặc torch.device, "
-                        f"không phải {type(device).__name__}")
-    if isinstance(device, int):
-        device = torch.device("cuda", device)
-    elif device is not None:
-        try:
-            device = torch.device(device)
-        except (RuntimeError, ValueError) as exc:
-            raise ValueError(f"Không hiểu thiết bị {device!r}; dùng vd 'cuda' hoặc 'cuda:0'.") from exc
-    if (device is not None and device.type != "cuda") or not torch.cuda.is_available():
+    from .placement import _as_device
+
+    device = _as_device(device, "device", "'cuda', 'cuda:0'")
+    if device.type != "cuda" or not torch.cuda.is_available():
         return None
-    index = torch.cuda.current_device() if device is None or device.index is None else device.index
+    index = torch.cuda.current_device() if device.index is None else device.index
     return _lookup(torch.cuda.get_device_name(index))
 
 
 def describe(spec: GpuSpec | None, name: str = "") -> str:
     """Return one line for a notebook: the spec with its source, or why there is no peak to compare with."""
-    if spec is not None and not isinstance(spec, GpuSpec):
+    if spec is None:
+        who = f" ({name})" if name else ""
+        return (f"GPU này{who} không có trong bảng số liệu công bố của lessons_lib: không có đường đỉnh, "
+                "không tính % đỉnh (không đoán số).")
+    if not isinstance(spec, GpuSpec):
         raise TypeError(f"spec phải là GpuSpec hoặc None, không phải {type(spec).__name__}")
-    if spec is not None:
-        return str(spec)
-    who = f" ({name})" if name else ""
-    return (f"GPU này{who} không có trong bảng số liệu công bố của lessons_lib: không có đường đỉnh, "
-            "không tính % đỉnh (không đoán số).")
+    fp16 = f"{spec.fp16_tflops:g}" if spec.fp16_tflops is not None else "?"
+    kind = "tensor core, dày đặc" if spec.tensor_cores else "không có tensor core"
+    return (f"{spec.model} ({spec.variant}): FP32 {spec.fp32_tflops:g} TFLOP/s · FP16 {fp16} TFLOP/s "
+            f"({kind}) · {spec.memory_gb:g} GB · {spec.bandwidth_gb_s:g} GB/s — nguồn: {spec.source} "
+            f"({spec.url})" + (f" [{spec.notes}]" if spec.notes else ""))
 
 
 # PCI-SIG PCI Express Base Specification: signalling rate in GT/s per lane, 128b/130b encoding (3.0 and newer).
 _PCIE_GT_S = {"3.0": 8.0, "4.0": 16.0, "5.0": 32.0}
 
 
-def _pcie_bandwidth_gb_s(generation: str, lanes: int) -> float:
-    """Return the theoretical one-direction PCIe bandwidth in GB/s: GT/s × lanes × 128/130 / 8."""
-    return _PCIE_GT_S[generation] * lanes * (128 / 130) / 8
-
-
-def pcie_copy_seconds(n_bytes: int | float, generation: str = "3.0", lanes: int = 16) -> float:
-    """Return the least time (s) copying `n_bytes` over PCIe `generation` x`lanes` can take (real copies are slower)."""
+def pcie_copy_seconds(n_bytes: int | float, generation: str = "3.0") -> float:
+    """Return the least time (s) to copy `n_bytes` over PCIe `generation` x16 (real copies are slower)."""
     if isinstance(n_bytes, bool) or not isinstance(n_bytes, (int, float)):
         raise TypeError(f"n_bytes phải là một số byte, không phải {type(n_bytes).__name__}")
     if n_bytes < 0:
         raise ValueError(f"n_bytes phải ≥ 0, nhận được {n_bytes}")
     if generation not in _PCIE_GT_S:
         raise ValueError(f"generation phải là một trong {sorted(_PCIE_GT_S)}, không phải {generation!r}")
-    if lanes not in (1, 2, 4, 8, 16) or isinstance(lanes, bool):
-        raise ValueError(f"lanes phải là 1, 2, 4, 8 hoặc 16, không phải {lanes!r}")
-    return n_bytes / (_pcie_bandwidth_gb_s(generation, lanes) * 1e9)
-
-
-def _dtype_key(dtype) -> str:
-    import torch
-
-    aliases = {torch.float32: "float32", "float32": "float32", "fp32": "float32", "float": "float32",
-               torch.float16: "float16", "float16": "float16", "fp16": "float16", "half": "float16",
-               torch.bfloat16: "bfloat16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
-    if not isinstance(dtype, (str, torch.dtype)):
-        raise TypeError(f"dtype phải là torch.float32 / torch.float16 / torch.bfloat16 hoặc 'fp32' / 'fp16' / 'bf16', "
-                        f"không phải {type(dtype).__name__}")
-    key = aliases.get(dtype.lower() if isinstance(dtype, str) else dtype)
-    if key is None:
-        raise ValueError(f"dtype phải là float32, float16 hoặc bfloat16 (hoặc 'fp32'/'fp16'/'bf16'), không phải {dtype!r}")
-    return key
+    return n_bytes / (_PCIE_GT_S[generation] * 16 * (128 / 130) / 8 * 1e9)  # GT/s × 16 lanes × 128/130 / 8

@@ -11,6 +11,8 @@ import logging
 import re
 import warnings
 
+import torch
+
 from . import gpu_cells
 from .device import environment_report
 from .errors import explain
@@ -68,18 +70,6 @@ def _explain_handler(shell, etype, value, tb, tb_offset=None):
         print(hint)
 
 
-def _gpu_magic(line: str, cell: str):
-    """Run the cell body only when enough CUDA GPUs exist (`%%gpu` or `%%gpu N`)."""
-    from IPython import get_ipython
-
-    needed = gpu_cells.required_gpus(f"%%gpu {line}".strip() + "\n")
-    notice = gpu_cells.missing_hardware(needed, gpu_cells.cuda_gpu_count())
-    if notice is not None:
-        print(notice)
-        return None
-    return get_ipython().run_cell(cell)
-
-
 def _explain_magic(line: str) -> None:
     """`%lessons_explain on|off`: show or hide the explanation under tracebacks."""
     arg = line.strip().lower()
@@ -95,7 +85,7 @@ def _banner() -> str:
     where = report.device
     if report.device == "cuda":
         where = f"cuda ({report.cuda.gpus[0].name}, {len(report.cuda.gpus)} GPU)"
-    return f"torch {report.torch_version} · {report.platform} · thiết bị: {where} — {report.verdict}"
+    return f"torch {torch.__version__} · {report.cuda.platform} · thiết bị: {where} — {report.verdict}"
 
 
 def load_ipython_extension(ipython) -> None:
@@ -104,7 +94,6 @@ def load_ipython_extension(ipython) -> None:
         import matplotlib
 
         ipython.input_transformers_cleanup.append(_gpu_cell_transform)
-        ipython.register_magic_function(_gpu_magic, magic_kind="cell", magic_name="gpu")
         ipython.register_magic_function(_explain_magic, magic_kind="line", magic_name="lessons_explain")
         ipython.set_custom_exc((Exception,), _explain_handler)
         matplotlib.rcParams.update({"figure.figsize": (7.0, 4.0), "axes.grid": True, "grid.alpha": 0.3})

@@ -56,6 +56,17 @@ def _map_tensors(obj, fn, active: set[int]):
         active.discard(id(obj))
 
 
+def _as_device(value, name: str, choices: str) -> torch.device:
+    """Return `value` (a str or torch.device) as a torch.device; else raise an error naming `choices`."""
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(f"{name} phải là str (vd {choices}) hoặc torch.device, "
+                        f"không phải {type(value).__name__}")
+    try:
+        return torch.device(value)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"Không hiểu thiết bị {str(value)!r}. Dùng một trong: {choices}.") from None
+
+
 def to_device(batch, device: str | torch.device, non_blocking: bool = False):
     """Return a copy of `batch` with every tensor moved to `device`; everything else is left as it is.
 
@@ -63,13 +74,7 @@ def to_device(batch, device: str | torch.device, non_blocking: bool = False):
     are rebuilt with the same types. A ``PackedSequence`` moves with its own ``.to()``. `non_blocking` is
     passed to ``Tensor.to`` (with pinned memory the copy to a GPU can overlap other work).
     """
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError("device phải là str (vd 'cuda', 'cpu', 'cuda:1') hoặc torch.device, "
-                        f"không phải {type(device).__name__}")
-    try:
-        target = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"Không hiểu thiết bị {device!r}. Ví dụ hợp lệ: 'cpu', 'cuda', 'cuda:0', 'mps'.") from None
+    target = _as_device(device, "device", "'cpu', 'cuda', 'cuda:0', 'mps', 'meta'")
     if not isinstance(non_blocking, bool):
         raise TypeError(f"non_blocking phải là True hoặc False, không phải {type(non_blocking).__name__}")
     return _map_tensors(batch, lambda t: t.to(target, non_blocking=non_blocking), set())
@@ -101,7 +106,7 @@ _KIND_LABELS = {"parameter": "tham số", "buffer": "buffer", "attribute": "thu�
 _HEADER = ("tên", "loại", "thiết bị", "dtype", "shape")
 
 
-@dataclass
+@dataclass(repr=False)
 class DeviceReport:
     """The table `describe()` returns: one `TensorPlace` per tensor, the majority device/dtype, the odd ones."""
 
@@ -130,27 +135,17 @@ class DeviceReport:
             parts.append(f"{row.name} ({', '.join(what)})")
         return f"⚠️ {len(parts)} tensor lệch: " + "; ".join(parts)
 
-    def _text(self, max_rows: int = 40) -> str:
-        """Return the table as text; beyond `max_rows` rows only the odd ones are listed."""
+    def __repr__(self) -> str:
         lines = [self._header()]
         if not self.rows:
             return lines[0]
-        shown = self.rows[:max_rows] + [r for r in self.rows[max_rows:] if r.odd]
-        table = [_HEADER] + [r._cells() for r in shown]
+        table = [_HEADER] + [r._cells() for r in self.rows]
         widths = [max(len(row[i]) for row in table) for i in range(len(_HEADER))]
         lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
-        if len(shown) < len(self.rows):
-            lines.append(f"  … ({len(self.rows) - len(shown)} dòng nữa, không lệch)")
         if any(r.kind == "attribute" for r in self.rows):
             lines.append("  * tensor gán thẳng làm thuộc tính (không đăng ký): model.to() không di chuyển nó; "
                          "dùng self.register_buffer(...).")
         return "\n".join([*lines, self._verdict()])
-
-    def __repr__(self) -> str:
-        return self._text()
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython plain-text display
-        printer.text(self._text())
 
     def _repr_html_(self) -> str:
         def esc(text: str) -> str:

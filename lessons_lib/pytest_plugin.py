@@ -49,13 +49,14 @@ def pytest_collection_modifyitems(config, items) -> None:
     available = None
     for item in items:
         source = _cell_source(item)
-        if source is None or gpu_cells.required_gpus(source) is None:
+        needed = gpu_cells.required_gpus(source) if source is not None else None
+        if needed is None:
             continue
         if available is None:
             _torch_report(config)  # first, so that torch's warning (if any) is caught
             available = gpu_cells.cuda_gpu_count()
             if available == 0:
                 _stop_if_gpus_are_unusable(config)
-        reason = gpu_cells.skip_reason(source, available)
+        reason = gpu_cells.missing_hardware(needed, available)
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from .widget_display import show_widget
 
-FEEDBACK_CLASS = "lessons-quiz-feedback"
 _LETTERS = "ABCDEFGHIJ"
 _YES_NO = ["Có", "Không"]
 
@@ -32,38 +31,24 @@ class Question:
     explanation: str
     why_wrong: dict[int, str] = field(default_factory=dict)
 
-    def _index(self, choice: int | str | bool) -> int:
-        if isinstance(choice, bool) and self.options == _YES_NO:
-            return 0 if choice else 1
-        letters = _LETTERS[: len(self.options)]
-        if isinstance(choice, int) and not isinstance(choice, bool):
-            if 0 <= choice < len(self.options):
-                return choice
-            raise ValueError(f"choice phải từ 0 đến {len(self.options) - 1}, nhận được {choice}")
-        if not isinstance(choice, str):
-            raise TypeError(f"choice phải là một chữ cái, nội dung một đáp án hoặc chỉ số int, "
-                            f"không phải {type(choice).__name__}")
-        text = choice.strip()
-        if len(text) == 1 and text.upper() in letters:
-            return letters.index(text.upper())
-        for i, option in enumerate(self.options):
-            if option.lower() == text.lower():
-                return i
-        raise ValueError(f"choice {choice!r} không phải đáp án nào; dùng chữ cái {'/'.join(letters)}, "
-                         "nội dung đáp án hoặc chỉ số của nó")
-
     def _feedback(self, index: int) -> str:
         if index == self.correct:
             return "✅ Đúng! " + self.explanation
         return "❌ Chưa đúng. " + self.why_wrong.get(index, "Thử lại nhé.")
 
-    def answer(self, choice: int | str | bool) -> bool:
-        """Answer in plain text (a letter, an option's text, its index, or a bool): print the feedback."""
-        index = self._index(choice)
-        print(self._feedback(index))
-        return index == self.correct
+    def answer(self, choice: str) -> bool:
+        """Answer in plain text with the option's letter ("A", "B", …): print the feedback."""
+        letters = _LETTERS[: len(self.options)]
+        if not isinstance(choice, str):
+            raise TypeError(f"choice phải là chữ cái của một đáp án ({'/'.join(letters)}), "
+                            f"không phải {type(choice).__name__}")
+        letter = choice.strip().upper()
+        if len(letter) != 1 or letter not in letters:
+            raise ValueError(f"choice {choice!r} không phải đáp án nào; dùng chữ cái {'/'.join(letters)}")
+        print(self._feedback(letters.index(letter)))
+        return letters.index(letter) == self.correct
 
-    def _text(self) -> str:
+    def __repr__(self) -> str:
         lines = [f"❓ {self.prompt}", *(f"   {_LETTERS[i]}. {option}" for i, option in enumerate(self.options)),
                  "   (Không thấy nút bấm? Gọi .answer trên biến của câu hỏi, vd q1.answer('A'))"]
         return "\n".join(lines)
@@ -80,15 +65,12 @@ class Question:
                 f"<p>✅ <b>{right}</b>" + (f" — {_esc(self.explanation)}" if self.explanation else "") + "</p>"
                 + (f"<p>Vì sao không phải:</p><ul>{wrong}</ul>" if wrong else "") + "</details></div>")
 
-    def __repr__(self) -> str:
-        return self._text()
-
     def _widget(self):
         """Return the question as an ipywidgets box: one button per option and a feedback line."""
         import ipywidgets as widgets
 
         feedback = widgets.HTML(value="")
-        feedback.add_class(FEEDBACK_CLASS)
+        feedback.add_class("lessons-quiz-feedback")
         buttons = [widgets.Button(description=f"{_LETTERS[i]}. {option}", layout=widgets.Layout(width="auto"))
                    for i, option in enumerate(self.options)]
 
@@ -107,7 +89,7 @@ class Question:
         return box
 
     def _ipython_display_(self) -> None:
-        show_widget(self._widget, self._text(), static_html=self._html())
+        show_widget(self._widget, repr(self), static_html=self._html())
 
 
 def choice(prompt: str, options: Sequence[str], answer: int, explanation: str,

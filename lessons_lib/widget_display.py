@@ -13,10 +13,8 @@ STATIC_HTML_KEY = "lessons_lib"  # output metadata: {"lessons_lib": {"static_htm
 
 def _widget_frontend_possible() -> bool:
     """Return True when code runs in an IPython kernel that can talk to a widget frontend."""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover
-        return False
+    from IPython import get_ipython
+
     shell = get_ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
 

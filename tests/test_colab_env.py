@@ -67,10 +67,10 @@ _FEATURE_CELLS = [
     ("%%gpu\nprint('GPU BODY RAN')", []),
     ("%%gpu 2\nprint('GPU BODY RAN')", []),
     ("import torch\ntorch.ones(2, device='meta') + torch.ones(2)", ["raises-exception"]),
-    ("import ipywidgets as w\nfrom lessons_lib.quiz import FEEDBACK_CLASS, choice\n"
-     "q = choice('2 + 2 = ?', ['3', '4'], 1, '2 + 2 = 4.')\nbox = q.widget()\n"
+    ("import ipywidgets as w\nfrom lessons_lib.quiz import choice\n"
+     "q = choice('2 + 2 = ?', ['3', '4'], 1, '2 + 2 = 4.')\nbox = q._widget()\n"
      "walk = lambda x: [x] + [d for c in getattr(x, 'children', ()) for d in walk(c)]\n"
-     "feedback = next(x for x in walk(box) if FEEDBACK_CLASS in x._dom_classes)\n"
+     "feedback = next(x for x in walk(box) if 'lessons-quiz-feedback' in x._dom_classes)\n"
      "for b in [x for x in walk(box) if isinstance(x, w.Button)]:\n"
      "    b._handle_button_msg(None, {'event': 'click'}, [])\n"
      "    print('CLICK', b.button_style, feedback.value)", []),

@@ -1,5 +1,6 @@
 import pytest
 import torch
+from IPython.lib.pretty import pretty
 
 from lessons_lib import device as dev
 from lessons_lib import notebook, platforms
@@ -163,6 +164,11 @@ def test_environment_report_shows_fake_gpu_rows(monkeypatch):
     a100 = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(A100,), arch_list=ARCHS_128)
     monkeypatch.setattr(dev, "_gather_cuda_facts", lambda: a100)
     assert "bf16 gốc: có" in str(dev.environment_report())
+
+
+def test_environment_report_displays_its_table_in_ipython():
+    report = dev.environment_report()
+    assert pretty(report) == str(report) and str(report).startswith("Báo cáo môi trường\n")
 
 
 def test_banner_is_one_line():

@@ -55,14 +55,6 @@ def test_missing_hardware_none_when_enough():
     assert gpu_cells.missing_hardware(2, 4) is None
 
 
-def test_skip_reason_uses_fake_counts():
-    assert gpu_cells.skip_reason("print(1)", 0) is None
-    assert gpu_cells.skip_reason("%%gpu\nx", 0) is not None
-    assert gpu_cells.skip_reason("%%gpu\nx", 1) is None
-    assert gpu_cells.skip_reason("%%gpu 2\nx", 1) is not None
-    assert gpu_cells.skip_reason("%%gpu 2\nx", 2) is None
-
-
 def test_cuda_gpu_count_matches_torch():
     import torch
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -17,7 +18,8 @@ CUDA_TORCH_OLD_DRIVER = TorchReport(
     warning="CUDA initialization: The NVIDIA driver on your system is too old (found version 12080).")
 
 
-def _runner(stdout="", returncode=0, stderr="", raises=None):
+def _runner(monkeypatch, stdout="", returncode=0, stderr="", raises=None):
+    """Make subprocess.run answer as nvidia-smi would; return the list of calls it got."""
     calls = []
 
     def run(cmd, **kwargs):
@@ -26,32 +28,34 @@ def _runner(stdout="", returncode=0, stderr="", raises=None):
             raise raises
         return subprocess.CompletedProcess(cmd, returncode, stdout, stderr)
 
-    run.calls = calls
-    return run
+    monkeypatch.setattr(subprocess, "run", run)
+    return calls
 
 
 # --------------------------------------------------------------------------- reading nvidia-smi and torch
 
 
-def test_read_nvidia_smi_parses_names_and_driver():
-    run = _runner("NVIDIA H200, 580.95.05\nTesla T4, 580.95.05\n")
-    report = gpu_check.read_nvidia_smi(run=run)
+def test_read_nvidia_smi_parses_names_and_driver(monkeypatch):
+    calls = _runner(monkeypatch, "NVIDIA H200, 580.95.05\nTesla T4, 580.95.05\n")
+    report = gpu_check.read_nvidia_smi()
     assert report == SmiReport(gpus=("NVIDIA H200", "Tesla T4"), driver="580.95.05")
-    assert run.calls[0][0][0] == "nvidia-smi" and run.calls[0][1]["timeout"] == 30
+    assert calls[0][0][0] == "nvidia-smi" and calls[0][1]["timeout"] == 30
 
 
-def test_read_nvidia_smi_keeps_commas_inside_names():
-    assert gpu_check.read_nvidia_smi(run=_runner("Odd, GPU name, 580.1\n")).gpus == ("Odd, GPU name",)
+def test_read_nvidia_smi_keeps_commas_inside_names(monkeypatch):
+    _runner(monkeypatch, "Odd, GPU name, 580.1\n")
+    assert gpu_check.read_nvidia_smi().gpus == ("Odd, GPU name",)
 
 
-@pytest.mark.parametrize("run, missing, error", [
-    (_runner(raises=FileNotFoundError("nvidia-smi")), True, "command not found"),
-    (_runner(raises=subprocess.TimeoutExpired("nvidia-smi", 30)), False, "TimeoutExpired"),
-    (_runner("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", 9), False,
-     "exited with 9: NVIDIA-SMI has failed"),
+@pytest.mark.parametrize("answer, missing, error", [
+    ({"raises": FileNotFoundError("nvidia-smi")}, True, "command not found"),
+    ({"raises": subprocess.TimeoutExpired("nvidia-smi", 30)}, False, "TimeoutExpired"),
+    ({"stdout": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n",
+      "returncode": 9}, False, "exited with 9: NVIDIA-SMI has failed"),
 ])
-def test_read_nvidia_smi_says_why_it_could_not_list(run, missing, error):
-    report = gpu_check.read_nvidia_smi(run=run)
+def test_read_nvidia_smi_says_why_it_could_not_list(monkeypatch, answer, missing, error):
+    _runner(monkeypatch, **answer)
+    report = gpu_check.read_nvidia_smi()
     assert report.gpus == () and report.missing is missing and error in report.error
 
 
@@ -99,25 +103,29 @@ def test_no_message_when_torch_uses_the_gpus_or_none_is_listed():
     assert gpu_check.torch_cannot_use_gpus(SmiReport(), CPU_TORCH) is None
 
 
-def test_cpu_only_torch_beside_a_gpu_names_both_fixes():
-    message = gpu_check.torch_cannot_use_gpus(H200, CPU_TORCH, environ={}, python="/x/.venv/bin/python")
+def test_cpu_only_torch_beside_a_gpu_names_both_fixes(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(sys, "executable", "/x/.venv/bin/python")
+    message = gpu_check.torch_cannot_use_gpus(H200, CPU_TORCH)
     assert "NVIDIA H200" in message and "torch 2.13.0+cpu trong /x/.venv/bin/python là bản CPU-only" in message
     assert "'xanh' mà không chạy gì" in message and "\n" not in message
     assert "COURSE_SYSTEM_TORCH=1 bash tools/course.sh test" in message and "https://pypi.org/simple" in message
     assert "pytorch.org/get-started/locally" in message
 
 
-def test_old_driver_names_the_driver_floor_and_torchs_warning():
-    message = gpu_check.torch_cannot_use_gpus(H200, CUDA_TORCH_OLD_DRIVER, environ={})
+def test_old_driver_names_the_driver_floor_and_torchs_warning(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    message = gpu_check.torch_cannot_use_gpus(H200, CUDA_TORCH_OLD_DRIVER)
     assert "driver 570.86.15" in message and "is_available() là False" in message
     assert "too old (found version 12080)" in message
     assert "driver ≥ 580" in message and "COURSE_SYSTEM_TORCH=1" in message and "cuda-compatibility" in message
 
 
-def test_an_old_driver_is_recognised_even_when_torch_said_nothing():
+def test_an_old_driver_is_recognised_even_when_torch_said_nothing(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     silent = TorchReport("2.13.0", cuda="13.0")  # torch warns only once per process: the warning may be gone
     assert gpu_check._driver_too_old(H200, silent)
-    assert "driver ≥ 580" in gpu_check.torch_cannot_use_gpus(H200, silent, environ={})
+    assert "driver ≥ 580" in gpu_check.torch_cannot_use_gpus(H200, silent)
     assert not gpu_check._driver_too_old(SmiReport(gpus=("T4",), driver="580.95.05"), silent)
     assert not gpu_check._driver_too_old(SmiReport(gpus=("T4",), driver="535.104.05"),
                                          TorchReport("2.11.0", cuda="12.8"))
@@ -126,12 +134,12 @@ def test_an_old_driver_is_recognised_even_when_torch_said_nothing():
     assert not gpu_check._driver_too_old(H200, CPU_TORCH)
 
 
-def test_hidden_devices_and_missing_torch_are_named():
-    hidden = gpu_check.torch_cannot_use_gpus(H200, TorchReport("2.13.0", cuda="13.0"),
-                                             environ={"CUDA_VISIBLE_DEVICES": ""})
+def test_hidden_devices_and_missing_torch_are_named(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    hidden = gpu_check.torch_cannot_use_gpus(H200, TorchReport("2.13.0", cuda="13.0"))
     assert "CUDA_VISIBLE_DEVICES=''" in hidden and "Bỏ biến này" in hidden
-    broken = gpu_check.torch_cannot_use_gpus(H200, TorchReport(None, error="OSError: libcudart.so.13"),
-                                             python="py")
+    monkeypatch.setattr(sys, "executable", "py")
+    broken = gpu_check.torch_cannot_use_gpus(H200, TorchReport(None, error="OSError: libcudart.so.13"))
     assert "py không import được torch: OSError: libcudart.so.13" in broken
 
 
@@ -147,8 +155,9 @@ def test_no_usable_cuda_without_a_listed_gpu(smi, said):
     assert said in gpu_check.no_usable_cuda(smi, CPU_TORCH)
 
 
-def test_no_usable_cuda_passes_on_torchs_problem_then_the_first_computation():
-    assert "CPU-only" in gpu_check.no_usable_cuda(H200, CPU_TORCH, environ={})
+def test_no_usable_cuda_passes_on_torchs_problem_then_the_first_computation(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert "CPU-only" in gpu_check.no_usable_cuda(H200, CPU_TORCH)
     good = TorchReport("2.13.0", cuda="13.0", available=True, count=1)
     failed = gpu_check.no_usable_cuda(H200, good, init_error="RuntimeError: no kernel image is available")
     assert "no kernel image" in failed and "phép tính đầu tiên" in failed

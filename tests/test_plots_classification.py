@@ -22,8 +22,8 @@ def test_draws_counts_axes_labels_and_accuracy_title():
 
 @pytest.mark.parametrize("cm", [torch.tensor(CM), np.array(CM), torch.tensor(CM, dtype=torch.float32)])
 def test_accepts_tensors_and_arrays(cm):
-    ax = plot_confusion_matrix(cm, labels=["a", "b", "c"], title="t")
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"] and ax.get_title() == "t"
+    ax = plot_confusion_matrix(cm)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "1", "2"] and "đúng 15/18" in ax.get_title()
 
 
 def test_uses_given_axes():
@@ -45,10 +45,8 @@ def test_all_zero_matrix_has_no_title():
     ([[1, -1], [0, 1]], {}),
     ([[1, 0.5], [0, 1]], {}),
     ([[1, True], [0, 1]], {}),
-    (CM, {"labels": ["a"]}),
-    (CM, {"labels": "abc"}),
     (CM, {"ax": "not axes"}),
 ])
 def test_bad_input_says_what_to_pass(cm, kwargs):
-    with pytest.raises(TypeError, match="cm phải là ma trận vuông|labels phải là list|ax phải là"):
+    with pytest.raises(TypeError, match="cm phải là ma trận vuông|ax phải là"):
         plot_confusion_matrix(cm, **kwargs)

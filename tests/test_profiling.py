@@ -243,8 +243,6 @@ def test_plot_trace_bad_input(trace_file, tmp_path):
         plot_trace(empty)
     with pytest.raises(ValueError, match="max_depth"):
         plot_trace(trace_file, max_depth=-1)
-    with pytest.raises(ValueError, match="min_label_share"):
-        plot_trace(trace_file, min_label_share=2)
 
 
 # --------------------------------------------------------------------------- compare_timings

@@ -25,15 +25,14 @@ def test_choice_feedback_right_and_wrong(capsys):
     assert capsys.readouterr().out.strip() == "✅ Đúng! because"
     assert q.answer("a") is False
     assert capsys.readouterr().out.strip() == "❌ Chưa đúng. red is wrong"
-    assert q.answer("blue") is False
+    assert q.answer(" c ") is False
     assert "Thử lại" in capsys.readouterr().out
-    assert q.answer(1) is True
 
 
-def test_yes_no_accepts_bool_and_text(capsys):
+def test_yes_no_is_answered_by_letter(capsys):
     q = quiz.yes_no("Cần GPU?", answer=False, explanation="không", why_wrong="sai")
     assert q.options == ["Có", "Không"]
-    assert q.answer(False) and q.answer("B") and not q.answer("Có")
+    assert q.answer("B") and not q.answer("A")
     assert capsys.readouterr().out.splitlines()[-1] == "❌ Chưa đúng. sai"
 
 
@@ -47,7 +46,7 @@ def test_widget_click_updates_feedback():
     box = make_choice()._widget()
     assert "lessons-quiz" in box._dom_classes
     title, row, feedback = box.children
-    assert quiz.FEEDBACK_CLASS in feedback._dom_classes
+    assert "lessons-quiz-feedback" in feedback._dom_classes
     buttons = row.children
     buttons[0].click()
     assert "red is wrong" in feedback.value and buttons[0].button_style == "danger"
@@ -118,7 +117,8 @@ def test_yes_no_rejects_non_bool():
         quiz.yes_no("q", answer="Có", explanation="e")
 
 
-@pytest.mark.parametrize("bad, error", [("Z", ValueError), (5, ValueError), (1.0, TypeError), ("purple", ValueError)])
+@pytest.mark.parametrize("bad, error", [("Z", ValueError), ("", ValueError), (1, TypeError),
+                                        (True, TypeError), ("purple", ValueError)])
 def test_answer_rejects_unknown_choice(bad, error):
     with pytest.raises(error, match="choice"):
         make_choice().answer(bad)

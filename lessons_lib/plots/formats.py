@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from ..precision import format_facts
 from ._axes import get_ax
@@ -24,22 +24,19 @@ def _check_marks(marks) -> dict[str, float]:
     return out
 
 
-def plot_number_formats(dtypes: Sequence[str] = ("fp32", "fp16", "bf16"), marks: Mapping[str, float] | None = None,
-                        ax=None):
-    """Draw each format's representable magnitudes on a log axis, with its eps (precision); return the axes.
+def plot_number_formats(marks: Mapping[str, float] | None = None, ax=None):
+    """Draw the magnitudes FP32, FP16 and BF16 represent on a log axis, with eps (precision); return the axes.
 
     The thin part of a bar is the subnormal range (precision fading), the thick part the normal range up
     to the largest finite value. All limits come from ``torch.finfo``. `marks` draws labelled vertical
     lines at chosen values, e.g. ``{"70000": 7e4, "1e-8": 1e-8}``.
     """
-    if isinstance(dtypes, str) or not isinstance(dtypes, Sequence) or not dtypes:
-        raise TypeError("dtypes phải là list không rỗng như ['fp32', 'fp16', 'bf16'].")
-    facts = [format_facts(d) for d in dtypes]
+    facts = [format_facts(d) for d in _COLORS]
     marks = _check_marks(marks)
     ax = get_ax(ax, figsize=(8.0, 1.0 + 0.9 * len(facts)))
     for i, f in enumerate(facts):
         y = len(facts) - 1 - i
-        color = _COLORS.get(f.name, "#8172b3")
+        color = _COLORS[f.name]
         ax.hlines(y, f.smallest_subnormal, f.smallest_normal, color=color, linewidth=3, alpha=0.5)
         ax.hlines(y, f.smallest_normal, f.max, color=color, linewidth=12)
         ax.text(f.max * 30, y, f"max {f.max:.3g}", va="center", ha="left", fontsize=8)

@@ -16,6 +16,7 @@ _LABELS = {"user_annotation": "nhãn (record_function)", "cpu_op": "phép PyTorc
            "cuda_runtime": "CUDA runtime (CPU)", "kernel": "kernel GPU", "gpu_memcpy": "chép bộ nhớ (GPU)",
            "gpu_user_annotation": "nhãn trên GPU"}
 _FONT_PT = 7
+_MIN_LABEL_SHARE = 0.04  # an event's name is written on its bar when it lasts ≥ this share of the timeline
 _PREFIXES = ("aten::", "autograd::engine::evaluate_function: ")
 
 
@@ -79,23 +80,18 @@ def _depths(events: list[_Event]) -> list[int]:
     return depths
 
 
-def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, min_label_share: float = 0.04,
-               title: str | None = None):
+def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, title: str | None = None):
     """Draw a ``prof.export_chrome_trace`` file as a timeline: one bar per event, nested rows; return the axes.
 
     Args:
         trace: The path of the .json trace.
         ax: Axes to draw on (None: a new figure).
         max_depth: Nesting levels to draw per track (0 = only the outermost events, e.g. the labels).
-        min_label_share: Write an event's name on its bar when it lasts at least this share of the timeline.
         title: Optional title.
     """
     if not isinstance(trace, (str, os.PathLike)):
         raise TypeError(f"trace phải là đường dẫn tới file .json, không phải {type(trace).__name__}")
     check_int("max_depth", max_depth, 0)
-    if isinstance(min_label_share, bool) or not isinstance(min_label_share, (int, float)) or not (
-            0 <= min_label_share <= 1):
-        raise ValueError("min_label_share phải là số từ 0 đến 1.")
     events = _read_trace(trace)
     if not events:
         raise ValueError("trace không có sự kiện nào để vẽ (profiler đã ghi gì chưa?).")
@@ -120,7 +116,7 @@ def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, min_label_
         row = y_of[ev.track] + depth
         bars.setdefault((row, _COLORS.get(ev.cat, _OTHER)), []).append((ev.start_us / 1e3, ev.dur_us / 1e3))
         fits = int(0.9 * axes_px * ev.dur_us / span / char_px) if span else 0
-        if span and ev.dur_us / span >= min_label_share and fits >= 4:
+        if span and ev.dur_us / span >= _MIN_LABEL_SHARE and fits >= 4:
             name = _short_name(ev.name)
             name = name if len(name) <= fits else name[:fits - 1] + "…"
             ax.text((ev.start_us + ev.dur_us / 2) / 1e3, row, name, ha="center", va="center", fontsize=_FONT_PT,
