@@ -3,8 +3,7 @@
 Every function here checks a result before timing it, warms up, synchronizes the accelerator before
 reading the clock, repeats and reports the median (with min and max), and on the CPU uses every CPU this
 process may run on unless told otherwise. ``timing``: `measure`, `Timing`, `noise_warning`; ``matmul``:
-checked matmuls and one size timed two ways; ``sweep``: growing sizes and the crossover of two sweeps;
-``precisions``: fp32 vs fp16/bf16, what the speed widget shows on a GPU.
+checked matmuls and one size timed two ways; ``sweep``: growing sizes and the crossover of two sweeps.
 """
 
 from ..flops import matmul_flops
