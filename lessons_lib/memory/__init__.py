@@ -6,7 +6,6 @@
 - ``cuda``: `gpu_memory_stats`, `cuda_memory_cap`, `oom_demo`; every CUDA call goes through ``cuda._cuda``.
 - ``oom``: `is_oom_error`, `OOM_ERRORS`, `MemoryBudgetExceeded`, `parse_oom_message`.
 - ``oom_retry``: `find_max_batch_size`, `oom_safe_train_step`, `train_with_oom_retry`.
-- ``workspace``: `blas_workspace_estimate`.
 """
 
 from __future__ import annotations
@@ -16,13 +15,11 @@ from .meter import SavedTensorMeter, compare_gradients, gradient_snapshot, saved
 from .oom import OOM_ERRORS, MemoryBudgetExceeded, is_oom_error, parse_oom_message
 from .oom_retry import find_max_batch_size, oom_safe_train_step, train_with_oom_retry
 from .sizes import format_bytes, optimizer_state_bytes, sharded_training_memory, training_state_sizes
-from .workspace import blas_workspace_estimate
 
 __all__ = [
     "OOM_ERRORS",
     "MemoryBudgetExceeded",
     "SavedTensorMeter",
-    "blas_workspace_estimate",
     "compare_gradients",
     "cuda_memory_cap",
     "find_max_batch_size",
