@@ -108,15 +108,12 @@ def _evaluate_accum(report: Report, train_accum=None) -> None:
                 "micro-batch thì một lần inf làm S giảm giữa chừng và các phần gradient bị chia sai hệ số.")
 
 
-ex5 = Exercise(
-    "ex5", "Bài 5 · Gỡ lỗi: AMP cùng gradient accumulation", _evaluate_accum,
-    hints=[
-        "Có 2 lỗi: loss của mỗi micro-batch chưa chia cho accum_steps, và scaler.step/update chạy mỗi micro-batch.",
-        "loss = F.cross_entropy(...) / accum_steps; scaler.scale(loss).backward() mỗi micro-batch; "
-        "chỉ trong `if (i + 1) % accum_steps == 0:` mới scaler.step(optimizer), scaler.update(), zero_grad.",
-    ],
-    starter=_ACCUM_STARTER,
-)
+ex5 = Exercise("ex5", "Bài 5 · Gỡ lỗi: AMP cùng gradient accumulation", _evaluate_accum,
+               starter=_ACCUM_STARTER, hints=[
+    "Có 2 lỗi: loss của mỗi micro-batch chưa chia cho accum_steps, và scaler.step/update chạy mỗi micro-batch.",
+    "loss = F.cross_entropy(...) / accum_steps; scaler.scale(loss).backward() mỗi micro-batch; "
+    "chỉ trong `if (i + 1) % accum_steps == 0:` mới scaler.step(optimizer), scaler.update(), zero_grad.",
+])
 
 _RESUME_STARTER = '''
 def save_checkpoint(path, model, optimizer, scaler):
@@ -185,11 +182,8 @@ def _evaluate_resume(report: Report, save_checkpoint=None, load_checkpoint=None)
     report.success(f"model, optimizer và scaler (S = {scaler.get_scale():.0f}) đều đi qua torch.save/torch.load.")
 
 
-ex6 = Exercise(
-    "ex6", "Bài 6 · Gỡ lỗi: chạy tiếp từ checkpoint mà quên GradScaler", _evaluate_resume,
-    hints=[
-        "GradScaler cũng có trạng thái (hệ số S, bộ đếm tăng S), lưu và nạp như model và optimizer.",
-        'save: thêm "scaler": scaler.state_dict(); load: scaler.load_state_dict(ckpt["scaler"]).',
-    ],
-    starter=_RESUME_STARTER,
-)
+ex6 = Exercise("ex6", "Bài 6 · Gỡ lỗi: chạy tiếp từ checkpoint mà quên GradScaler", _evaluate_resume,
+               starter=_RESUME_STARTER, hints=[
+    "GradScaler cũng có trạng thái (hệ số S, bộ đếm tăng S), lưu và nạp như model và optimizer.",
+    'save: thêm "scaler": scaler.state_dict(); load: scaler.load_state_dict(ckpt["scaler"]).',
+])

@@ -191,17 +191,11 @@ def _evaluate(report: Report, choose_device=None, x=None) -> None:
     on_gpu_note(report, here, "choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
 
 
-task1 = Exercise(
-    "task1",
-    "Bài 14.1 · Nhiệm vụ 1 · Viết choose_device()",
-    _evaluate,
-    hints=[
-        "Hai việc: nếu prefer không phải None thì trả về torch.device(prefer); còn lại hỏi lần lượt "
-         "torch.cuda.is_available(), rồi torch.backends.mps.is_available(), cuối cùng là CPU.",
-        "if prefer is not None: return torch.device(prefer)\n"
-         "if torch.cuda.is_available(): return torch.device('cuda')\n"
-         "if torch.backends.mps.is_available(): return torch.device('mps')\n"
-         "return torch.device('cpu')   # rồi: x = torch.ones(3, device=choose_device())",
-    ],
-    group=GROUP,
-)
+task1 = Exercise("task1", "Bài 14.1 · Nhiệm vụ 1 · Viết choose_device()", _evaluate, group=GROUP, hints=[
+    "Hai việc: nếu prefer không phải None thì trả về torch.device(prefer); còn lại hỏi lần lượt "
+     "torch.cuda.is_available(), rồi torch.backends.mps.is_available(), cuối cùng là CPU.",
+    "if prefer is not None: return torch.device(prefer)\n"
+     "if torch.cuda.is_available(): return torch.device('cuda')\n"
+     "if torch.backends.mps.is_available(): return torch.device('mps')\n"
+     "return torch.device('cpu')   # rồi: x = torch.ones(3, device=choose_device())",
+])

@@ -93,16 +93,11 @@ def _evaluate_noise(report: Report, add_noise=None) -> None:
                 "CPU → GPU nào cho nhiễu.")
 
 
-task1 = Exercise(
-    "task1",
-    "Bài 14.2 · Nhiệm vụ 1 · Tạo nhiễu ngay trên thiết bị",
-    _evaluate_noise,
-    hints=[
-        "Nhiễu phải có cùng shape, dtype và thiết bị với x. Hàm *_like của PyTorch lấy cả ba từ một tensor có sẵn.",
-        "return x + std * torch.randn_like(x)",
-    ],
-    group=GROUP,
-)
+task1 = Exercise("task1", "Bài 14.2 · Nhiệm vụ 1 · Tạo nhiễu ngay trên thiết bị", _evaluate_noise,
+                 group=GROUP, hints=[
+    "Nhiễu phải có cùng shape, dtype và thiết bị với x. Hàm *_like của PyTorch lấy cả ba từ một tensor có sẵn.",
+    "return x + std * torch.randn_like(x)",
+])
 
 _Box = namedtuple("Box", "coords label")
 _Sample = namedtuple("Sample", "image caption")
@@ -215,15 +210,10 @@ def _evaluate_move(report: Report, move_keep=None) -> None:
                 "thì thêm non_blocking=True vào .to().")
 
 
-task2 = Exercise(
-    "task2",
-    "Bài 14.2 · Nhiệm vụ 2 · Chuyển batch mà giữ nguyên kiểu",
-    _evaluate_move,
-    hints=[
-        "Bắt đầu từ move() ở trên. Một namedtuple là một tuple có thuộc tính _fields; với nó, dựng lại bằng "
-         "type(batch)(*items) (có dấu *), còn tuple/list thường thì type(batch)(items).",
-        "Thứ tự các nhánh: tensor → dict → namedtuple (hasattr(batch, '_fields')) → list/tuple → còn lại trả về "
-         "nguyên giá trị. Mỗi nhánh container gọi lại move_keep cho từng phần tử.",
-    ],
-    group=GROUP,
-)
+task2 = Exercise("task2", "Bài 14.2 · Nhiệm vụ 2 · Chuyển batch mà giữ nguyên kiểu", _evaluate_move,
+                 group=GROUP, hints=[
+    "Bắt đầu từ move() ở trên. Một namedtuple là một tuple có thuộc tính _fields; với nó, dựng lại bằng "
+     "type(batch)(*items) (có dấu *), còn tuple/list thường thì type(batch)(items).",
+    "Thứ tự các nhánh: tensor → dict → namedtuple (hasattr(batch, '_fields')) → list/tuple → còn lại trả về "
+     "nguyên giá trị. Mỗi nhánh container gọi lại move_keep cho từng phần tử.",
+])

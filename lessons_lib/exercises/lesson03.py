@@ -89,18 +89,13 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
                    "được viết 'cpu:0' (như 'cuda' và 'cuda:0' trên GPU).")
 
 
-task1 = Exercise(
-    "task1",
-    "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ",
-    _evaluate_misplaced,
-    hints=[
-        "Duyệt cả hai: for name, t in model.named_parameters() và for name, t in model.named_buffers(); "
-         "giữ name khi t.device khác device.",
-        "torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
-         "want = torch.empty(0, device=device).device.",
-    ],
-    group=GROUP,
-)
+task1 = Exercise("task1", "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ", _evaluate_misplaced,
+                 group=GROUP, hints=[
+    "Duyệt cả hai: for name, t in model.named_parameters() và for name, t in model.named_buffers(); "
+     "giữ name khi t.device khác device.",
+    "torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
+     "want = torch.empty(0, device=device).device.",
+])
 
 
 def _missing_gpu() -> str:
@@ -168,15 +163,10 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
                 "và ngược lại.")
 
 
-task2 = Exercise(
-    "task2",
-    "Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi",
-    _evaluate_load,
-    hints=[
-        "Ba bước: state = torch.load(path, map_location=\"cpu\", weights_only=True); "
-         "model.load_state_dict(state); model.to(device). Rồi return model.",
-        "map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "
-         "Cần cả hai.",
-    ],
-    group=GROUP,
-)
+task2 = Exercise("task2", "Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi", _evaluate_load,
+                 group=GROUP, hints=[
+    "Ba bước: state = torch.load(path, map_location=\"cpu\", weights_only=True); "
+     "model.load_state_dict(state); model.to(device). Rồi return model.",
+    "map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "
+     "Cần cả hai.",
+])

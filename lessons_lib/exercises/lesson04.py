@@ -176,18 +176,13 @@ def _evaluate_split(report: Report, split_time=None) -> None:
     report.note("trên GPU thật, bench.copy_vs_compute(n, 'cuda') đo đúng ba phần này với tensor thật.")
 
 
-task1 = Exercise(
-    "task1",
-    "Bài 14.4 · Nhiệm vụ 1 · Tách thời gian chép và thời gian tính",
-    _evaluate_split,
-    hints=[
-        "Trong mỗi lần đo, đọc đồng hồ 4 lần: trước khi chép lên, sau khi chép lên (sau sync()), sau phép nhân "
-         "(sau sync()!), sau .cpu(). Chép = (t1 - t0) + (t3 - t2), tính = t2 - t1.",
-        "Trước vòng đo, chạy một vòng warm-up: (a.to(device) @ b.to(device)).cpu(). Trả về "
-         "statistics.median(copies), statistics.median(computes).",
-    ],
-    group=GROUP,
-)
+task1 = Exercise("task1", "Bài 14.4 · Nhiệm vụ 1 · Tách thời gian chép và thời gian tính", _evaluate_split,
+                 group=GROUP, hints=[
+    "Trong mỗi lần đo, đọc đồng hồ 4 lần: trước khi chép lên, sau khi chép lên (sau sync()), sau phép nhân "
+     "(sau sync()!), sau .cpu(). Chép = (t1 - t0) + (t3 - t2), tính = t2 - t1.",
+    "Trước vòng đo, chạy một vòng warm-up: (a.to(device) @ b.to(device)).cpu(). Trả về "
+     "statistics.median(copies), statistics.median(computes).",
+])
 
 #: (sizes, cpu seconds, gpu seconds, the answer): an ordinary curve, a lucky early point, never, always.
 _CROSSOVER_CASES = (
@@ -238,14 +233,8 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
                    "bao giờ nhanh hơn (None), và nhanh hơn ngay từ N đầu.")
 
 
-task2 = Exercise(
-    "task2",
-    "Bài 14.4 · Nhiệm vụ 2 · Điểm giao cắt CPU–GPU",
-    _evaluate_crossover,
-    starter=_CROSSOVER_STARTER,
-    hints=[
-        "Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
-        "Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
-    ],
-    group=GROUP,
-)
+task2 = Exercise("task2", "Bài 14.4 · Nhiệm vụ 2 · Điểm giao cắt CPU–GPU", _evaluate_crossover,
+                 starter=_CROSSOVER_STARTER, group=GROUP, hints=[
+    "Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
+    "Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
+])

@@ -162,16 +162,10 @@ def _evaluate(report: Report, amp_step=None) -> None:
                     "cần nó. Trên T4 (float16), GradScaler là bắt buộc và thứ tự này y hệt.")
 
 
-task1 = Exercise(
-    "task1",
-    "Bài 14.5 · Bước train AMP có clip gradient",
-    _evaluate,
-    hints=[
-        "Bảy dòng: zero_grad; forward + loss trong torch.autocast; scaler.scale(loss).backward(); …; "
-         "scaler.step(optimizer); scaler.update(); return loss.item(). Còn thiếu hai dòng ở giữa.",
-        "Clip so chuẩn với max_norm, nên cần gradient THẬT: scaler.unscale_(optimizer) trước, rồi "
-         "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm). scaler.step biết là đã unscale nên không chia "
-         "lần nữa.",
-    ],
-    group=GROUP,
-)
+task1 = Exercise("task1", "Bài 14.5 · Bước train AMP có clip gradient", _evaluate, group=GROUP, hints=[
+    "Bảy dòng: zero_grad; forward + loss trong torch.autocast; scaler.scale(loss).backward(); …; "
+     "scaler.step(optimizer); scaler.update(); return loss.item(). Còn thiếu hai dòng ở giữa.",
+    "Clip so chuẩn với max_norm, nên cần gradient THẬT: scaler.unscale_(optimizer) trước, rồi "
+     "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm). scaler.step biết là đã unscale nên không chia "
+     "lần nữa.",
+])
