@@ -58,9 +58,13 @@ def with_table(text: str, entries: list[dict]) -> str:
     return REGION.sub(lambda m: m.group(1) + table(entries) + m.group(2), text, count=1)
 
 
+def _blank(found: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", found.group(0))
+
+
 def prose(text: str) -> str:
-    """Return `text` with code, comments, math and link targets blanked (same length, so positions hold)."""
-    return _CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    """Return `text` with code, comments, math, link targets and the glossary table blanked (positions hold)."""
+    return _CODE.sub(_blank, REGION.sub(_blank, text))
 
 
 def _term(word: str) -> re.Pattern:
@@ -69,8 +73,7 @@ def _term(word: str) -> re.Pattern:
 
 def link_first_uses(text: str, entries: list[dict], target: str) -> str:
     """Link the first prose use of each term in a lesson to its entry at `target` (the page, from the notebook)."""
-    masked = prose(REGION.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text))
-    masked = _NO_LINK.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), masked)
+    masked = _NO_LINK.sub(_blank, prose(text))
     links = []
     for e in sorted(entries, key=lambda e: -len(e["vi"])):  # "bất đồng bộ" before "đồng bộ"
         found = _term(e["vi"]).search(masked)
