@@ -1,8 +1,4 @@
-"""The course glossary (course_src/glossary.json): its table, its site page, first-use links and the term lint.
-
-Each entry: ``vi`` (the term the lessons use), ``en``, ``meaning``, ``first`` (the lesson "NN" that first uses it)
-and optionally ``avoid`` (variants the lessons must not use in prose; identifiers and quoted code stay).
-"""
+"""The glossary (course_src/glossary.json; docs/DEVELOPING.md): its table and page, first-use links, the lint."""
 
 from __future__ import annotations
 
@@ -76,10 +72,9 @@ def link_first_uses(text: str, entries: list[dict], target: str) -> str:
     masked = _NO_LINK.sub(_blank, prose(text))
     links = []
     for e in sorted(entries, key=lambda e: -len(e["vi"])):  # "bất đồng bộ" before "đồng bộ"
-        found = _term(e["vi"]).search(masked)
-        if found:
+        if found := _term(e["vi"]).search(masked):
             links.append((found.start(), found.end(), anchor(e["vi"])))
-            masked = masked[:found.start()] + " " * (found.end() - found.start()) + masked[found.end():]
+            masked = masked[:found.start()] + _blank(found) + masked[found.end():]
     for start, end, name in sorted(links, reverse=True):
         text = f"{text[:start]}[{text[start:end]}]({target}#{name}){text[end:]}"
     return text
