@@ -33,20 +33,20 @@ def anchor(term: str) -> str:
     return "g-" + re.sub(r"[^a-z0-9]+", "-", plain.replace("đ", "d")).strip("-")
 
 
-def table(entries: list[dict], anchors: bool = False) -> str:
-    """Return the Markdown table of the glossary (with an HTML anchor per row for the site page)."""
+def table(entries: list[dict]) -> str:
+    """Return the Markdown table of the glossary (lesson 01)."""
     rows = ["| tiếng Việt | English | nghĩa | học ở |", "| --- | --- | --- | --- |"]
-    for e in entries:
-        mark = f'<a id="{anchor(e["vi"])}"></a>' if anchors else ""
-        rows.append(f"| {mark}**{e['vi']}** | *{e['en']}* | {e['meaning']} | Bài 14.{int(e['first'])} |")
+    rows += [f"| **{e['vi']}** | *{e['en']}* | {e['meaning']} | Bài 14.{int(e['first'])} |" for e in entries]
     return "\n".join(rows) + "\n"
 
 
 def page(entries: list[dict]) -> str:
-    """Return docs/glossary.md, the site page "Thuật ngữ"."""
+    """Return docs/glossary.md, the site page "Thuật ngữ": one anchored item per term (readable on a phone)."""
+    items = [f'- <a id="{anchor(e["vi"])}"></a>**{e["vi"]}** (*{e["en"]}*): {e["meaning"]} — học ở bài 14.{int(e["first"])}'
+             for e in entries]
     return ("# Thuật ngữ\n\nSinh bởi `python tools/build_course.py` từ `course_src/glossary.json`; đừng sửa tay. "
-            "Cột đầu là từ khoá học dùng; lần đầu mỗi bài dùng một từ, từ đó dẫn về đây.\n\n"
-            + table(entries, anchors=True))
+            "Mỗi mục: từ khoá học dùng, từ tiếng Anh, nghĩa, bài dạy nó. Lần đầu một từ xuất hiện trong mỗi bài có "
+            "liên kết về đây.\n\n" + "\n".join(items) + "\n")
 
 
 def with_table(text: str, entries: list[dict]) -> str:
