@@ -36,6 +36,9 @@ SOLUTIONS = ROOT / "lessons_lib" / "exercises" / "solutions.json"  # generated: 
 CORE_PATH = ROOT / "docs" / "core_path.md"  # generated: the core path, lesson by lesson
 GUIDE = ROOT / "docs" / "teaching_guide.md"  # its lesson-times region is generated
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import glossary  # noqa: E402
+
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
@@ -390,14 +393,18 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
     """Return every generated file (notebooks and colab_badges.md) with its expected text."""
     config = config or load_config()
     files: dict[Path, str] = {}
+    terms = glossary.load()
     for src in sorted(SRC.glob("[0-9][0-9]_*.md")):
         text = src.read_text(encoding="utf-8")
+        if glossary.REGION.search(text):  # lesson 01's terminology table is the glossary's rendering
+            files[src] = text = glossary.with_table(text, terms)
         name = src.stem
         variants = [("learner", NOTEBOOKS / f"{name}.ipynb")]
         if has_variants(text):
             variants.append(("solution", NOTEBOOKS / "solutions" / f"{name}_solutions.ipynb"))
         for variant, target in variants:
             body = select_variant(text, variant) if has_variants(text) else text
+            body = glossary.link_first_uses(body, terms, "../" * (variant == "solution") + "../docs/glossary.md")
             if variant == "solution":  # it lives one folder down: links to sibling notebooks go up
                 body = relink_from_subfolder(body)
             repo_path = target.relative_to(ROOT).as_posix()
@@ -405,6 +412,7 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
     files[SOLUTIONS] = solutions_json()
     files[BADGES_MD] = badges_markdown(config, sorted(p for p in files if p.suffix == ".ipynb"))
     files[CORE_PATH] = core_path_markdown()
+    files[glossary.PAGE] = glossary.page(terms)
     if GUIDE.is_file():
         files[GUIDE] = guide_with_times(GUIDE.read_text(encoding="utf-8"))
     return files

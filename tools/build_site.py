@@ -35,6 +35,7 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import glossary  # noqa: E402
 from build_course import CORE_PATH, GUIDE, colab_url, kaggle_url, load_config  # noqa: E402
 from execute_course import RUN_KEY, execute_cached  # noqa: E402
 from gpu_validate import needed_gpus  # noqa: E402
@@ -279,6 +280,7 @@ def index_markdown(lessons: list[str], solutions: list[str], runs: list[dict], g
                      f"có nhãn \"Đo trên …\"; {skipped} ô còn lại ghi rõ vì sao không có kết quả.")
     lines += ["", "```{toctree}", ":caption: Lộ trình", ":maxdepth: 1", "", CORE_PATH.stem, "```", ""]
     lines += ["```{toctree}", ":caption: Bài học", ":maxdepth: 1", "", *lessons, "```", ""]
+    lines += ["```{toctree}", ":caption: Tra cứu", ":maxdepth: 1", "", "docs/glossary", "```", ""]
     if solutions:
         lines += ["```{toctree}", ":caption: Lời giải", ":maxdepth: 1", "", *solutions, "```", ""]
     lines += ["```{toctree}", ":caption: Cho giảng viên", ":maxdepth: 1", "", GUIDE.stem, "```", ""]
@@ -336,6 +338,7 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
         for reason, count in Counter(prepared.notes).items():
             print(f"note: {repo_path}: {count} %%gpu cell(s) not from the GPU run: {reason}", file=sys.stderr)
         runs.append(result.run)
+        glossary.site_links(prepared.nb)
         _write_if_changed(stage_dir / repo_path, nbformat.writes(prepared.nb).encode(), written)
         (solutions if is_solution else lessons).append(repo_path.removesuffix(".ipynb"))
     if failed:
@@ -348,12 +351,13 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
     _write_if_changed(stage_dir / GUIDE.name, GUIDE.read_bytes(), written)
     core_path = CORE_PATH.read_text(encoding="utf-8").replace("](../notebooks/", "](notebooks/")  # staged one level up
     _write_if_changed(stage_dir / CORE_PATH.name, core_path.encode(), written)
+    _write_if_changed(stage_dir / "docs" / glossary.PAGE.name, glossary.PAGE.read_bytes(), written)
     for name, site_name in LICENCE_FILES.items():
         if (ROOT / name).is_file():
             _write_if_changed(stage_dir / EXTRA / site_name, (ROOT / name).read_bytes(), written)
     for stale in [p for p in stage_dir.rglob("*") if p.is_file() and p not in written]:
         stale.unlink()
-    return SiteBuild(out=OUT, pages=["index", CORE_PATH.stem, *lessons, *solutions, GUIDE.stem], executed=executed, cached=cached,
+    return SiteBuild(out=OUT, pages=["index", CORE_PATH.stem, "docs/glossary", *lessons, *solutions, GUIDE.stem], executed=executed, cached=cached,
                      gpu_run=gpu_run, gpu_measured=measured, gpu_skipped=skipped,
                      seconds={"notebooks": executed_s, "stage": time.perf_counter() - start - executed_s})
 

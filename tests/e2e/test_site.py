@@ -293,3 +293,14 @@ def test_search_works_offline_with_and_without_diacritics(server, site_page):
     assert with_marks, "searching 'bộ nhớ' found nothing"
     assert _search(site_page, server, "bo nho") == with_marks
     assert _search(site_page, server, "BỘ NHỚ") == with_marks
+
+
+def test_glossary_page_is_in_the_navigation_and_its_anchors_resolve(visits, server):
+    import glossary  # tools/, on the path above
+
+    lesson = visits["notebooks/02_moving_tensors.html"].data["links"]
+    assert server + "docs/glossary.html" in lesson, "the glossary page is not in the navigation"
+    status, body = _status(server + "docs/glossary.html", {})
+    missing = [e["vi"] for e in glossary.load() if f'id="{glossary.anchor(e["vi"])}"' not in body]
+    assert status == 200 and not missing, f"no anchor for {missing}"
+    assert any(link.startswith(server + "docs/glossary.html#g-") for link in lesson)

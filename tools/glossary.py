@@ -1,0 +1,95 @@
+"""The glossary (course_src/glossary.json; docs/DEVELOPING.md): its table and page, first-use links, the lint."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GLOSSARY = ROOT / "course_src" / "glossary.json"
+PAGE = ROOT / "docs" / "glossary.md"  # generated: the site page "Thuật ngữ"
+REGION = re.compile(r"(<!-- glossary:start[^\n]*-->\n).*?(<!-- glossary:end -->)", re.S)
+_CODE = re.compile(r"```.*?^```|`[^`\n]*`|<!--.*?-->|\]\([^)]*\)|\$[^$\n]+\$", re.S | re.M)
+_NO_LINK = re.compile(r"^(?:#.*|.*⏱️.*|\|.*)$|\[[^\]]*\]", re.M)  # headings, the time line, tables, link texts
+
+
+def load(path: Path = GLOSSARY) -> list[dict]:
+    """Return the glossary entries; raise ValueError on a duplicate term or an entry without vi/en/meaning/first."""
+    entries, seen = json.loads(path.read_text(encoding="utf-8")), set()
+    for entry in entries:
+        if not all(isinstance(entry.get(key), str) and entry[key].strip() for key in ("vi", "en", "meaning", "first")):
+            raise ValueError(f"{path.name}: {entry} needs non-empty vi, en, meaning and first")
+        if entry["vi"].lower() in seen:
+            raise ValueError(f"{path.name}: the term {entry['vi']!r} is there twice")
+        seen.add(entry["vi"].lower())
+    return entries
+
+
+def anchor(term: str) -> str:
+    """Return the page anchor of a term: ``g-`` and its ASCII slug ("huấn luyện" → "g-huan-luyen")."""
+    plain = "".join(c for c in unicodedata.normalize("NFD", term.lower()) if not unicodedata.combining(c))
+    return "g-" + re.sub(r"[^a-z0-9]+", "-", plain.replace("đ", "d")).strip("-")
+
+
+def table(entries: list[dict]) -> str:
+    """Return the Markdown table of the glossary (lesson 01)."""
+    rows = ["| tiếng Việt | English | nghĩa | học ở |", "| --- | --- | --- | --- |"]
+    rows += [f"| **{e['vi']}** | *{e['en']}* | {e['meaning']} | Bài 14.{int(e['first'])} |" for e in entries]
+    return "\n".join(rows) + "\n"
+
+
+def page(entries: list[dict]) -> str:
+    """Return docs/glossary.md, the site page "Thuật ngữ": one anchored item per term (readable on a phone)."""
+    items = [f'- <a id="{anchor(e["vi"])}"></a>**{e["vi"]}** (*{e["en"]}*): {e["meaning"]} — học ở bài 14.{int(e["first"])}'
+             for e in entries]
+    return ("# Thuật ngữ\n\nSinh bởi `python tools/build_course.py` từ `course_src/glossary.json`; đừng sửa tay. "
+            "Mỗi mục: từ khoá học dùng, từ tiếng Anh, nghĩa, bài dạy nó. Lần đầu một từ xuất hiện trong mỗi bài có "
+            "liên kết về đây.\n\n" + "\n".join(items) + "\n")
+
+
+def with_table(text: str, entries: list[dict]) -> str:
+    """Return lesson text with its glossary region filled with the table."""
+    return REGION.sub(lambda m: m.group(1) + table(entries) + m.group(2), text, count=1)
+
+
+def _blank(found: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", found.group(0))
+
+
+def prose(text: str) -> str:
+    """Return `text` with code, comments, math, link targets and the glossary table blanked (positions hold)."""
+    return _CODE.sub(_blank, REGION.sub(_blank, text))
+
+
+def _term(word: str) -> re.Pattern:
+    return re.compile(rf"(?<![\w-])[{word[0].upper()}{word[0]}]{re.escape(word[1:])}(?![\w-])")
+
+
+def link_first_uses(text: str, entries: list[dict], target: str) -> str:
+    """Link the first prose use of each term in a lesson to its entry at `target` (the page, from the notebook)."""
+    masked = _NO_LINK.sub(_blank, prose(text))
+    links = []
+    for e in sorted(entries, key=lambda e: -len(e["vi"])):  # "bất đồng bộ" before "đồng bộ"
+        if found := _term(e["vi"]).search(masked):
+            links.append((found.start(), found.end(), anchor(e["vi"])))
+            masked = masked[:found.start()] + _blank(found) + masked[found.end():]
+    for start, end, name in sorted(links, reverse=True):
+        text = f"{text[:start]}[{text[start:end]}]({target}#{name}){text[end:]}"
+    return text
+
+
+def lint(text: str, entries: list[dict]) -> list[str]:
+    """Return "line N: 'variant' → 'term'" for each rejected variant used in the prose of a lesson source."""
+    masked = prose(text)
+    return [f"line {masked.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r} → {e['vi']!r}"
+            for e in entries for variant in e.get("avoid", []) for m in _term(variant).finditer(masked)]
+
+
+def site_links(nb) -> None:
+    """Turn a notebook's glossary links into HTML links to the site page (MyST checks only heading anchors)."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = re.sub(r"\[([^\]]+)\]\(((?:\.\./)+docs/glossary)\.md#([\w-]+)\)",
+                                 r'<a href="\2.html#\3">\1</a>', cell.source)
