@@ -9,6 +9,7 @@ where the installed binary holds the fixed parts of such a message, a test check
 from __future__ import annotations
 
 import mmap
+from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lessons_lib import errors
+from lessons_lib.device import pick_device
 from lessons_lib.errors import ExpectedErrorMissing, expect_error, explain, short_message
+from lessons_lib.training import plan_amp
 
 
 def explain_key(exc: BaseException) -> str | None:
@@ -381,6 +384,26 @@ def test_the_copied_device_messages_are_what_the_installed_pytorch_prints():
 
 
 # --------------------------------------------------------------------------- explain: the rest
+
+
+SHOWN_BY_LESSONS = {  # errors of the course's own helpers (and of Python) that lessons 01, 02 and 05 show
+    "pick_device, no such device": ("unknown_device", lambda: pick_device("cuda:99")),
+    "pick_device, typo": ("unknown_device", lambda: pick_device("cdua")),
+    "plan_amp, scaler with bf16": ("amp_plan", lambda: plan_amp("cpu", "bf16", scaler=True)),
+    "plan_amp, fp16 on cpu": ("amp_plan", lambda: plan_amp("cpu", "fp16")),
+    "namedtuple rebuilt as a tuple": ("plain_tuple", lambda: tuple(namedtuple("Box", "label")("mèo")).label),
+}
+
+
+@pytest.mark.parametrize(("key", "snippet"), SHOWN_BY_LESSONS.values(), ids=SHOWN_BY_LESSONS.keys())
+def test_explain_recognises_the_errors_the_lessons_show_from_the_courses_helpers(key, snippet):
+    assert explain_key(raised(snippet)) == key
+
+
+def test_explain_recognises_plan_amps_refusal_of_bf16_on_a_gpu_without_it():
+    message = "Tesla T4 (compute capability 7.5) không có BF16 gốc — cần 8.0+ (Ampere: A100, RTX 30xx trở lên)."
+    assert explain_key(ValueError(message)) == "amp_plan"  # lessons_lib/training/amp.py, only on such a GPU
+
 
 
 @pytest.mark.parametrize(
