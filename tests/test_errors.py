@@ -143,11 +143,15 @@ REAL_OTHER = {
     "numpy_from_gpu": lambda: meta(3).numpy(),
     "numpy_requires_grad": lambda: torch.ones(3, requires_grad=True).numpy(),
     "dtype_mismatch": lambda: nn.Linear(3, 2)(torch.from_numpy(np.ones((4, 3)))),  # Double vs Float
+    # the course's own helpers' errors (and Python's) that lessons 01, 02 and 05 show
+    "unknown_device": lambda: pick_device("cdua"),
+    "amp_plan": lambda: plan_amp("cpu", "fp16"),
+    "plain_tuple": lambda: tuple(namedtuple("Box", "label")("mèo")).label,
 }
 
 
 @pytest.mark.parametrize(("key", "snippet"), REAL_OTHER.items(), ids=REAL_OTHER.keys())
-def test_explain_recognises_real_numpy_and_dtype_errors(key, snippet):
+def test_explain_recognises_real_numpy_dtype_and_other_errors_the_lessons_show(key, snippet):
     assert explain_key(raised(snippet)) == key
 
 
@@ -384,20 +388,6 @@ def test_the_copied_device_messages_are_what_the_installed_pytorch_prints():
 
 
 # --------------------------------------------------------------------------- explain: the rest
-
-
-SHOWN_BY_LESSONS = {  # errors of the course's own helpers (and of Python) that lessons 01, 02 and 05 show
-    "pick_device, no such device": ("unknown_device", lambda: pick_device("cuda:99")),
-    "pick_device, typo": ("unknown_device", lambda: pick_device("cdua")),
-    "plan_amp, scaler with bf16": ("amp_plan", lambda: plan_amp("cpu", "bf16", scaler=True)),
-    "plan_amp, fp16 on cpu": ("amp_plan", lambda: plan_amp("cpu", "fp16")),
-    "namedtuple rebuilt as a tuple": ("plain_tuple", lambda: tuple(namedtuple("Box", "label")("mèo")).label),
-}
-
-
-@pytest.mark.parametrize(("key", "snippet"), SHOWN_BY_LESSONS.values(), ids=SHOWN_BY_LESSONS.keys())
-def test_explain_recognises_the_errors_the_lessons_show_from_the_courses_helpers(key, snippet):
-    assert explain_key(raised(snippet)) == key
 
 
 def test_explain_recognises_plan_amps_refusal_of_bf16_on_a_gpu_without_it():

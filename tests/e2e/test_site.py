@@ -293,3 +293,18 @@ def test_search_works_offline_with_and_without_diacritics(server, site_page):
     assert with_marks, "searching 'bộ nhớ' found nothing"
     assert _search(site_page, server, "bo nho") == with_marks
     assert _search(site_page, server, "BỘ NHỚ") == with_marks
+
+
+def test_the_error_atlas_is_in_the_navigation_links_to_lessons_and_a_pasted_error_finds_it(
+        visits, server, site_page, screenshots):
+    atlas = server + "atlas.html"
+    assert atlas in visits[_teaching_paths(visits)[0]].data["links"], "the atlas is not in the site's navigation"
+    sections = {u for u in visits["atlas.html"].data["links"] if "/notebooks/" in u and "#" in u}
+    assert len(sections) >= 10  # each resolves: test_every_internal_link_anchor_and_image_resolves checks every page
+    pasted = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    assert atlas in [u.partition("#")[0] for u in _search(site_page, server, pasted)]
+    for width, height in ((1400, 1000), (390, 844)):
+        site_page.set_viewport_size({"width": width, "height": height})
+        assert not _open(site_page, server, "atlas.html")
+        site_page.screenshot(path=str(screenshots / f"site-atlas-{width}.png"))
+    site_page.set_viewport_size(VIEWPORT)
