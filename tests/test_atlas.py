@@ -37,7 +37,7 @@ def test_every_error_a_lesson_shows_is_in_the_atlas_with_its_place_meaning_and_f
     page = atlas.atlas_markdown(shown)  # raises, naming them, if an error has no rule in explain()'s table
     for error in shown:
         assert error.text in page and f"]({error.link})" in page, error
-        assert f"## {error.rule.meaning.removesuffix('.')}\n\n**Cách sửa:** {error.rule.fix}\n" in page
+        assert f"\n**Ý nghĩa:** {error.rule.meaning}\n\n**Cách sửa:** {error.rule.fix}\n" in page
 
 
 def test_every_printed_expect_error_and_traceback_is_read(lessons, shown):

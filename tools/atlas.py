@@ -87,8 +87,8 @@ def atlas_markdown(shown: list[Shown]) -> str:
     if missing:
         raise ValueError("errors a lesson shows with no rule in lessons_lib/errors.py (add one):\n" + "\n".join(missing))
     lines = ["# Atlas lỗi", "",
-             "Mọi lỗi mà các bài cho bạn xem, gom theo nghĩa: tên mỗi mục là ý nghĩa của lỗi, rồi cách sửa, đúng "
-             "câu chữ mà `explain()` in ở dòng 💡; dưới đó là thông báo như PyTorch in ra và nơi bài cho thấy nó. "
+             "Mọi lỗi mà các bài cho bạn xem, gom theo nghĩa: ý nghĩa và cách sửa là đúng câu chữ mà `explain()` "
+             "in ở dòng 💡; dưới đó là thông báo như PyTorch in ra và nơi bài cho thấy nó. "
              "Trang sinh tự động từ các notebook đã chạy (và các khối mẫu trong bài). Gặp lỗi trong code của bạn? "
              "Dán thông báo lỗi vào ô tìm kiếm.", ""]
     for rule in _RULES:
@@ -98,9 +98,13 @@ def atlas_markdown(shown: list[Shown]) -> str:
                 texts.setdefault(s.text, []).append(s)
         if not texts:
             continue
-        lines += [f"## {rule.meaning.removesuffix('.')}", "", f"**Cách sửa:** {rule.fix}", ""]
+        meaning = rule.meaning.removesuffix(".")
+        short = re.split(r" \(|: ", meaning)[0]  # the meaning's first words name the entry
+        lines += [f"## {short if len(short) >= 25 else meaning}", "",
+                  f"**Ý nghĩa:** {rule.meaning}", "", f"**Cách sửa:** {rule.fix}", ""]
         for text, places in texts.items():
             where = dict.fromkeys(f"[{s.lesson} · {s.section}]({s.link})" + ("" if s.printed else " (mẫu trong bài)")
                                   for s in places)
-            lines += ["````text", text, "````", "", "Gặp ở: " + "; ".join(where), ""]
+            lines += ["````{code-block} text", ":class: lessons-atlas-error", "", text, "````", "",
+                      "Gặp ở: " + "; ".join(where), ""]
     return "\n".join(lines)
