@@ -1,9 +1,6 @@
-"""The site's error atlas: every error a lesson shows, where, what it means and how to fix it.
-
-The errors come from the executed notebooks (what a cell prints: ``expect_error``'s line, a printed traceback)
-and from the ``text`` blocks a lesson quotes; the meaning and the fix come from lessons_lib.errors' table, the
-one ``explain()`` reads, so the page and the 💡 hints never disagree. tools/build_site.py writes the page.
-"""
+"""The site's error atlas: every error a lesson prints (``expect_error``, a traceback) or quotes (a ``text``
+block), where, and what it means and how to fix it in the words of lessons_lib.errors' table, the one ``explain()``
+reads, so the page and the 💡 hints never disagree. tools/build_site.py writes the page."""
 
 from __future__ import annotations
 
@@ -87,10 +84,9 @@ def atlas_markdown(shown: list[Shown]) -> str:
     if missing:
         raise ValueError("errors a lesson shows with no rule in lessons_lib/errors.py (add one):\n" + "\n".join(missing))
     lines = ["# Atlas lỗi", "",
-             "Mọi lỗi mà các bài cho bạn xem, gom theo nghĩa: ý nghĩa và cách sửa là đúng câu chữ mà `explain()` "
-             "in ở dòng 💡; dưới đó là thông báo như PyTorch in ra và nơi bài cho thấy nó. "
-             "Trang sinh tự động từ các notebook đã chạy (và các khối mẫu trong bài). Gặp lỗi trong code của bạn? "
-             "Dán thông báo lỗi vào ô tìm kiếm.", ""]
+             "Mọi lỗi mà các bài cho bạn xem, gom theo nghĩa: ý nghĩa và cách sửa là đúng câu chữ mà `explain()` in ở "
+             "dòng 💡; dưới đó là thông báo như PyTorch in ra và nơi bài cho thấy nó (sinh tự động từ các notebook đã "
+             "chạy và các khối mẫu trong bài). Gặp lỗi trong code của bạn? Dán thông báo lỗi vào ô tìm kiếm.", ""]
     for rule in _RULES:
         texts: dict[str, list[Shown]] = {}
         for s in shown:
