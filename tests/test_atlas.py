@@ -19,13 +19,9 @@ from lessons_lib.errors import explain  # noqa: E402
 @pytest.fixture(scope="module")
 def lessons() -> dict[str, nbformat.NotebookNode]:
     """The executed lessons (no solutions), from the cache the site uses (tools/execute_course.py)."""
-    found = {}
-    for path in course_notebooks():
-        if "solutions" not in path.parts:
-            executed = execute_cached(path)
-            assert executed.error is None, executed.error
-            found[path.relative_to(REPO).as_posix()] = executed.nb
-    return found
+    found = {p.relative_to(REPO).as_posix(): execute_cached(p) for p in course_notebooks() if "solutions" not in p.parts}
+    assert not [run.error for run in found.values() if run.error is not None]
+    return {path: run.nb for path, run in found.items()}
 
 
 @pytest.fixture(scope="module")

@@ -62,8 +62,7 @@ def shown_errors(nb, notebook: str) -> list[Shown]:
             text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
             found += [Shown(t, notebook, lesson, section, True) for t in errors_in(text)]
             continue
-        fence: list[str] | None = None
-        inside = False
+        fence, inside = None, False  # fence: the lines of the ```text block being read
         for line in cell.source.splitlines():
             if line.startswith("```"):
                 if fence is not None:
