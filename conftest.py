@@ -44,6 +44,7 @@ SHARED_GROUPS = {
     "tests/test_rerun.py": "notebook-kernels",
     "tests/e2e/test_site.py": "notebook-kernels",
     "tests/test_core_path.py": "notebook-kernels",
+    "tests/test_atlas.py": "notebook-kernels",
     # the Colab-pinned environment: the setup-cell test uninstalls lessons_lib there while it runs
     "tests/test_colab_env.py": "colab-env",
     "tests/test_setup_cell.py": "colab-env",

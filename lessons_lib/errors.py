@@ -67,6 +67,16 @@ class _Rule:
     hint: str
     name_devices: bool = False  # add "(ở đây: cuda:0 và cpu)" with the devices named in the message
 
+    @property
+    def meaning(self) -> str:
+        """Return what the error means: the hint's first sentence (the site's error atlas shows it too)."""
+        return self.hint.partition(". ")[0] + "."
+
+    @property
+    def fix(self) -> str:
+        """Return how to fix it: the rest of the hint, without its "Cách sửa:" label."""
+        return self.hint.partition(". ")[2].removeprefix("Cách sửa: ")
+
 
 _DEVICE_NAME = re.compile(r"\b(cuda:\d+|cuda|cpu|mps(?::\d+)?|meta|xpu(?::\d+)?|hpu(?::\d+)?)\b")
 
@@ -126,6 +136,11 @@ _RULES = (
         r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice",
         "GPU này quá cũ cho bản PyTorch đang cài (bản build không có mã máy cho kiến trúc của nó, vd P100 sm_60 "
         "trên Kaggle). Chọn GPU T4, hoặc cài bản PyTorch cũ hơn còn hỗ trợ GPU này."),
+    _Rule("unknown_device",
+        r"Máy này không có '|Không hiểu thiết bị '",  # pick_device()'s messages
+        "Tên thiết bị viết sai, hoặc máy này không có thiết bị đó (vd `cdua`, `cuda:99`, `cuda` trên máy không có "
+        "GPU). Cách sửa: xem các thiết bị có ở đây bằng `available_devices()`; dùng `device = pick_device()` thay "
+        "vì viết cứng tên thiết bị."),
     _Rule("invalid_device_ordinal",
         r"invalid device ordinal",
         "Số thứ tự GPU không tồn tại (vd `cuda:1` trên máy chỉ có 1 GPU). Xem số GPU bằng "
@@ -154,12 +169,25 @@ _RULES = (
         r"expected both vectors to have same dtype|Found dtype \w+ but expected \w+|same dtype",
         "Hai tensor khác dtype (vd Double và Float, Half và Float). Cách sửa: đổi input theo model: "
         "`x = x.to(next(model.parameters()).dtype)` hoặc `x = x.float()`; dữ liệu từ NumPy mặc định là float64."),
+    _Rule("amp_plan",
+        r"GradScaler chỉ dùng với amp=|amp='fp16' trên CPU|không có BF16 gốc|(autocast \w+|GradScaler) không chạy trên",
+        "Chế độ mixed precision (AMP) đã chọn không hợp với thiết bị này hoặc với GradScaler. Cách sửa: để "
+        "`recommend_amp(device)` chọn chế độ (`'bf16'`, `'fp16'` hoặc `'off'`); GradScaler chỉ đi với `'fp16'`."),
+    _Rule("plain_tuple",
+        r"^AttributeError: 'tuple' object has no attribute",
+        "Biến này là một tuple thường, không phải đối tượng có thuộc tính đó: hàm trả về tuple (vd `nn.LSTM` trả "
+        "`(output, (h, c))`), hoặc một namedtuple bị dựng lại thành tuple thường nên mất tên trường. Cách sửa: "
+        "xem `type(x)`; tách tuple ra (`out, _ = lstm(x)`), hoặc dựng lại đúng kiểu: `type(batch)(*values)`."),
 )
 
 
-def _match(exc: BaseException) -> _Rule | None:
-    text = f"{type(exc).__name__}: {exc}"
+def find_rule(text: str) -> _Rule | None:
+    """Return the first rule whose pattern is found in `text` ("ExceptionType: message"), or None."""
     return next((rule for rule in _RULES if re.search(rule.pattern, text, flags=re.S)), None)
+
+
+def _match(exc: BaseException) -> _Rule | None:
+    return find_rule(f"{type(exc).__name__}: {exc}")
 
 
 _MAC_NO_CUDA = (

@@ -9,6 +9,7 @@ where the installed binary holds the fixed parts of such a message, a test check
 from __future__ import annotations
 
 import mmap
+from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lessons_lib import errors
+from lessons_lib.device import pick_device
 from lessons_lib.errors import ExpectedErrorMissing, expect_error, explain, short_message
+from lessons_lib.training import plan_amp
 
 
 def explain_key(exc: BaseException) -> str | None:
@@ -140,11 +143,15 @@ REAL_OTHER = {
     "numpy_from_gpu": lambda: meta(3).numpy(),
     "numpy_requires_grad": lambda: torch.ones(3, requires_grad=True).numpy(),
     "dtype_mismatch": lambda: nn.Linear(3, 2)(torch.from_numpy(np.ones((4, 3)))),  # Double vs Float
+    # the course's own helpers' errors (and Python's) that lessons 01, 02 and 05 show
+    "unknown_device": lambda: pick_device("cdua"),
+    "amp_plan": lambda: plan_amp("cpu", "fp16"),
+    "plain_tuple": lambda: tuple(namedtuple("Box", "label")("mèo")).label,
 }
 
 
 @pytest.mark.parametrize(("key", "snippet"), REAL_OTHER.items(), ids=REAL_OTHER.keys())
-def test_explain_recognises_real_numpy_and_dtype_errors(key, snippet):
+def test_explain_recognises_real_numpy_dtype_and_other_errors_the_lessons_show(key, snippet):
     assert explain_key(raised(snippet)) == key
 
 
@@ -381,6 +388,12 @@ def test_the_copied_device_messages_are_what_the_installed_pytorch_prints():
 
 
 # --------------------------------------------------------------------------- explain: the rest
+
+
+def test_explain_recognises_plan_amps_refusal_of_bf16_on_a_gpu_without_it():
+    message = "Tesla T4 (compute capability 7.5) không có BF16 gốc — cần 8.0+ (Ampere: A100, RTX 30xx trở lên)."
+    assert explain_key(ValueError(message)) == "amp_plan"  # lessons_lib/training/amp.py, only on such a GPU
+
 
 
 @pytest.mark.parametrize(

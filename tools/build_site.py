@@ -35,6 +35,7 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import atlas  # noqa: E402
 import glossary  # noqa: E402
 from build_course import CORE_PATH, GUIDE, colab_url, kaggle_url, load_config  # noqa: E402
 from execute_course import RUN_KEY, execute_cached  # noqa: E402
@@ -280,9 +281,9 @@ def index_markdown(lessons: list[str], solutions: list[str], runs: list[dict], g
                      f"có nhãn \"Đo trên …\"; {skipped} ô còn lại ghi rõ vì sao không có kết quả.")
     lines += ["", "```{toctree}", ":caption: Lộ trình", ":maxdepth: 1", "", CORE_PATH.stem, "```", ""]
     lines += ["```{toctree}", ":caption: Bài học", ":maxdepth: 1", "", *lessons, "```", ""]
-    lines += ["```{toctree}", ":caption: Tra cứu", ":maxdepth: 1", "", "docs/glossary", "```", ""]
     if solutions:
         lines += ["```{toctree}", ":caption: Lời giải", ":maxdepth: 1", "", *solutions, "```", ""]
+    lines += ["```{toctree}", ":caption: Tra cứu", ":maxdepth: 1", "", "docs/glossary", atlas.PAGE, "```", ""]
     lines += ["```{toctree}", ":caption: Cho giảng viên", ":maxdepth: 1", "", GUIDE.stem, "```", ""]
     return "\n".join(lines)
 
@@ -314,7 +315,7 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
     config = load_config()
     start = time.perf_counter()
     written: set[Path] = set()
-    lessons, solutions, runs, failed = [], [], [], []
+    lessons, solutions, runs, failed, shown = [], [], [], [], []
     executed = cached = measured = skipped = 0
     for path in notebooks or course_notebooks():
         result = execute_cached(path)
@@ -341,6 +342,7 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
         glossary.site_links(prepared.nb)
         _write_if_changed(stage_dir / repo_path, nbformat.writes(prepared.nb).encode(), written)
         (solutions if is_solution else lessons).append(repo_path.removesuffix(".ipynb"))
+        shown += [] if is_solution else atlas.shown_errors(prepared.nb, repo_path)
     if failed:
         raise RuntimeError("some notebooks fail, so the site is not built (fix them first):\n\n" + "\n\n".join(failed))
     executed_s = time.perf_counter() - start
@@ -349,6 +351,7 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
     index = index_markdown(lessons, solutions, runs, gpu_run, measured, skipped)
     _write_if_changed(stage_dir / "index.md", index.encode(), written)
     _write_if_changed(stage_dir / GUIDE.name, GUIDE.read_bytes(), written)
+    _write_if_changed(stage_dir / f"{atlas.PAGE}.md", atlas.atlas_markdown(shown).encode(), written)
     core_path = CORE_PATH.read_text(encoding="utf-8").replace("](../notebooks/", "](notebooks/")  # staged one level up
     _write_if_changed(stage_dir / CORE_PATH.name, core_path.encode(), written)
     _write_if_changed(stage_dir / "docs" / glossary.PAGE.name, glossary.PAGE.read_bytes(), written)
@@ -357,7 +360,8 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
             _write_if_changed(stage_dir / EXTRA / site_name, (ROOT / name).read_bytes(), written)
     for stale in [p for p in stage_dir.rglob("*") if p.is_file() and p not in written]:
         stale.unlink()
-    return SiteBuild(out=OUT, pages=["index", CORE_PATH.stem, "docs/glossary", *lessons, *solutions, GUIDE.stem], executed=executed, cached=cached,
+    return SiteBuild(out=OUT, pages=["index", CORE_PATH.stem, "docs/glossary", *lessons, *solutions, atlas.PAGE,
+                                      GUIDE.stem], executed=executed, cached=cached,
                      gpu_run=gpu_run, gpu_measured=measured, gpu_skipped=skipped,
                      seconds={"notebooks": executed_s, "stage": time.perf_counter() - start - executed_s})
 

@@ -84,7 +84,19 @@ def _config_inited(app, config) -> None:
                                                 context.get("lessons_branch", "main"))
 
 
+def _note_navigation_change(app, env, added, changed, removed) -> list[str]:
+    app.lessons_rewrite_all = app.config.root_doc in added | changed  # its toctrees are every page's sidebar
+    return []
+
+
+def _pages_to_rewrite(app, env) -> list[str]:
+    """Re-write every page when the navigation changed (Sphinx alone would leave the others' sidebars stale)."""
+    return sorted(env.found_docs) if getattr(app, "lessons_rewrite_all", False) else []
+
+
 def setup(app):
     app.add_search_language(SearchVietnamese)
     app.connect("config-inited", _config_inited)
+    app.connect("env-get-outdated", _note_navigation_change)
+    app.connect("env-get-updated", _pages_to_rewrite)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

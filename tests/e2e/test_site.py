@@ -304,3 +304,20 @@ def test_glossary_page_is_in_the_navigation_and_its_anchors_resolve(visits, serv
     missing = [e["vi"] for e in glossary.load() if f'id="{glossary.anchor(e["vi"])}"' not in body]
     assert status == 200 and not missing, f"no anchor for {missing}"
     assert any(link.startswith(server + "docs/glossary.html#g-") for link in lesson)
+
+
+def test_the_error_atlas_is_in_the_navigation_links_to_lessons_and_a_pasted_error_finds_it(
+        visits, server, site_page, screenshots):
+    atlas = server + "atlas.html"
+    assert atlas in visits[_teaching_paths(visits)[0]].data["links"], "the atlas is not in the site's navigation"
+    sections = {u for u in visits["atlas.html"].data["links"] if "/notebooks/" in u and "#" in u}
+    assert len(sections) >= 10  # each resolves: test_every_internal_link_anchor_and_image_resolves checks every page
+    _open(site_page, server, "atlas.html")
+    site_page.evaluate("() => localStorage.clear()")  # a search (another test's too) highlights its words on pages
+    for width, height in ((1400, 1000), (390, 844)):
+        site_page.set_viewport_size({"width": width, "height": height})
+        assert not _open(site_page, server, "atlas.html")
+        site_page.screenshot(path=str(screenshots / f"site-atlas-{width}.png"))
+    site_page.set_viewport_size(VIEWPORT)
+    pasted = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    assert atlas in [u.partition("#")[0] for u in _search(site_page, server, pasted)]
