@@ -67,16 +67,6 @@ class _Rule:
     hint: str
     name_devices: bool = False  # add "(ở đây: cuda:0 và cpu)" with the devices named in the message
 
-    @property
-    def meaning(self) -> str:
-        """Return what the error means: the hint's first sentence (the site's error atlas shows it too)."""
-        return self.hint.partition(". ")[0] + "."
-
-    @property
-    def fix(self) -> str:
-        """Return how to fix it: the rest of the hint, without its "Cách sửa:" label."""
-        return self.hint.partition(". ")[2].removeprefix("Cách sửa: ")
-
 
 _DEVICE_NAME = re.compile(r"\b(cuda:\d+|cuda|cpu|mps(?::\d+)?|meta|xpu(?::\d+)?|hpu(?::\d+)?)\b")
 
@@ -186,10 +176,6 @@ def find_rule(text: str) -> _Rule | None:
     return next((rule for rule in _RULES if re.search(rule.pattern, text, flags=re.S)), None)
 
 
-def _match(exc: BaseException) -> _Rule | None:
-    return find_rule(f"{type(exc).__name__}: {exc}")
-
-
 _MAC_NO_CUDA = (
     "Đây là bản PyTorch bình thường của Mac, không phải bản cài hỏng: Mac không có GPU NVIDIA nên bản build cho "
     "macOS không bao giờ có CUDA, và đừng cài lại để \"sửa\". GPU của Mac (Apple silicon) dùng thiết bị `mps`: "
@@ -209,7 +195,7 @@ def explain(exc: BaseException) -> str | None:
     """Return a short explanation and fix for a known PyTorch error (device, dtype, memory, CUDA set-up), or None."""
     if not isinstance(exc, BaseException):
         raise TypeError(f"explain() cần một ngoại lệ (exception instance), không phải {type(exc).__name__}")
-    rule = _match(exc)
+    rule = find_rule(f"{type(exc).__name__}: {exc}")
     if rule is None:
         return None
     body = _MAC_NO_CUDA if rule.key == "no_cuda_build" and _mps_build() else rule.hint

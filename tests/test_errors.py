@@ -26,7 +26,7 @@ from lessons_lib.training import plan_amp
 
 def explain_key(exc: BaseException) -> str | None:
     """Return the name of the rule explain() uses for `exc` (None: unknown error)."""
-    rule = errors._match(exc)
+    rule = errors.find_rule(f"{type(exc).__name__}: {exc}")
     return rule.key if rule else None
 
 

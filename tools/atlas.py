@@ -77,6 +77,12 @@ def shown_errors(nb, notebook: str) -> list[Shown]:
     return found
 
 
+def meaning_and_fix(rule: _Rule) -> tuple[str, str]:
+    """Split a rule's hint into what the error means (its first sentence) and how to fix it (the rest)."""
+    meaning, _, fix = rule.hint.partition(". ")
+    return meaning + ".", fix.removeprefix("Cách sửa: ")
+
+
 def atlas_markdown(shown: list[Shown]) -> str:
     """Return the atlas page (MyST Markdown): one entry per rule of explain()'s table that a lesson shows."""
     missing = [f"{s.notebook} ({s.section}): {s.text}" for s in shown if s.rule is None]
@@ -93,10 +99,10 @@ def atlas_markdown(shown: list[Shown]) -> str:
                 texts.setdefault(s.text, []).append(s)
         if not texts:
             continue
-        meaning = rule.meaning.removesuffix(".")
-        short = re.split(r" \(|: ", meaning)[0]  # the meaning's first words name the entry
-        lines += [f"## {short if len(short) >= 25 else meaning}", "",
-                  f"**Ý nghĩa:** {rule.meaning}", "", f"**Cách sửa:** {rule.fix}", ""]
+        meaning, fix = meaning_and_fix(rule)
+        short = re.split(r" \(|: ", meaning.removesuffix("."))[0]  # the meaning's first words name the entry
+        lines += [f"## {short if len(short) >= 25 else meaning.removesuffix('.')}", "",
+                  f"**Ý nghĩa:** {meaning}", "", f"**Cách sửa:** {fix}", ""]
         for text, places in texts.items():
             where = dict.fromkeys(f"[{s.lesson} · {s.section}]({s.link})" + ("" if s.printed else " (mẫu trong bài)")
                                   for s in places)
