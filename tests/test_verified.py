@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -37,12 +38,14 @@ def test_a_record_older_than_the_lessons_last_change_says_so():
     assert verified.changed_after("0" * 12, SOURCE) is None  # a commit this clone lacks: say nothing
 
 
-def test_block_lists_the_cpu_run_each_matrix_row_and_no_gpu_run():
+def test_block_lists_the_cpu_run_each_matrix_row_and_the_gpu_run():
     data = {"combos": {"a": {"python": "3.12.1", "torch": "2.11.0+cu130", "who": "Colab", "date": "2026-12-02",
-                             "checkout": {"commit": None}, "notebooks": [
+                             "kind": "cuda-no-gpu", "checkout": {"commit": None}, "notebooks": [
                                  {"notebook": "notebooks/02_moving_tensors.ipynb", "ok": False}]}}}
     run = {"cpu": "Xeon", "cores": 2, "torch": "2.13.0", "python": "3.11.7", "date": "2026-12-06"}
     block = verified.block_html("notebooks/02_moving_tensors.ipynb", run, data)
     assert "✅ CPU, bản dựng trang này: Xeon, 2 lõi · torch 2.13.0 · Python 3.11.7 · 2026-12-06" in block
-    assert "❌ ma trận phiên bản, Python 3.12.1 · torch 2.11.0+cu130 (Colab) · 2026-12-02" in block
+    assert "❌ ma trận phiên bản (cuda-no-gpu), Python 3.12.1 · torch 2.11.0+cu130 (Colab) · 2026-12-02" in block
     assert "⚠️" not in block and "chưa có lần chạy GPU" in block
+    gpu_run = SimpleNamespace(label="Tesla T4, 2026-11-30")
+    assert "✅ GPU: Tesla T4, 2026-11-30" in verified.block_html("x.ipynb", run, data, gpu_run, gpu_ok=True)

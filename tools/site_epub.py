@@ -1,9 +1,6 @@
-"""The whole course with its outputs as one EPUB, for reading offline, and its check by EPUBCheck.
+"""The whole course with its outputs as one EPUB (Sphinx's epub builder on build/site-src/), and its EPUBCheck.
 
-tools/build_site.py renders build/site-src/ (the prepared notebooks the HTML pages come from) a second time with
-Sphinx's epub builder into build/site-epub/ (one XHTML per notebook), then copies the book into the site, whose
-home page links to it. EPUBCheck (Debian: ``apt-get install epubcheck``; it needs Java) validates the book in
-the site's build command.
+Also a Sphinx extension (site/conf.py): the book leaves out the site's web fonts, CSS and licence .txt files.
 """
 
 from __future__ import annotations
@@ -24,6 +21,7 @@ LINK = ("```{only} builder_html\n"
 
 def build_epub(stage_dir: Path, doctrees: Path, site_out: Path, out: Path = EPUB_DIR) -> Path:
     """Render `stage_dir` as an EPUB into `out` (warnings are errors), copy it into `site_out`, return its path."""
+    shutil.rmtree(out, ignore_errors=True)  # from scratch: files left in `out` would go into the book
     command = [sys.executable, "-m", "sphinx", "-b", "epub", "-c", str(ROOT / "site"), "-d", str(doctrees),
                "-W", "--keep-going", "-q", str(stage_dir), str(out)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
@@ -34,11 +32,7 @@ def build_epub(stage_dir: Path, doctrees: Path, site_out: Path, out: Path = EPUB
 
 
 def epubcheck(book: Path) -> str:
-    """Run EPUBCheck on `book`; return one line saying how it went (skipped without epubcheck or Java).
-
-    Raises:
-        RuntimeError: EPUBCheck reports an error (its report is in the message).
-    """
+    """Run EPUBCheck on `book`, return one line (skipped without it or Java); raise RuntimeError on an error."""
     tool = shutil.which("epubcheck")
     if tool is None or shutil.which("java") is None:
         return "epubcheck: skipped (no epubcheck or no java here; Debian: apt-get install -y epubcheck)"
@@ -50,19 +44,18 @@ def epubcheck(book: Path) -> str:
 
 
 def _builder_inited(app) -> None:
-    if app.builder.name == "epub":  # the reader's fonts and the epub theme: no web fonts, no site CSS
-        app.config.html_static_path = app.config.html_extra_path = []  # nor the licences' .txt (no EPUB type)
+    if app.builder.name == "epub":  # the reader's fonts and the epub theme; a .txt has no EPUB media type
+        app.config.html_static_path = app.config.html_extra_path = []
 
 
 def _page_context(app, pagename, templatename, context, doctree) -> None:
-    if app.builder.name == "epub":  # MyST-NB writes its CSS only after the book is zipped
+    if app.builder.name == "epub":  # the site's CSS is not in the book; MyST-NB's is written after the zip
         site_css = {entry if isinstance(entry, str) else entry[0] for entry in app.config.html_css_files}
         context["css_files"] = [css for css in context.get("css_files", []) if "mystnb." not in css.filename
                                 and css.filename.removeprefix("_static/") not in site_css]
 
 
 def setup(app):
-    """Sphinx extension (site/conf.py): what the epub builder leaves out of the site's look."""
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

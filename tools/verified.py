@@ -43,34 +43,21 @@ def changed_after(commit: str | None, source: str) -> str | None:
     return None if _git("merge-base", "--is-ancestor", last.split(",")[0], commit) is not None else last
 
 
-def matrix_results(notebook: str, data: dict) -> list[dict]:
-    """Return, per version-matrix row that ran `notebook`: label, ok, date, commit, changed (or None)."""
-    rows = []
-    for record in data["combos"].values():
-        found = [row for row in record.get("notebooks", []) if row["notebook"] == notebook]
-        if found:
-            commit = (record.get("checkout") or {}).get("commit")
-            rows.append({"label": f"Python {record['python']} · torch {record['torch']}", "who": record.get("who", ""),
-                         "ok": found[0]["ok"], "date": record.get("date", "?"), "commit": commit,
-                         "changed": changed_after(commit, source_of(notebook))})
-    return rows
-
-
 def block_html(notebook: str, run: dict, data: dict, gpu_run=None, gpu_ok: bool | None = None) -> str:
-    """Return the page's "Đã chạy trên" block: the CPU build run, the matrix's rows, the GPU run."""
+    """Return the page's "Đã chạy trên" block: the CPU run that built it, each matrix row, the GPU run."""
     items = [f"✅ CPU, bản dựng trang này: {run.get('cpu', '?')}, {run.get('cores', '?')} lõi · torch "
              f"{run.get('torch', '?')} · Python {run.get('python', '?')} · {run.get('date', '?')}"]
-    for row in matrix_results(notebook, data):
-        item = (f"{'✅' if row['ok'] else '❌'} ma trận phiên bản, {row['label']} ({row['who']}) · {row['date']} · "
-                f"commit {row['commit'] or '?'}")
-        if row["changed"]:
-            item += f" · ⚠️ bài đã đổi sau lần chạy này (commit {row['changed']})"
-        items.append(item)
-    if gpu_run is None:
-        items.append("GPU: chưa có lần chạy GPU nào được đưa vào trang.")
-    else:
-        items.append(f"{'✅' if gpu_ok else '❌'} GPU: {gpu_run.label}" if gpu_ok is not None
-                     else f"GPU ({gpu_run.label}): lần chạy này không có notebook này.")
+    for record in data["combos"].values():
+        for row in [row for row in record.get("notebooks", []) if row["notebook"] == notebook][:1]:
+            commit = (record.get("checkout") or {}).get("commit")
+            changed = changed_after(commit, source_of(notebook))
+            items.append(f"{'✅' if row['ok'] else '❌'} ma trận phiên bản ({record.get('kind', '?')}), Python "
+                         f"{record['python']} · torch {record['torch']} ({record.get('who', '')}) · "
+                         f"{record.get('date', '?')} · commit {commit or '?'}"
+                         + (f" · ⚠️ bài đã đổi sau lần chạy này (commit {changed})" if changed else ""))
+    items.append("GPU: chưa có lần chạy GPU nào được đưa vào trang." if gpu_run is None else
+                 f"GPU ({gpu_run.label}): lần chạy này không có notebook này." if gpu_ok is None else
+                 f"{'✅' if gpu_ok else '❌'} GPU: {gpu_run.label}")
     lis = "".join(f"<li>{html.escape(item)}</li>" for item in items)
     return f'<div class="lessons-verified"><p>Đã chạy trên (lần gần nhất):</p><ul>{lis}</ul></div>'
 
@@ -79,14 +66,9 @@ def insert_block(nb, notebook: str, run: dict, gpu_run=None, gpu_nb=None) -> Non
     """Put the "Đã chạy trên" block of `notebook` under the page's Colab/Kaggle buttons (or first)."""
     gpu_ok = None if gpu_nb is None else not any(o.get("output_type") == "error" for c in gpu_nb.cells
                                                  for o in c.get("outputs", []))
-    cell = nbformat.v4.new_markdown_cell(block_html(notebook, run, _results(), gpu_run, gpu_ok))
+    cell = nbformat.v4.new_markdown_cell(block_html(notebook, run, vm.load_results(), gpu_run, gpu_ok))
     cell.id = CELL_ID  # fixed, so an unchanged page stays byte-identical
     nb.cells.insert(next((i + 1 for i, c in enumerate(nb.cells) if c.get("id") == "lessons-site-launch"), 0), cell)
-
-
-@functools.cache
-def _results() -> dict:
-    return vm.load_results()
 
 
 def readme_table(data: dict) -> str:
@@ -113,9 +95,8 @@ def readme_table(data: dict) -> str:
 
 def write_readme(data: dict, readme: Path = vm.README) -> None:
     """Rewrite README's "verified on" table from the version matrix's results."""
-    text = readme.read_text(encoding="utf-8")
-    start, end = text.find(VERIFIED_START), text.find(VERIFIED_END)
-    if start < 0 or end < start:
+    head, _, rest = readme.read_text(encoding="utf-8").partition(VERIFIED_START)
+    if VERIFIED_END not in rest:
         raise ValueError(f"the README must hold the markers {VERIFIED_START} ... {VERIFIED_END} (in that order)")
-    readme.write_text(text[:start + len(VERIFIED_START)] + "\n" + readme_table(data) + "\n" + text[end:],
+    readme.write_text(f"{head}{VERIFIED_START}\n{readme_table(data)}\n{VERIFIED_END}{rest.partition(VERIFIED_END)[2]}",
                       encoding="utf-8")
