@@ -51,7 +51,8 @@ def block_html(notebook: str, run: dict, data: dict, gpu_run=None, gpu_ok: bool 
         for row in [row for row in record.get("notebooks", []) if row["notebook"] == notebook][:1]:
             commit = (record.get("checkout") or {}).get("commit")
             changed = changed_after(commit, source_of(notebook))
-            items.append(f"{'✅' if row['ok'] else '❌'} ma trận phiên bản ({record.get('kind', '?')}), Python "
+            kind = f" ({record['kind']})" if record.get("kind") else ""  # rows that checked outputs name it
+            items.append(f"{'✅' if row['ok'] else '❌'} ma trận phiên bản{kind}, Python "
                          f"{record['python']} · torch {record['torch']} ({record.get('who', '')}) · "
                          f"{record.get('date', '?')} · commit {commit or '?'}"
                          + (f" · ⚠️ bài đã đổi sau lần chạy này (commit {changed})" if changed else ""))
