@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "tools"))
 import colab_pins  # noqa: E402
 import output_checks  # noqa: E402
+import verified  # noqa: E402
 import version_matrix as vm  # noqa: E402
 
 nox.options.default_venv_backend = "uv"
@@ -136,8 +137,9 @@ def matrix(session: nox.Session, combo: vm.Combo) -> None:
 
 @nox.session(python=False)
 def table(session: nox.Session) -> None:
-    """Rewrite README's version-matrix table from docs/version-matrix.json."""
+    """Rewrite README's version-matrix table and "verified on" table from docs/version-matrix.json."""
     vm.write_readme(vm.load_results())
+    verified.write_readme(vm.load_results())
 
 
 @nox.session(python=False)

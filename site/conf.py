@@ -24,7 +24,7 @@ project = "Bài 14: GPU và CUDA trong PyTorch"
 author = "Các tác giả khoá học"
 version = release = course_version(ROOT)
 language = "vi"
-extensions = ["myst_nb", "lessons_site"]
+extensions = ["myst_nb", "lessons_site", "site_epub"]
 exclude_patterns = ["_extra", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
 
@@ -64,3 +64,11 @@ html_context = {
     "lessons_branch": COURSE.branch,
 }
 # The licence files are copied into the site by tools/build_site.py (see lessons_site.licence_links).
+
+# The offline book (tools/site_epub.py): same sources, Sphinx's epub builder, one XHTML per notebook.
+epub_basename = "bai14-gpu-cuda"
+epub_author = epub_publisher = author
+epub_identifier = epub_uid = COURSE.repo.replace("/", ".")  # the same id in content.opf and toc.ncx
+epub_copyright = "nội dung: CC BY 4.0, mã nguồn: MIT"
+epub_show_urls = "no"
+epub_exclude_files = ["search.html"]

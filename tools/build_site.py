@@ -37,6 +37,8 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import atlas  # noqa: E402
 import glossary  # noqa: E402
+import site_epub  # noqa: E402
+import verified  # noqa: E402
 from build_course import CORE_PATH, GUIDE, colab_url, kaggle_url, load_config  # noqa: E402
 from execute_course import RUN_KEY, execute_cached  # noqa: E402
 from gpu_validate import needed_gpus  # noqa: E402
@@ -270,7 +272,7 @@ def index_markdown(lessons: list[str], solutions: list[str], runs: list[dict], g
     """Return the home page: the course intro (site/intro.md), how the outputs were made, and the tables of contents."""
     intro = (SITE / "intro.md").read_text(encoding="utf-8").strip()
     machines = sorted({run_label(run).removeprefix("Chạy trên ").rstrip(".") for run in runs if run})
-    lines = [intro, "", "## Các kết quả trên trang này", "",
+    lines = [intro, "", site_epub.LINK, "", "## Các kết quả trên trang này", "",
              "Mỗi bài là notebook đã chạy thật từ đầu đến cuối, hai lượt liền trong một kernel (như khi bạn chạy lại "
              "các ô); trang hiện kết quả của lượt thứ hai. Máy đã chạy: " + "; ".join(machines) + ".", ""]
     if gpu_run is None:
@@ -308,6 +310,7 @@ class SiteBuild:
     gpu_measured: int
     gpu_skipped: int
     seconds: dict[str, float]
+    epub: Path | None = None
 
 
 def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path] | None = None) -> SiteBuild:
@@ -332,6 +335,7 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
         prepared = prepare_notebook(result.nb, colab_url(config, repo_path), kaggle_url(config, repo_path),
                                     gpu_nb=gpu_nb, gpu_run=gpu_run if gpu_nb is not None else None,
                                     title_suffix=" (lời giải)" if is_solution else "")
+        verified.insert_block(prepared.nb, repo_path, result.run, gpu_run, gpu_nb)
         if gpu_run is not None and gpu_nb is None and prepared.gpu_skipped:
             print(f"note: the GPU run has no executed copy of {repo_path}", file=sys.stderr)
         measured += prepared.gpu_measured
@@ -395,7 +399,7 @@ def build_site(gpu_run: GpuRun | None | str = "auto", out: Path = OUT, clean: bo
     if clean:
         if out.exists() and not (out / ".buildinfo").is_file():
             raise ValueError(f"--clean would delete {out}, which is not a Sphinx output folder (no .buildinfo)")
-        for folder in (STAGE, DOCTREES, out):
+        for folder in (STAGE, DOCTREES, out, site_epub.EPUB_DIR):
             shutil.rmtree(folder, ignore_errors=True)
     build = stage(gpu_run)
     start = time.perf_counter()
@@ -403,6 +407,8 @@ def build_site(gpu_run: GpuRun | None | str = "auto", out: Path = OUT, clean: bo
     prune_pages(out, build.pages)
     build.out = out
     build.seconds["sphinx"] = time.perf_counter() - start
+    build.epub = site_epub.build_epub(STAGE, DOCTREES, out)
+    build.seconds["epub"] = time.perf_counter() - start - build.seconds["sphinx"]
     return build
 
 
@@ -417,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         gpu_run = None if args.no_gpu_run else (load_gpu_run(args.gpu_run) if args.gpu_run else "auto")
         build = build_site(gpu_run, out=args.out.resolve(), clean=args.clean)
+        print(site_epub.epubcheck(build.epub))
     except (RuntimeError, ValueError) as exc:
         print(f"build_site: {exc}", file=sys.stderr)
         return 1

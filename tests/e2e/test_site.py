@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools"))
 sys.path.insert(0, str(REPO / "site" / "_ext"))
 import build_site  # noqa: E402
+import site_epub  # noqa: E402
+import version_matrix as vm  # noqa: E402
 from build_course import colab_url, kaggle_url, load_config  # noqa: E402
 from lessons_site import course_version  # noqa: E402
 
@@ -321,3 +324,27 @@ def test_the_error_atlas_is_in_the_navigation_links_to_lessons_and_a_pasted_erro
     site_page.set_viewport_size(VIEWPORT)
     pasted = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
     assert atlas in [u.partition("#")[0] for u in _search(site_page, server, pasted)]
+
+
+# ----------------------------------------------------------------------------------------------- verified on, EPUB
+
+
+def test_each_notebook_page_says_where_it_last_ran(site, visits):
+    rows = len(vm.load_results()["combos"])
+    for path in _lesson_paths(visits):
+        block = (site.out / path).read_text(encoding="utf-8").split('class="lessons-verified"')[1].split("</div>")[0]
+        assert "CPU, bản dựng trang này" in block and block.count("ma trận phiên bản") == rows, path
+        assert "GPU" in block, path
+
+
+def test_the_epub_holds_every_notebook_and_image_and_the_home_page_links_to_it(site, visits, server):
+    assert server + site_epub.NAME in visits["index.html"].data["links"]
+    with zipfile.ZipFile(site.out / site_epub.NAME) as book:
+        first = book.infolist()[0]
+        assert (first.filename, first.compress_type, book.read(first)) == \
+            ("mimetype", zipfile.ZIP_STORED, b"application/epub+zip")
+        names = set(book.namelist())
+    lessons = {p.relative_to(REPO).with_suffix(".xhtml").as_posix() for p in build_site.course_notebooks()}
+    assert lessons <= names, sorted(lessons - names)
+    images = {f"_images/{p.name}" for p in (site.out / "_images").iterdir()}
+    assert images and images <= names, sorted(images - names)

@@ -1,0 +1,51 @@
+"""tools/verified.py: where each lesson last ran, read from the records (README's table and the site's block)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import verified  # noqa: E402
+import version_matrix as vm  # noqa: E402
+
+SOURCE = "course_src/02_moving_tensors.md"
+needs_git = pytest.mark.skipif(verified._git("log", "-1", "--format=%h", "--", SOURCE) in (None, ""),
+                               reason="no git history here: the staleness marks are not computed")
+
+
+def test_source_of_maps_both_notebooks_of_a_lesson():
+    assert verified.source_of("notebooks/02_moving_tensors.ipynb") == SOURCE
+    assert verified.source_of("notebooks/solutions/02_moving_tensors_solutions.ipynb") == SOURCE
+
+
+@needs_git
+def test_readme_verified_table_is_current():
+    readme = vm.README.read_text(encoding="utf-8")
+    table = readme.split(verified.VERIFIED_START, 1)[1].split(verified.VERIFIED_END, 1)[0]
+    assert table.strip() == verified.readme_table(vm.load_results()), "README's table is stale: run `nox -s table`"
+
+
+@needs_git
+def test_a_record_older_than_the_lessons_last_change_says_so():
+    last = verified._git("log", "-1", "--format=%h", "--", SOURCE)
+    assert verified.changed_after(last, SOURCE) is None  # the record's commit holds the change
+    assert verified.changed_after(f"{last}~1", SOURCE).startswith(last)
+    assert verified.changed_after("0" * 12, SOURCE) is None  # a commit this clone lacks: say nothing
+
+
+def test_block_lists_the_cpu_run_each_matrix_row_and_the_gpu_run():
+    data = {"combos": {"a": {"python": "3.12.1", "torch": "2.11.0+cu130", "who": "Colab", "date": "2026-12-02",
+                             "kind": "cuda-no-gpu", "checkout": {"commit": None}, "notebooks": [
+                                 {"notebook": "notebooks/02_moving_tensors.ipynb", "ok": False}]}}}
+    run = {"cpu": "Xeon", "cores": 2, "torch": "2.13.0", "python": "3.11.7", "date": "2026-12-06"}
+    block = verified.block_html("notebooks/02_moving_tensors.ipynb", run, data)
+    assert "✅ CPU, bản dựng trang này: Xeon, 2 lõi · torch 2.13.0 · Python 3.11.7 · 2026-12-06" in block
+    assert "❌ ma trận phiên bản (cuda-no-gpu), Python 3.12.1 · torch 2.11.0+cu130 (Colab) · 2026-12-02" in block
+    assert "⚠️" not in block and "chưa có lần chạy GPU" in block
+    gpu_run = SimpleNamespace(label="Tesla T4, 2026-11-30")
+    assert "✅ GPU: Tesla T4, 2026-11-30" in verified.block_html("x.ipynb", run, data, gpu_run, gpu_ok=True)

@@ -1,0 +1,61 @@
+"""The whole course with its outputs as one EPUB (Sphinx's epub builder on build/site-src/), and its EPUBCheck.
+
+Also a Sphinx extension (site/conf.py): the book leaves out the site's web fonts, CSS and licence .txt files.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "bai14-gpu-cuda.epub"  # site/conf.py's epub_basename + ".epub"
+EPUB_DIR = ROOT / "build" / "site-epub"
+# On the HTML home page only (in the book it would link the book to itself).
+LINK = ("```{only} builder_html\n"
+        f'<p class="lessons-epub">📖 Đọc offline: <a href="{NAME}">tải cả khoá học thành một file EPUB</a> (mọi bài, '
+        "kèm kết quả đã chạy; mở bằng Apple Books, Google Play Sách, Calibre…).</p>\n```")
+
+
+def build_epub(stage_dir: Path, doctrees: Path, site_out: Path, out: Path = EPUB_DIR) -> Path:
+    """Render `stage_dir` as an EPUB into `out` (warnings are errors), copy it into `site_out`, return its path."""
+    shutil.rmtree(out, ignore_errors=True)  # from scratch: files left in `out` would go into the book
+    command = [sys.executable, "-m", "sphinx", "-b", "epub", "-c", str(ROOT / "site"), "-d", str(doctrees),
+               "-W", "--keep-going", "-q", str(stage_dir), str(out)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"Sphinx (epub) failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}")
+    shutil.copyfile(out / NAME, Path(site_out) / NAME)
+    return out / NAME
+
+
+def epubcheck(book: Path) -> str:
+    """Run EPUBCheck on `book`, return one line (skipped without it or Java); raise RuntimeError on an error."""
+    tool = shutil.which("epubcheck")
+    if tool is None or shutil.which("java") is None:
+        return "epubcheck: skipped (no epubcheck or no java here; Debian: apt-get install -y epubcheck)"
+    command = ["java", "-jar", tool] if Path(tool).resolve().suffix == ".jar" else [tool]  # Debian's is a jar
+    done = subprocess.run([*command, "-q", str(book)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"EPUBCheck found errors in {book}:\n{done.stdout[-6000:]}{done.stderr[-6000:]}")
+    return f"epubcheck: {book.name} passed ({book.stat().st_size / 2**20:.1f} MiB)"
+
+
+def _builder_inited(app) -> None:
+    if app.builder.name == "epub":  # the reader's fonts and the epub theme; a .txt has no EPUB media type
+        app.config.html_static_path = app.config.html_extra_path = []
+
+
+def _page_context(app, pagename, templatename, context, doctree) -> None:
+    if app.builder.name == "epub":  # the site's CSS is not in the book; MyST-NB's is written after the zip
+        site_css = {entry if isinstance(entry, str) else entry[0] for entry in app.config.html_css_files}
+        context["css_files"] = [css for css in context.get("css_files", []) if "mystnb." not in css.filename
+                                and css.filename.removeprefix("_static/") not in site_css]
+
+
+def setup(app):
+    app.connect("builder-inited", _builder_inited)
+    app.connect("html-page-context", _page_context)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,103 @@
+"""Where each lesson last ran, read from the records the project keeps: never typed by hand.
+
+The site's "Đã chạy trên" block (one per notebook page) lists the CPU run that built the page, each row of the
+version matrix (docs/version-matrix.json) and the GPU run used, if any; README's compact table (between
+VERIFIED_START/END, rewritten by `nox -s table`) lists the matrix's rows per lesson. A record older than the
+last commit that changed the lesson's source (course_src/NN_*.md) says so; without git history, nothing is said.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import subprocess
+from pathlib import Path
+
+import nbformat
+import version_matrix as vm
+
+ROOT = vm.ROOT
+VERIFIED_START, VERIFIED_END = "<!-- verified-on:start -->", "<!-- verified-on:end -->"
+CELL_ID = "lessons-site-verified"
+
+
+def source_of(notebook: str) -> str:
+    """Return the lesson source of a notebook path, e.g. course_src/02_moving_tensors.md."""
+    return f"course_src/{Path(notebook).stem.removesuffix('_solutions')}.md"
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@functools.cache
+def changed_after(commit: str | None, source: str) -> str | None:
+    """Return "<hash>, <date>" of the last commit that changed `source` when `commit` predates it, else None."""
+    last = _git("log", "-1", "--format=%h, %cs", "--", source)
+    if not commit or not last or _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
+        return None  # no history, or a record from a commit this clone does not have: say nothing
+    return None if _git("merge-base", "--is-ancestor", last.split(",")[0], commit) is not None else last
+
+
+def block_html(notebook: str, run: dict, data: dict, gpu_run=None, gpu_ok: bool | None = None) -> str:
+    """Return the page's "Đã chạy trên" block: the CPU run that built it, each matrix row, the GPU run."""
+    items = [f"✅ CPU, bản dựng trang này: {run.get('cpu', '?')}, {run.get('cores', '?')} lõi · torch "
+             f"{run.get('torch', '?')} · Python {run.get('python', '?')} · {run.get('date', '?')}"]
+    for record in data["combos"].values():
+        for row in [row for row in record.get("notebooks", []) if row["notebook"] == notebook][:1]:
+            commit = (record.get("checkout") or {}).get("commit")
+            changed = changed_after(commit, source_of(notebook))
+            kind = f" ({record['kind']})" if record.get("kind") else ""  # rows that checked outputs name it
+            items.append(f"{'✅' if row['ok'] else '❌'} ma trận phiên bản{kind}, Python "
+                         f"{record['python']} · torch {record['torch']} ({record.get('who', '')}) · "
+                         f"{record.get('date', '?')} · commit {commit or '?'}"
+                         + (f" · ⚠️ bài đã đổi sau lần chạy này (commit {changed})" if changed else ""))
+    items.append("GPU: chưa có lần chạy GPU nào được đưa vào trang." if gpu_run is None else
+                 f"GPU ({gpu_run.label}): lần chạy này không có notebook này." if gpu_ok is None else
+                 f"{'✅' if gpu_ok else '❌'} GPU: {gpu_run.label}")
+    lis = "".join(f"<li>{html.escape(item)}</li>" for item in items)
+    return f'<div class="lessons-verified"><p>Đã chạy trên (lần gần nhất):</p><ul>{lis}</ul></div>'
+
+
+def insert_block(nb, notebook: str, run: dict, gpu_run=None, gpu_nb=None) -> None:
+    """Put the "Đã chạy trên" block of `notebook` under the page's Colab/Kaggle buttons (or first)."""
+    gpu_ok = None if gpu_nb is None else not any(o.get("output_type") == "error" for c in gpu_nb.cells
+                                                 for o in c.get("outputs", []))
+    cell = nbformat.v4.new_markdown_cell(block_html(notebook, run, vm.load_results(), gpu_run, gpu_ok))
+    cell.id = CELL_ID  # fixed, so an unchanged page stays byte-identical
+    nb.cells.insert(next((i + 1 for i, c in enumerate(nb.cells) if c.get("id") == "lessons-site-launch"), 0), cell)
+
+
+def readme_table(data: dict) -> str:
+    """Return README's compact table: per lesson, each matrix row's result (both notebooks of the lesson)."""
+    combos = list(data["combos"].values())
+    head = [f"Python {r['python'].rsplit('.', 1)[0]} · torch {r['torch'].split('+')[0]}" for r in combos]
+    lines = ["| bài | " + " | ".join(head) + " |", "| --- |" + " --- |" * len(combos)]
+    stale = False
+    for source in sorted(ROOT.glob("course_src/[0-9][0-9]_*.md")):
+        cells = []
+        for record in combos:
+            rows = [r for r in record.get("notebooks", []) if source_of(r["notebook"]) == f"course_src/{source.name}"]
+            changed = changed_after((record.get("checkout") or {}).get("commit"), f"course_src/{source.name}")
+            stale |= bool(rows and changed)
+            cells.append("—" if not rows else ("✅" if all(r["ok"] for r in rows) else "❌")
+                         + f" {record.get('date', '?')}" + (" ⚠️" if changed else ""))
+        lines.append(f"| {source.stem} | " + " | ".join(cells) + " |")
+    lines += ["", "Sinh từ `docs/version-matrix.json` (`nox -s table`): ✅ cả bản học viên lẫn bản lời giải chạy hết, "
+              "đầu ra đúng lời bài, kèm ngày chạy" + ("; ⚠️ bài đã đổi (commit sửa `course_src/`) sau commit của lần "
+                                                     "chạy đó" if stale else "") + ". Lần chạy GPU không nằm trong "
+              "repo (`gpu-validation-*/` bị git bỏ qua): trang web của khoá học ghi nó ở đầu mỗi bài khi có."]
+    return "\n".join(lines)
+
+
+def write_readme(data: dict, readme: Path = vm.README) -> None:
+    """Rewrite README's "verified on" table from the version matrix's results."""
+    head, _, rest = readme.read_text(encoding="utf-8").partition(VERIFIED_START)
+    if VERIFIED_END not in rest:
+        raise ValueError(f"the README must hold the markers {VERIFIED_START} ... {VERIFIED_END} (in that order)")
+    readme.write_text(f"{head}{VERIFIED_START}\n{readme_table(data)}\n{VERIFIED_END}{rest.partition(VERIFIED_END)[2]}",
+                      encoding="utf-8")
