@@ -88,15 +88,29 @@ def _banner() -> str:
     return f"torch {torch.__version__} · {report.cuda.platform} · thiết bị: {where} — {report.verdict}"
 
 
+def _figure_alt(fig, include=None, exclude=None):
+    """Add a text alternative (title, axis labels, legend, measured numbers) to a figure's PNG as its "alt"."""
+    from .plots._axes import describe_figure
+
+    alt = describe_figure(fig)
+    return ({}, {"image/png": {"alt": alt}}) if alt else None
+
+
 def load_ipython_extension(ipython) -> None:
-    """Register the `%%gpu` marker, the error explainer and the plot style, then print the banner."""
+    """Register the `%%gpu` marker, the error explainer, the plot style and alt text, then print the banner."""
     if not _state["loaded"]:
         import matplotlib
 
         ipython.input_transformers_cleanup.append(_gpu_cell_transform)
         ipython.register_magic_function(_explain_magic, magic_kind="line", magic_name="lessons_explain")
         ipython.set_custom_exc((Exception,), _explain_handler)
-        matplotlib.rcParams.update({"figure.figsize": (7.0, 4.0), "axes.grid": True, "grid.alpha": 0.3})
+        from cycler import cycler
+
+        from .plots._axes import PALETTE
+
+        matplotlib.rcParams.update({"figure.figsize": (7.0, 4.0), "axes.grid": True, "grid.alpha": 0.3,
+                                    "axes.prop_cycle": cycler(color=PALETTE)})
+        ipython.display_formatter.mimebundle_formatter.for_type_by_name("matplotlib.figure", "Figure", _figure_alt)
         _state["loaded"] = True
     _quiet_known_noise()  # again on every load: a learner's warnings.resetwarnings() would have removed it
     print(_banner())

@@ -42,6 +42,7 @@ html_theme = "sphinx_book_theme"
 html_title = project
 html_static_path = ["_static"]
 html_css_files = ["vendor/fonts/fonts.css", "lessons.css"]
+html_js_files = ["lessons.js"]
 html_copy_source = False
 html_show_sourcelink = False
 html_last_updated_fmt = None

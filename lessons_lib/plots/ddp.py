@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._axes import get_ax
+from ._axes import MARKERS, PALETTE, add_facts, get_ax
 
 _FLOOR = 1e-12  # where an exact zero is drawn on the log axis
 
@@ -25,19 +25,17 @@ def _nothing_to_draw(ax, message: str):
 def plot_ddp_shards(run, ax=None):
     """Draw one row per rank of a ``launch()`` run: the samples of its shard, coloured by the step that used them."""
     _check_run(run)
-    import matplotlib.pyplot as plt
-
     ax = get_ax(ax, figsize=(8.0, 1.2 + 0.6 * max(run.world_size, 1)))
     if not run.ranks:
         return _nothing_to_draw(ax, "Lượt chạy DDP không thành công: không có dữ liệu để vẽ.")
-    colors = plt.get_cmap("tab10")
     for r in run.ranks:
         used = {i for s in r["steps"] for i in s["batch"]}
         rest = [i for i in r["shard"] if i not in used]
         ax.scatter(rest, [r["rank"]] * len(rest), marker="s", s=30, color="lightgrey",
                    label="trong shard, chưa dùng" if r["rank"] == 0 else None)
         for s in r["steps"]:
-            ax.scatter(s["batch"], [r["rank"]] * len(s["batch"]), marker="s", s=30, color=colors(s["step"] % 10),
+            ax.scatter(s["batch"], [r["rank"]] * len(s["batch"]), s=30, color=PALETTE[s["step"] % len(PALETTE)],
+                       marker=MARKERS[s["step"] % len(MARKERS)],
                        label=f"bước {s['step']}" if r["rank"] == 0 else None)
     n = run.ranks[0].get("n_samples", 1 + max(i for r in run.ranks for i in r["shard"]))
     ax.set_xlim(-1, n)
@@ -63,7 +61,7 @@ def plot_ddp_differences(run, ax=None):
     rows = comparison.rows()
     ax = get_ax(ax, figsize=(8.0, 0.45 * len(rows) + 1.2))
     ys = list(range(len(rows)))
-    colors = ["#55A868" if v == 0 else ("#4C72B0" if v <= comparison.atol else "#DD8452") for _, v in rows]
+    colors = [PALETTE[2] if v == 0 else (PALETTE[0] if v <= comparison.atol else PALETTE[3]) for _, v in rows]
     ax.barh(ys, [max(v, _FLOOR) for _, v in rows], color=colors, left=_FLOOR / 10)
     for y, (_, value) in zip(ys, rows, strict=True):
         text = "0 (bằng nhau từng bit)" if value == 0 else f"{value:.1e}"
@@ -76,5 +74,6 @@ def plot_ddp_differences(run, ax=None):
     ax.set_yticklabels([label for label, _ in rows], fontsize="small")
     ax.invert_yaxis()
     ax.set_xlabel("chênh lệch tuyệt đối lớn nhất (thang log)")
+    add_facts(ax, "; ".join(f"{label}: {value:.1e}" for label, value in rows) + f" (atol = {comparison.atol:g}).")
     ax.set_title("DDP: cái gì giống hệt, cái gì chỉ gần bằng, cái gì khác")
     return ax

@@ -6,9 +6,10 @@ import math
 from collections.abc import Mapping
 
 from ..precision import format_facts
-from ._axes import get_ax
+from ._axes import PALETTE, get_ax
 
-_COLORS = {"fp32": "#4c72b0", "fp16": "#dd8452", "bf16": "#55a868"}
+_COLORS = {"fp32": PALETTE[0], "fp16": PALETTE[1], "bf16": PALETTE[2]}
+_MARK = PALETTE[3]
 
 
 def _check_marks(marks) -> dict[str, float]:
@@ -44,17 +45,17 @@ def plot_number_formats(marks: Mapping[str, float] | None = None, ax=None):
         ax.text(f.smallest_normal, y - 0.2, f"{f.smallest_normal:.2g}", va="top", ha="left", fontsize=8,
                 color="#555555")
     for label, value in marks.items():
-        ax.axvline(value, color="#c44e52", linestyle="--", linewidth=1)
-        ax.text(value, len(facts) - 0.45, label, color="#c44e52", ha="center", va="bottom", fontsize=8)
+        ax.axvline(value, color=_MARK, linestyle="--", linewidth=1)
+        ax.text(value, len(facts) - 0.45, label, color=_MARK, ha="center", va="bottom", fontsize=8)
         for i, f in enumerate(facts):   # on an axis of ~96 decades, 7e4 and fp16's 6.55e4 look like one line
             outside = "tràn → inf" if value > f.max else "→ 0" if value < f.smallest_subnormal / 2 else None
             if outside is not None:
                 y = len(facts) - 1 - i
-                ax.plot([value], [y], marker="x", color="#c44e52", markersize=8, markeredgewidth=2)
+                ax.plot([value], [y], marker="x", color=_MARK, markersize=8, markeredgewidth=2)
                 above = value > f.max
                 ax.annotate(f"{label}: ngoài dải {f.name} ({outside})", (value, y), xytext=(6 if above else -6, 9),
                             textcoords="offset points", ha="left" if above else "right", va="bottom", fontsize=7,
-                            color="#c44e52")
+                            color=_MARK)
     ax.set_xscale("log")
     ax.set_xlim(1e-48, 1e48)
     ax.set_ylim(-0.65, len(facts) - 0.1)

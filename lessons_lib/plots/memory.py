@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ._axes import get_ax
+from ._axes import GREY, PALETTE, add_facts, get_ax
 
 _LABELS = {"params": "tham số", "grads": "gradient", "optimizer": "trạng thái optimizer",
            "activations": "activation (lưu cho backward)"}
-_COLORS = {"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52"}
-_EXTRA_COLORS = ("#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD")  # other parts, in order
+_COLORS = dict(zip(("params", "grads", "optimizer", "activations"), PALETTE, strict=False))
+_EXTRA_COLORS = (*PALETTE[4:], GREY)  # other parts, in order
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
@@ -78,6 +78,9 @@ def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *,
         heights = [measured.get(label, 0) / unit_size for label in labels]
         ax.bar([x + offset for x in xs], heights, width, label="đo được (peak trên GPU)", color="white",
                edgecolor="black", hatch="//")
+    for i, label in enumerate(labels):
+        got = f", đo được {measured[label] / unit_size:.3g} {unit_name}" if label in measured else ""
+        add_facts(ax, f"{label}: tổng {bottoms[i]:.3g} {unit_name}{got}.")
     ax.set_xticks(list(xs))
     ax.set_xticklabels(labels)
     ax.set_ylabel(f"bộ nhớ ({unit_name})")
@@ -120,6 +123,7 @@ def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None
         ax.axvline(index, color="gray", linestyle="--", linewidth=1)
         ax.annotate(label, (index, 1.0), xycoords=("data", "axes fraction"), xytext=(4, -12),
                     textcoords="offset points", fontsize="small", color="dimgray")
+    add_facts(ax, f"Đỉnh {largest / unit_size:.3g} {unit_name} sau {len(points)} sự kiện.")
     ax.set_xlabel("sự kiện (lưu hoặc thả một tensor)")
     ax.set_ylabel(f"bộ nhớ ({unit_name})")
     ax.set_ylim(0, largest / unit_size * 1.15)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ..bench.sweep import SweepResult, _speedup, crossover
 from ..gpu_specs import GpuSpec
-from ._axes import get_ax
+from ._axes import add_facts, get_ax, series_style
 
 _X_LABEL = "N (ma trận N×N)"
 
@@ -52,7 +52,7 @@ def _mark_noisy(ax, sweeps: list[SweepResult], values) -> None:
         noisy = set(sweep.noisy_sizes)
         points = [(n, v) for n, v in zip(sweep.sizes, values(sweep), strict=True) if n in noisy]
         if points:
-            ax.scatter([n for n, _ in points], [v for _, v in points], s=170, facecolors="none", edgecolors="red",
+            ax.scatter([n for n, _ in points], [v for _, v in points], s=170, facecolors="none", edgecolors="black",
                        linewidths=1.5, zorder=3, label=None if labelled else "số đo nhiễu (xem dòng ⚠️)")
             labelled = True
 
@@ -67,12 +67,13 @@ def plot_time_vs_n(sweeps, ax=None):
         ax: Axes to draw on (None: a new figure).
 
     Returns:
-        The matplotlib Axes. Sizes a sweep flags as noisy (``SweepResult.noisy_sizes``) are ringed in red.
+        The matplotlib Axes. Sizes a sweep flags as noisy (``SweepResult.noisy_sizes``) are ringed in black.
     """
     sweeps = _as_sweeps(sweeps)
     ax = get_ax(ax)
-    for sweep in sweeps:
-        ax.plot(sweep.sizes, sweep.seconds, marker="o", label=sweep.label)
+    for i, sweep in enumerate(sweeps):
+        ax.plot(sweep.sizes, sweep.seconds, label=sweep.label, **series_style(i))
+        add_facts(ax, f"{sweep.label}: N={sweep.sizes[-1]} mất {sweep.seconds[-1]:.3g} s.")
     _mark_noisy(ax, sweeps, lambda sweep: sweep.seconds)
     ref = sweeps[0]
     n_ref, t_ref = ref.sizes[-1], ref.seconds[-1]
@@ -109,8 +110,11 @@ def plot_speedup(baseline: SweepResult, others, ax=None):
         points = _speedup(baseline, other)
         if not points:
             continue
-        (line,) = ax.plot([n for n, _ in points], [s for _, s in points], marker="o", label=other.label)
+        (line,) = ax.plot([n for n, _ in points], [s for _, s in points], label=other.label,
+                          **series_style(index))
         cross = crossover(baseline, other)
+        where = f", hoà ở N≈{cross.n:.0f}" if cross.n is not None else ""
+        add_facts(ax, f"{other.label}: nhanh gấp {points[-1][1]:.3g} lần ở N={points[-1][0]}{where}.")
         if cross.n is not None:
             ax.axvline(cross.n, color=line.get_color(), linestyle=":", linewidth=1.5)
             ax.annotate(f"giao cắt N≈{cross.n:.0f}", xy=(cross.n, 1.0),
@@ -134,7 +138,7 @@ def plot_tflops(sweeps, spec: GpuSpec | None = None, ax=None):
         ax: Axes to draw on (None: a new figure).
 
     Returns:
-        The matplotlib Axes. Sizes a sweep flags as noisy are ringed in red, as in ``plot_time_vs_n``.
+        The matplotlib Axes. Sizes a sweep flags as noisy are ringed in black, as in ``plot_time_vs_n``.
     """
     sweeps = _as_sweeps(sweeps)
     if spec is not None and not isinstance(spec, GpuSpec):
@@ -142,8 +146,9 @@ def plot_tflops(sweeps, spec: GpuSpec | None = None, ax=None):
                         f"không phải {type(spec).__name__}")
     ax = get_ax(ax)
     any_gpu = False
-    for sweep in sweeps:
-        (line,) = ax.plot(sweep.sizes, sweep.tflops, marker="o", label=sweep.label)
+    for i, sweep in enumerate(sweeps):
+        (line,) = ax.plot(sweep.sizes, sweep.tflops, label=sweep.label, **series_style(i))
+        add_facts(ax, f"{sweep.label}: cao nhất {max(sweep.tflops):.3g} TFLOP/s.")
         if sweep.is_cpu:
             continue
         any_gpu = True

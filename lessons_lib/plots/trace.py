@@ -7,11 +7,11 @@ import os
 from dataclasses import dataclass
 
 from .._validate import check_int
-from ._axes import get_ax
+from ._axes import GREY, PALETTE, add_facts, get_ax
 
-_COLORS = {"user_annotation": "#dd8452", "cpu_op": "#4c72b0", "cuda_runtime": "#8172b3", "kernel": "#55a868",
-           "gpu_memcpy": "#c44e52", "gpu_user_annotation": "#ccb974"}
-_OTHER = "#937860"
+_COLORS = dict(zip(("cpu_op", "user_annotation", "kernel", "gpu_memcpy", "cuda_runtime", "gpu_user_annotation"),
+                   PALETTE, strict=False))
+_OTHER = GREY
 _LABELS = {"user_annotation": "nhãn (record_function)", "cpu_op": "phép PyTorch (CPU)",
            "cuda_runtime": "CUDA runtime (CPU)", "kernel": "kernel GPU", "gpu_memcpy": "chép bộ nhớ (GPU)",
            "gpu_user_annotation": "nhãn trên GPU"}
@@ -128,6 +128,7 @@ def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, title: str
     ax.set_yticklabels(labels)
     ax.invert_yaxis()
     ax.set_xlabel("thời gian từ sự kiện đầu tiên (ms)")
+    add_facts(ax, f"{len(events)} sự kiện trong {span / 1e3:.3g} ms, các dòng: {', '.join(labels)}.")
     ax.grid(axis="y", visible=False)
     from matplotlib.patches import Patch
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from ._axes import get_ax
+from ._axes import PALETTE, add_facts, get_ax, series_style
 
 
 def _check_mapping(name: str, value) -> None:
@@ -13,7 +13,6 @@ def _check_mapping(name: str, value) -> None:
         raise TypeError(f"{name} phải là dict không rỗng {{nhãn: ...}}, không phải {type(value).__name__}.")
 
 
-_LINE_STYLES = ("-", "--", ":", "-.")
 
 
 def plot_loss_curves(curves: Mapping[str, Sequence[float]], ax=None, logy: bool = True, title: str | None = None,
@@ -33,7 +32,8 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], ax=None, logy: bool 
         if logy and any(not (v > 0) for v in values):
             raise ValueError(f"curves[{label!r}] có loss ≤ 0 hoặc NaN: không vẽ được thang log, dùng logy=False.")
         ax.plot(range(1, len(values) + 1), values, label=str(label), linewidth=1.6 if i == 0 else 1.2,
-                linestyle=_LINE_STYLES[i % len(_LINE_STYLES)])
+                **{**series_style(i), "marker": None})
+        add_facts(ax, f"{label}: {values[0]:.3g} ở bước 1, {values[-1]:.3g} ở bước {len(values)}.")
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel("bước huấn luyện")
@@ -57,8 +57,8 @@ def plot_bar_comparison(values: Mapping[str, float], unit: str, ax=None, title: 
         numbers.append(float(value))
     ax = get_ax(ax, figsize=(5.0, 3.5))
     labels = [str(k) for k in values]
-    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"]
-    bars = ax.bar(labels, numbers, color=[colors[i % len(colors)] for i in range(len(labels))])
+    bars = ax.bar(labels, numbers, color=[PALETTE[i % len(PALETTE)] for i in range(len(labels))])
+    add_facts(ax, "; ".join(f"{label}: {fmt.format(n)} {unit}" for label, n in zip(labels, numbers, strict=True)))
     for bar, number in zip(bars, numbers, strict=True):
         ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), fmt.format(number) + f" {unit}",
                 ha="center", va="bottom", fontsize=9)

@@ -1,4 +1,8 @@
-"""Sphinx extension of the course website: Vietnamese search, the licence links and the course version.
+"""Sphinx extension of the course website: Vietnamese search, the licence links, the course version, plot alt text.
+
+Plot alt text: the course's IPython extension stores each figure's text alternative (title, axis labels, the
+numbers it shows) in its PNG output's metadata (``image/png`` → ``alt``); MyST-NB names the image file after the
+SHA-256 of its bytes, which is how the image node in the page finds its alt text here.
 
 Search: Sphinx has no Vietnamese search language, and its English fallback would stem Vietnamese words with
 English rules. The ``vi`` language here indexes every word without its diacritics (and đ → d), and the browser
@@ -7,7 +11,11 @@ does the same to the query, so "thiết bị" and "thiet bi" find the same pages
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import re
+import shutil
 import unicodedata
 from pathlib import Path
 
@@ -94,9 +102,46 @@ def _pages_to_rewrite(app, env) -> list[str]:
     return sorted(env.found_docs) if getattr(app, "lessons_rewrite_all", False) else []
 
 
+def plot_alts(notebook: dict) -> dict[str, str]:
+    """Return {SHA-256 of a PNG output: its alt text} for the image outputs of a notebook (JSON) that carry one."""
+    alts = {}
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []):
+            alt = output.get("metadata", {}).get("image/png", {}).get("alt")
+            png = output.get("data", {}).get("image/png")
+            if alt and png:
+                alts[hashlib.sha256(base64.b64decode("".join(png))).hexdigest()] = str(alt)
+    return alts
+
+
+def _doctree_read(app, doctree) -> None:
+    source = Path(app.env.doc2path(app.env.docname))
+    if source.suffix != ".ipynb":
+        return
+    from docutils import nodes
+
+    alts = plot_alts(json.loads(source.read_text(encoding="utf-8")))
+    for image in doctree.findall(nodes.image):
+        alt = alts.get(Path(image["uri"]).stem)
+        if alt:
+            image["alt"] = alt
+
+
+def _build_finished(app, exception) -> None:
+    """Copy the site's own CSS/JS again: Sphinx skips its static files when no page is out of date."""
+    if exception is not None or app.builder.format != "html":
+        return
+    for source in (Path(app.confdir) / "_static").glob("lessons.*"):
+        target = Path(app.outdir) / "_static" / source.name
+        if not target.is_file() or target.read_bytes() != source.read_bytes():
+            shutil.copyfile(source, target)
+
+
 def setup(app):
     app.add_search_language(SearchVietnamese)
     app.connect("config-inited", _config_inited)
     app.connect("env-get-outdated", _note_navigation_change)
     app.connect("env-get-updated", _pages_to_rewrite)
+    app.connect("doctree-read", _doctree_read)
+    app.connect("build-finished", _build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

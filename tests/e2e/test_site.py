@@ -6,6 +6,8 @@ request and no request to another host; every internal link (with its #anchor) a
 shows a plot or a table; every %%gpu cell shows something; math is typeset; the vendored Vietnamese fonts are
 the ones in use. Then a quiz's answer stays hidden until its "Xem đáp án" is clicked, and search finds the same
 pages with and without diacritics. Screenshots of a lesson's plot and of a quiz go to the kept screenshots folder.
+At a phone's width (390 px) every page is visited again: no sideways scrolling, the menu opens and leads to a
+lesson, every plot has a meaningful alt; axe-core finds nothing serious or critical at either width (a11y.py).
 Skip with ``-m "not site"`` (or ``-m "not browser"``).
 """
 
@@ -28,6 +30,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools"))
 sys.path.insert(0, str(REPO / "site" / "_ext"))
+import a11y  # noqa: E402  (tests/e2e/a11y.py: axe-core and the phone-width checks)
 import build_site  # noqa: E402
 import site_epub  # noqa: E402
 import version_matrix as vm  # noqa: E402
@@ -151,7 +154,7 @@ def visits(site, server, site_page) -> dict[str, Visit]:
     result = {}
     for path in _page_paths(site.out):
         _open(site_page, server, path)
-        data = site_page.evaluate(READ_PAGE)
+        data = {**site_page.evaluate(READ_PAGE), "axe": a11y.audit(site_page)}
         result[path] = Visit(path, list(site_page.problems), data)  # includes what loaded while reading
     return result
 
@@ -348,3 +351,65 @@ def test_the_epub_holds_every_notebook_and_image_and_the_home_page_links_to_it(s
     assert lessons <= names, sorted(lessons - names)
     images = {f"_images/{p.name}" for p in (site.out / "_images").iterdir()}
     assert images and images <= names, sorted(images - names)
+
+
+# ----------------------------------------------------------------------------------------------- phones, everyone
+
+
+@pytest.fixture(scope="module")
+def phone_page(browser, server):
+    """A page at a phone's width (390 px, touch); requests to anything but the site are refused."""
+    context = browser.new_context(viewport=a11y.PHONE, is_mobile=True, has_touch=True, locale="vi-VN")
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.problems = []
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server) else route.abort())
+    yield page
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def phone_visits(site, server, phone_page, visits, e2e_summary) -> dict[str, dict]:
+    """Every page at 390 px: its width, what sticks out, the plots' alt text, axe-core's violations."""
+    start, result = time.monotonic(), {}
+    for path in _page_paths(site.out):
+        _open(phone_page, server, path)
+        result[path] = {**phone_page.evaluate(a11y.READ_PHONE, a11y.PHONE["width"]), "axe": a11y.audit(phone_page, again=True)}
+    e2e_summary["phone pass (390 px, axe)"] = f"{time.monotonic() - start:.1f} s for {len(result)} pages"
+    e2e_summary["axe at 1400 px"] = a11y.count({p: v.data["axe"] for p, v in visits.items()})
+    e2e_summary["axe at 390 px"] = a11y.count({p: v["axe"] for p, v in result.items()})
+    return result
+
+
+def test_at_a_phones_width_no_page_scrolls_sideways(phone_visits):
+    wide = {p: f"{v['scrollWidth']} px > {v['screen']} px: {v['sticksOut']}" for p, v in phone_visits.items()
+            if v["scrollWidth"] > v["screen"]}
+    assert not wide, "\n".join(f"{p}: {why}" for p, why in wide.items())
+
+
+def test_no_serious_or_critical_accessibility_violation_at_either_width(visits, phone_visits):
+    found = a11y.blocking({p: v.data["axe"] for p, v in visits.items()})
+    found += [f"(390 px) {line}" for line in a11y.blocking({p: v["axe"] for p, v in phone_visits.items()})]
+    assert not found, "\n".join(found)
+
+
+def test_every_plot_has_a_text_alternative_from_what_it_shows(phone_visits):
+    alts = [(p, alt) for p, v in phone_visits.items() for alt in v["plotAlts"]]
+    assert len(alts) > 10
+    bad = [(p, alt) for p, alt in alts if alt.strip().lower() in a11y.GENERIC_ALTS or len(alt) < 25]
+    assert not bad, bad
+
+
+def test_on_a_phone_the_menu_opens_and_a_lesson_link_in_it_works(visits, server, phone_page, screenshots):
+    lessons = _teaching_paths(visits)
+    assert not _open(phone_page, server, lessons[0])
+    phone_page.screenshot(path=str(screenshots / "site-phone-lesson.png"))
+    link = phone_page.locator(f'.bd-sidebar-primary a[href$="{lessons[1].rsplit("/", 1)[-1]}"]').first
+    assert link.is_hidden()
+    phone_page.locator("button.primary-toggle").first.click()
+    link.wait_for(state="visible")
+    phone_page.wait_for_function("() => document.querySelector('.bd-sidebar-primary').getBoundingClientRect().left >= 0")
+    phone_page.screenshot(path=str(screenshots / "site-phone-menu.png"))
+    link.click()
+    phone_page.wait_for_url("**/" + lessons[1])
+    assert phone_page.locator("article.bd-article h1").first.is_visible()
