@@ -28,6 +28,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -229,7 +230,7 @@ def _setup_cell_pip_options() -> list[str]:
 
 def _install_like_setup_cell(session: nox.Session, wheel: Path, before: dict[str, str]) -> dict:
     """Install `wheel` as the setup cell does; return {"planned", "changed", "ok": nothing else changed}."""
-    options, report = _setup_cell_pip_options(), Path(session.create_tmp()) / "report.json"
+    options, report = _setup_cell_pip_options(), Path(session.env["TMPDIR"]) / "report.json"
     pip = ["python", "-m", "pip", *options]
     session.run(*pip, "--dry-run", "--report", str(report), str(wheel), silent=True)
     planned = sorted(colab_pins.normalize(item["metadata"]["name"])
@@ -295,7 +296,10 @@ def _run_row(session: nox.Session, combo: vm.Combo) -> None:
     parser.add_argument("--no-unit-tests", action="store_true", help="skip the unit tests (a trial run)")
     args = parser.parse_args(session.posargs)
     start, load_start = time.perf_counter(), os.getloadavg()
-    tmp = Path(session.create_tmp()).resolve()  # absolute: the tests run from inside it
+    # Outside the checkout (nox's own tmp is under .nox/ in it): the tests run from inside this folder, and tests
+    # that compare paths with the repository's, or expect no git around them, must not find the checkout there.
+    tmp = Path(tempfile.mkdtemp(prefix=f"bai14-{combo.id}-")).resolve()
+    session.env["TMPDIR"] = str(tmp)
     record: dict = {"id": combo.id, "who": combo.who, "date": datetime.date.today().isoformat(), "ok": False,
                     "repeat": 2, "cpus": os.cpu_count(), "checkout": vm.checkout_state(),
                     **_build_env(session, combo, tmp / "pins.txt")}
