@@ -100,14 +100,13 @@ def load_ipython_extension(ipython) -> None:
     """Register the `%%gpu` marker, the error explainer, the plot style and alt text, then print the banner."""
     if not _state["loaded"]:
         import matplotlib
+        from matplotlib import cycler  # matplotlib's own (validated) cycler: no extra dependency
+
+        from .plots._axes import PALETTE
 
         ipython.input_transformers_cleanup.append(_gpu_cell_transform)
         ipython.register_magic_function(_explain_magic, magic_kind="line", magic_name="lessons_explain")
         ipython.set_custom_exc((Exception,), _explain_handler)
-        from cycler import cycler
-
-        from .plots._axes import PALETTE
-
         matplotlib.rcParams.update({"figure.figsize": (7.0, 4.0), "axes.grid": True, "grid.alpha": 0.3,
                                     "axes.prop_cycle": cycler(color=PALETTE)})
         ipython.display_formatter.mimebundle_formatter.for_type_by_name("matplotlib.figure", "Figure", _figure_alt)

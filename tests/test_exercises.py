@@ -160,8 +160,8 @@ def test_move_tracker_sees_unused_results():
         z = y + 1
         tracker.mark_used(z)
     assert len(tracker.moves) == 2
-    unused = tracker.unused_moves()
-    assert len(unused) == 1 and unused[0] is tracker.moves[0]
+    thrown, kept = tracker.moves
+    assert not tracker.used_after(thrown.result, thrown.index) and tracker.used_after(kept.result, kept.index)
     assert tracker.moves_of(x) == tracker.moves
     assert tracker.factories == [("arange", torch.device("cpu"))]
     assert torch.equal(y, x) and y is not x          # an alias: same values, a new object

@@ -84,12 +84,6 @@ class Report:
         if not callable(value):
             self.problem(f"{name} phải là một hàm {signature}, không phải {type(value).__name__}.", stop=True)
 
-    def require_filled(self, **values) -> None:
-        """Stop as "not done yet" naming every blank among `values`."""
-        blank = [name for name, value in values.items() if is_blank(value)]
-        if blank:
-            self.missing_part(f"chưa điền {', '.join(blank)}.", stop=True)
-
     def require_return(self, value, name: str, returns: str = "") -> None:
         """Stop as "not done yet" when the learner's function `name` returned None (`returns`: what it should)."""
         if value is None:

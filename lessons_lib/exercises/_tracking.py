@@ -75,14 +75,6 @@ class MoveTracker(TorchFunctionMode):
         for t in _tensors(obj):
             self._last_use[id(t)] = len(self.calls)
 
-    def unused_moves(self) -> list[Move]:
-        """Return the moves whose result was never used: ``x.to(device)`` without ``x = ...``."""
-        return [m for m in self.moves if not self.used_after(m.result, m.index)]
-
     def moves_of(self, tensor: torch.Tensor) -> list[Move]:
         """Return the moves whose source is `tensor` (by identity)."""
         return [m for m in self.moves if m.source is tensor]
-
-    def calls_of(self, names: frozenset[str]) -> list[int]:
-        """Return the indexes of the calls named in `names`, in order."""
-        return [i for i, name in enumerate(self.calls) if name in names]
