@@ -53,14 +53,17 @@ def block_html(notebook: str, run: dict, data: dict, gpu_run=None, gpu_ok: bool 
             changed = changed_after(commit, source_of(notebook))
             kind = f" ({record['kind']})" if record.get("kind") else ""  # rows that checked outputs name it
             items.append(f"{'✅' if row['ok'] else '❌'} ma trận phiên bản{kind}, Python "
-                         f"{record['python']} · torch {record['torch']} ({record.get('who', '')}) · "
+                         f"{record['python']} · torch {record['torch']} ({record.get('who', '').replace('`', '')}) · "
                          f"{record.get('date', '?')} · commit {commit or '?'}"
                          + (f" · ⚠️ bài đã đổi sau lần chạy này (commit {changed})" if changed else ""))
     items.append("GPU: chưa có lần chạy GPU nào được đưa vào trang." if gpu_run is None else
                  f"GPU ({gpu_run.label}): lần chạy này không có notebook này." if gpu_ok is None else
                  f"{'✅' if gpu_ok else '❌'} GPU: {gpu_run.label}")
     lis = "".join(f"<li>{html.escape(item)}</li>" for item in items)
-    return f'<div class="lessons-verified"><p>Đã chạy trên (lần gần nhất):</p><ul>{lis}</ul></div>'
+    passed, runs = (sum(item.startswith(marks) for item in items) for marks in ("✅", ("✅", "❌")))
+    stale = " · ⚠️ bài đã đổi sau một số lần chạy" if any("⚠️" in item for item in items) else ""
+    summary = f"Đã chạy trên (lần gần nhất): ✅ {passed}/{runs} môi trường{stale}"  # folded: short on phones
+    return f'<div class="lessons-verified"><details><summary>{summary}</summary><ul>{lis}</ul></details></div>'
 
 
 def insert_block(nb, notebook: str, run: dict, gpu_run=None, gpu_nb=None) -> None:
