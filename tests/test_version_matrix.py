@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -135,3 +136,10 @@ def test_each_swap_replaces_a_colab_pin_other_than_torch():
     for combo in vm.COMBOS:
         assert all(name in pins and name != "torch" and version != pins[name]
                    for name, version in combo.swaps.items()), combo.id
+
+
+def test_the_tool_modules_the_noxfile_imports_load_where_only_nox_is_installed():
+    # `course.sh nox` runs nox from `uv tool run nox`: the standard library and nox, nothing of the course's
+    blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in ("nbformat", "nbclient", "torch", "lessons_lib"))
+    code = f"import sys; sys.path.insert(0, 'tools'); {blocked}; import colab_pins, output_checks, verified, version_matrix"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

@@ -13,7 +13,6 @@ import html
 import subprocess
 from pathlib import Path
 
-import nbformat
 import version_matrix as vm
 
 ROOT = vm.ROOT
@@ -70,6 +69,8 @@ def insert_block(nb, notebook: str, run: dict, gpu_run=None, gpu_nb=None) -> Non
     """Put the "Đã chạy trên" block of `notebook` under the page's Colab/Kaggle buttons (or first)."""
     gpu_ok = None if gpu_nb is None else not any(o.get("output_type") == "error" for c in gpu_nb.cells
                                                  for o in c.get("outputs", []))
+    import nbformat  # here, not on top: noxfile.py imports this module where only nox is installed
+
     cell = nbformat.v4.new_markdown_cell(block_html(notebook, run, vm.load_results(), gpu_run, gpu_ok))
     cell.id = CELL_ID  # fixed, so an unchanged page stays byte-identical
     nb.cells.insert(next((i + 1 for i, c in enumerate(nb.cells) if c.get("id") == "lessons-site-launch"), 0), cell)
