@@ -214,7 +214,8 @@ def _build_wheel(session: nox.Session, out_dir: Path) -> Path:
 
 
 def _installed(session: nox.Session) -> dict[str, str]:
-    text = session.run("python", "-c", _INSTALLED, silent=True)
+    # -I: not the current folder on sys.path: a checkout's lessons_lib.egg-info (an editable install) would be found
+    text = session.run("python", "-I", "-c", _INSTALLED, silent=True)
     found = json.loads(text.splitlines()[-1])
     return {colab_pins.normalize(name): version for name, version in found.items()}
 

@@ -15,7 +15,6 @@ which executes from the first lesson on, meets this one in the middle instead of
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import execute_course  # noqa: E402
 import output_checks  # noqa: E402
+import version_matrix  # noqa: E402
 
 NOTEBOOKS = execute_course.course_notebooks()[::-1]
 _RUNS: dict[Path, execute_course.Executed] = {}  # a failed run is not cached: the two tests share it here
@@ -60,5 +60,5 @@ class _Notebook:
 
 
 for _path in NOTEBOOKS:
-    _name = "Test_" + re.sub(r"\W", "_", _path.relative_to(execute_course.NOTEBOOKS).with_suffix("").as_posix())
+    _name = version_matrix.rerun_class(_path)  # the matrix reads a row's results back by this name
     globals()[_name] = type(_name, (_Notebook,), {"notebook": _path})

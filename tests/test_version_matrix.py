@@ -107,26 +107,30 @@ def test_readme_table_is_the_committed_results():
 
 
 def test_notebook_rows_fail_a_notebook_that_raised_or_broke_the_lessons_promise():
-    xml = ('<testsuites><testsuite tests="6" failures="2" errors="0" skipped="1">'
-           '<testcase name="test_notebook_runs_twice_in_one_kernel[notebooks/01.ipynb]" time="20.5"/>'
-           '<testcase name="test_notebook_outputs_keep_the_lessons_promises[notebooks/01.ipynb]" time="0.1"/>'
-           '<testcase name="test_notebook_runs_twice_in_one_kernel[notebooks/02.ipynb]" time="3"/>'
-           '<testcase name="test_notebook_outputs_keep_the_lessons_promises[notebooks/02.ipynb]" time="0.1">'
-           '<failure message="AssertionError: notebooks/02.ipynb ran, but (2):&#10;  - cell 3: expect device: cpu'
-           '&#10;  - cell 4: stderr W1201 No CUDA runtime&#10;assert not [...]">tb</failure></testcase>'
-           '<testcase name="test_notebook_runs_twice_in_one_kernel[notebooks/03.ipynb]" time="1">'
-           '<failure message="ZeroDivisionError: division by zero">tb</failure></testcase>'
-           '<testcase name="test_notebook_outputs_keep_the_lessons_promises[notebooks/03.ipynb]" time="0">'
-           '<skipped message="does not run"/></testcase>'
-           '<testcase name="test_the_course_has_notebooks" time="0"/></testsuite></testsuites>')
+    one, two, three = (f"notebooks/{name}.ipynb" for name in ("01_device_basics", "02_moving_tensors",
+                                                              "solutions/03_device_mismatch_errors_solutions"))
+
+    def case(notebook: str, test: str, time: str, inner: str = "") -> str:
+        cls = "tests.test_rerun." + vm.rerun_class(ROOT / notebook)
+        return f'<testcase classname="{cls}" name="test_{test}" time="{time}">{inner}</testcase>'
+
+    xml = ('<testsuites><testsuite tests="7" failures="2" errors="0" skipped="1">'
+           + case(one, "runs_twice_in_one_kernel", "20.5") + case(one, "outputs_keep_the_lessons_promises", "0.1")
+           + case(two, "runs_twice_in_one_kernel", "3")
+           + case(two, "outputs_keep_the_lessons_promises", "0.1",
+                  '<failure message="AssertionError: notebooks/02.ipynb ran, but (2):&#10;  - cell 3: expect device: '
+                  'cpu&#10;  - cell 4: stderr W1201 No CUDA runtime&#10;assert not [...]">tb</failure>')
+           + case(three, "runs_twice_in_one_kernel", "1", '<failure message="ZeroDivisionError: division by zero">tb</failure>')
+           + case(three, "outputs_keep_the_lessons_promises", "0", '<skipped message="does not run"/>')
+           + '<testcase classname="tests.test_rerun" name="test_the_course_has_notebooks" time="0"/>'
+           '</testsuite></testsuites>')
     rows = {row["notebook"]: row for row in vm.notebook_rows(xml)}
-    assert list(rows) == ["notebooks/01.ipynb", "notebooks/02.ipynb", "notebooks/03.ipynb"]
-    assert rows["notebooks/01.ipynb"] == {"notebook": "notebooks/01.ipynb", "ok": True, "wall_s": 20.6,
-                                          "error": None, "problems": []}
-    assert not rows["notebooks/02.ipynb"]["ok"] and rows["notebooks/02.ipynb"]["error"] is None
-    assert rows["notebooks/02.ipynb"]["problems"] == ["cell 3: expect device: cpu", "cell 4: stderr W1201 No CUDA runtime"]
-    assert not rows["notebooks/03.ipynb"]["ok"] and "ZeroDivisionError" in rows["notebooks/03.ipynb"]["error"]
-    assert rows["notebooks/03.ipynb"]["problems"] == [], "a notebook that raised is reported by its error"
+    assert list(rows) == [one, two, three]
+    assert rows[one] == {"notebook": one, "ok": True, "wall_s": 20.6, "error": None, "problems": []}
+    assert not rows[two]["ok"] and rows[two]["error"] is None
+    assert rows[two]["problems"] == ["cell 3: expect device: cpu", "cell 4: stderr W1201 No CUDA runtime"]
+    assert not rows[three]["ok"] and "ZeroDivisionError" in rows[three]["error"]
+    assert rows[three]["problems"] == [], "a notebook that raised is reported by its error"
 
 
 def test_each_swap_replaces_a_colab_pin_other_than_torch():

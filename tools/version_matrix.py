@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
 RESULTS = ROOT / "docs" / "version-matrix.json"
 README = ROOT / "README.md"
 TABLE_START, TABLE_END = "<!-- version-matrix:start -->", "<!-- version-matrix:end -->"
@@ -76,15 +77,22 @@ def parse_junit(text: str) -> dict:
             "failed": total["failures"], "errors": total["errors"], "skipped": total["skipped"], "failures": failures}
 
 
+def rerun_class(notebook: Path) -> str:
+    """Return the name of tests/test_rerun.py's test class for `notebook` (JUnit XML names its tests by it)."""
+    return "Test_" + re.sub(r"\W", "_", notebook.relative_to(NOTEBOOKS).with_suffix("").as_posix())
+
+
 def notebook_rows(text: str) -> list[dict]:
     """Return one row per notebook from tests/test_rerun.py's JUnit XML: did it run twice, keep its promises."""
+    notebooks = {rerun_class(p): p.relative_to(ROOT).as_posix() for p in sorted(NOTEBOOKS.rglob("*.ipynb"))
+                 if ".ipynb_checkpoints" not in p.parts}
     rows: dict[str, dict] = {}
     for case in ET.fromstring(text).iter("testcase"):
-        match = re.fullmatch(r"test_notebook_(runs_twice_in_one_kernel|outputs_keep_the_lessons_promises)\[(.+)\]",
-                             case.get("name", ""))
-        if match is None:
+        notebook = notebooks.get(case.get("classname", "").rpartition(".")[2])
+        match = re.fullmatch(r"test_(runs_twice_in_one_kernel|outputs_keep_the_lessons_promises)", case.get("name", ""))
+        if notebook is None or match is None:
             continue
-        row = rows.setdefault(match[2], {"notebook": match[2], "ok": True, "wall_s": 0.0, "error": None,
+        row = rows.setdefault(notebook, {"notebook": notebook, "ok": True, "wall_s": 0.0, "error": None,
                                          "problems": []})
         row["wall_s"] = round(row["wall_s"] + float(case.get("time", 0)), 2)
         bad = [*case.findall("failure"), *case.findall("error")]
