@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import html
-import subprocess
 from pathlib import Path
 
 import version_matrix as vm
@@ -25,21 +24,13 @@ def source_of(notebook: str) -> str:
     return f"course_src/{Path(notebook).stem.removesuffix('_solutions')}.md"
 
 
-def _git(*args: str) -> str | None:
-    try:
-        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 @functools.cache
 def changed_after(commit: str | None, source: str) -> str | None:
     """Return "<hash>, <date>" of the last commit that changed `source` when `commit` predates it, else None."""
-    last = _git("log", "-1", "--format=%h, %cs", "--", source)
-    if not commit or not last or _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
+    last = (vm.git("log", "-1", "--format=%h, %cs", "--", source) or "").strip()
+    if not commit or not last or vm.git("cat-file", "-e", f"{commit}^{{commit}}") is None:
         return None  # no history, or a record from a commit this clone does not have: say nothing
-    return None if _git("merge-base", "--is-ancestor", last.split(",")[0], commit) is not None else last
+    return None if vm.git("merge-base", "--is-ancestor", last.split(",")[0], commit) is not None else last
 
 
 def block_html(notebook: str, run: dict, data: dict, gpu_run=None, gpu_ok: bool | None = None) -> str:

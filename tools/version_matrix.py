@@ -107,18 +107,20 @@ def notebook_rows(text: str) -> list[dict]:
     return list(rows.values())
 
 
+def git(*args: str, root: Path = ROOT) -> str | None:
+    """Return what `git args` prints in `root`, or None without git, outside a repository or on an error."""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
 def checkout_state(root: Path = ROOT) -> dict:
     """Return the checkout's commit and its uncommitted changes to what the matrix runs (None/[] without git)."""
-    def git(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return proc.stdout if proc.returncode == 0 else None
-
-    head = git("rev-parse", "--short=12", "HEAD")
+    head = git("rev-parse", "--short=12", "HEAD", root=root)
     status = git("status", "--porcelain", "--", "notebooks", "course_src", "lessons_lib", "tests", "tools",
-                 "envs", "pyproject.toml") or ""
+                 "envs", "pyproject.toml", root=root) or ""
     return {"commit": head.strip() if head else None,
             "uncommitted": sorted(line[3:].strip() for line in status.splitlines() if line.strip())}
 
