@@ -8,23 +8,21 @@ from ..bench.sweep import SweepResult, _speedup, crossover
 from ..gpu_specs import GpuSpec
 from ._axes import add_facts, get_ax, series_style
 
-_X_LABEL = "N (ma trận N×N)"
 
+def _log_axes(ax, plain_y: bool = True) -> None:
+    """Put N on a log2 x axis labelled 16, 32, …, and make y a log axis.
 
-def _log2_axis(ax) -> None:
-    from matplotlib.ticker import FuncFormatter
+    `plain_y`: label y 0.01, 0.1, 1, 10 rather than 10⁻², without crowded minor labels.
+    """
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
-
-
-def _plain_log_y(ax) -> None:
-    """Log y axis labelled 0.01, 0.1, 1, 10 rather than 10⁻², without crowded minor labels."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
+    ax.set_xlabel("N (ma trận N×N)")
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    if plain_y:
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _as_sweeps(sweeps, name: str = "sweeps") -> list[SweepResult]:
@@ -79,9 +77,7 @@ def plot_time_vs_n(sweeps, ax=None):
     n_ref, t_ref = ref.sizes[-1], ref.seconds[-1]
     ax.plot(ref.sizes, [t_ref * (n / n_ref) ** 3 for n in ref.sizes], linestyle="--", color="gray", alpha=0.6,
             label="∝ N³ (tham chiếu)")
-    _log2_axis(ax)
-    ax.set_yscale("log")
-    ax.set_xlabel(_X_LABEL)
+    _log_axes(ax, plain_y=False)
     ax.set_ylabel("thời gian mỗi phép nhân (s, trung vị)")
     ax.set_title("Thời gian matmul theo N")
     ax.legend()
@@ -119,9 +115,7 @@ def plot_speedup(baseline: SweepResult, others, ax=None):
             ax.axvline(cross.n, color=line.get_color(), linestyle=":", linewidth=1.5)
             ax.annotate(f"giao cắt N≈{cross.n:.0f}", xy=(cross.n, 1.0),
                         xytext=(6, 10 + 14 * index), textcoords="offset points", color=line.get_color())
-    _log2_axis(ax)
-    _plain_log_y(ax)
-    ax.set_xlabel(_X_LABEL)
+    _log_axes(ax)
     ax.set_ylabel("speedup (lần) = t(baseline) / t")
     ax.set_title(f"Nhanh hơn {baseline.label} bao nhiêu lần")
     ax.legend()
@@ -161,9 +155,7 @@ def plot_tflops(sweeps, spec: GpuSpec | None = None, ax=None):
     if any_gpu and spec is None:
         ax.text(0.02, 0.96, "Không có đường đỉnh: GPU này chưa có trong bảng số liệu công bố.",
                 transform=ax.transAxes, va="top", fontsize=9, color="dimgray")
-    _log2_axis(ax)
-    _plain_log_y(ax)
-    ax.set_xlabel(_X_LABEL)
+    _log_axes(ax)
     ax.set_ylabel("TFLOP/s đạt được (2·N³ / thời gian)")
     ax.set_title("Tốc độ tính đạt được")
     ax.legend(fontsize=8)
