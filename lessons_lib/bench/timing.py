@@ -56,25 +56,23 @@ def _check_run(repeats: int, warmup: int, threads: int | None = None,
         check_number("max_time_s", max_time_s, positive=True)
 
 
+def _with_unit(value: float, units: tuple[tuple[str, float], ...]) -> str:
+    """Return `value` in the first (largest) unit it reaches, else the last one, with three digits."""
+    unit, scale = next(((u, s) for u, s in units if value >= s), units[-1])
+    x = value / scale
+    return f"{x:.0f} {unit}" if x >= 100 else f"{x:.1f} {unit}" if x >= 10 else f"{x:.2f} {unit}"
+
+
 def format_seconds(seconds: float) -> str:
     """Return a duration with a readable unit: "850 ns", "12.3 µs", "4.56 ms", "1.23 s"."""
     check_number("seconds", seconds, 0)
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{_three_digits(seconds / scale)} {unit}"
-    return f"{_three_digits(seconds / 1e-9)} ns"
+    return _with_unit(seconds, (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)))
 
 
 def _format_flops(flops_per_s: float) -> str:
     """Return a speed in FLOP/s with a readable unit: "925 kFLOP/s", "139 GFLOP/s", "4.20 TFLOP/s"."""
-    for unit, scale in (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6), ("kFLOP/s", 1e3)):
-        if flops_per_s >= scale:
-            return f"{_three_digits(flops_per_s / scale)} {unit}"
-    return f"{_three_digits(flops_per_s)} FLOP/s"
-
-
-def _three_digits(x: float) -> str:
-    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+    return _with_unit(flops_per_s, (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6), ("kFLOP/s", 1e3),
+                                    ("FLOP/s", 1.0)))
 
 
 def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) -> str | None:
