@@ -30,15 +30,14 @@ _TOLERANCE = {torch.float32: 2e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 _CLOSE = 1.2  # within this factor either way, 1 thread and several count as "about the same"
 
 
-def _inputs(n: int, dev: torch.device, dt: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def _inputs(n: int, dev: torch.device, dt: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """Return a and b, N×N, from their own seeded generator (the global RNG is left alone)."""
     try:
-        gen = torch.Generator(device=dev).manual_seed(seed)
-        return (torch.randn(n, n, device=dev, dtype=dt, generator=gen),
-                torch.randn(n, n, device=dev, dtype=dt, generator=gen))
+        gen = torch.Generator(device=dev).manual_seed(0)
+        return tuple(torch.randn(n, n, device=dev, dtype=dt, generator=gen) for _ in range(2))
     except (RuntimeError, TypeError):  # a backend without device generators or without randn in `dt`
-        gen = torch.Generator().manual_seed(seed)
-        return (torch.randn(n, n, generator=gen).to(device=dev, dtype=dt),
-                torch.randn(n, n, generator=gen).to(device=dev, dtype=dt))
+        gen = torch.Generator().manual_seed(0)
+        return tuple(torch.randn(n, n, generator=gen).to(device=dev, dtype=dt) for _ in range(2))
 
 
 def matmul_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> float:
@@ -146,12 +145,10 @@ def _probe_call_s(n: int, dev: torch.device, dt: torch.dtype, threads: int, limi
 def _physical_cores() -> int | None:
     """Return the physical CPU cores psutil reports, or None without psutil (or when unknown)."""
     try:
-        import psutil
-    except ImportError:  # an optional dependency
-        return None
-    try:
+        import psutil  # an optional dependency
+
         cores = psutil.cpu_count(logical=False)
-    except Exception:  # noqa: BLE001  (a different error on each system)
+    except Exception:  # noqa: BLE001  (ImportError without psutil; a different error on each system)
         return None
     return cores if isinstance(cores, int) and cores > 0 else None
 
