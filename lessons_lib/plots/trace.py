@@ -11,7 +11,6 @@ from ._axes import GREY, PALETTE, add_facts, get_ax
 
 _COLORS = dict(zip(("cpu_op", "user_annotation", "kernel", "gpu_memcpy", "cuda_runtime", "gpu_user_annotation"),
                    PALETTE, strict=False))
-_OTHER = GREY
 _LABELS = {"user_annotation": "nhãn (record_function)", "cpu_op": "phép PyTorch (CPU)",
            "cuda_runtime": "CUDA runtime (CPU)", "kernel": "kernel GPU", "gpu_memcpy": "chép bộ nhớ (GPU)",
            "gpu_user_annotation": "nhãn trên GPU"}
@@ -99,13 +98,12 @@ def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, title: str
     tracks = sorted({e.track for e in events}, key=lambda t: (t.startswith("GPU"), t))
     span = max(e.start_us + e.dur_us for e in events) - min(e.start_us for e in events)
     ax = get_ax(ax, figsize=(11.0, 1.2 + 0.45 * len(tracks) * (max_depth + 1)))
-    y_of, ticks, labels, y = {}, [], [], 0
+    y_of, ticks, y = {}, [], 0
     for track in tracks:
         used = max(d for e, d in zip(events, depths, strict=True) if e.track == track)
         levels = min(used, max_depth) + 1
         y_of[track] = y
         ticks.append(y + (levels - 1) / 2)
-        labels.append(track)
         y += levels + 0.6
     axes_px = ax.get_window_extent().width  # how many pixels the time axis spans, to fit names in their bars
     char_px = 0.6 * _FONT_PT * ax.figure.dpi / 72
@@ -114,7 +112,7 @@ def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, title: str
         if depth > max_depth:
             continue
         row = y_of[ev.track] + depth
-        bars.setdefault((row, _COLORS.get(ev.cat, _OTHER)), []).append((ev.start_us / 1e3, ev.dur_us / 1e3))
+        bars.setdefault((row, _COLORS.get(ev.cat, GREY)), []).append((ev.start_us / 1e3, ev.dur_us / 1e3))
         fits = int(0.9 * axes_px * ev.dur_us / span / char_px) if span else 0
         if span and ev.dur_us / span >= _MIN_LABEL_SHARE and fits >= 4:
             name = _short_name(ev.name)
@@ -125,17 +123,17 @@ def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, title: str
         ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=color, edgecolor="white", linewidth=0.3)
     ax.set_xlim(0, span / 1e3 * 1.01 if span else 1)
     ax.set_yticks(ticks)
-    ax.set_yticklabels(labels)
+    ax.set_yticklabels(tracks)
     ax.invert_yaxis()
     ax.set_xlabel("thời gian từ sự kiện đầu tiên (ms)")
-    add_facts(ax, f"{len(events)} sự kiện trong {span / 1e3:.3g} ms, các dòng: {', '.join(labels)}.")
+    add_facts(ax, f"{len(events)} sự kiện trong {span / 1e3:.3g} ms, các dòng: {', '.join(tracks)}.")
     ax.grid(axis="y", visible=False)
     from matplotlib.patches import Patch
 
     cats = {e.cat for e in events}
     handles = [Patch(color=color, label=_LABELS[cat]) for cat, color in _COLORS.items() if cat in cats]
     if cats - set(_COLORS):
-        handles.append(Patch(color=_OTHER, label="khác"))
+        handles.append(Patch(color=GREY, label="khác"))
     ax.legend(handles=handles, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if title:
         ax.set_title(title, fontsize=10)

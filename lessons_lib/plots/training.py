@@ -13,8 +13,6 @@ def _check_mapping(name: str, value) -> None:
         raise TypeError(f"{name} phải là dict không rỗng {{nhãn: ...}}, không phải {type(value).__name__}.")
 
 
-
-
 def plot_loss_curves(curves: Mapping[str, Sequence[float]], ax=None, logy: bool = True, title: str | None = None,
                      ylabel: str = "loss"):
     """Plot one loss curve per run (label → losses per step) against the step number; return the axes.
