@@ -84,12 +84,10 @@ def facts_table() -> Table:
     """Return a table of bits, exponent/mantissa widths, range and precision for fp32, fp16 and bf16."""
     headers = ("định dạng", "tổng bit", "bit mũ", "bit định trị", "lớn nhất", "nhỏ nhất (chuẩn)",
                "nhỏ nhất (subnormal)", "eps", "chữ số thập phân")
-    rows = []
-    for f in map(format_facts, FORMATS):
-        rows.append((f.name, str(f.bits), str(f.exponent_bits), str(f.mantissa_bits), f"{f.max:.5g}",
-                     f"{f.smallest_normal:.4g}", f"{f.smallest_subnormal:.4g}", f"{f.eps:.4g}",
-                     f"≈ {f.decimal_digits:.1f}"))
-    return Table(headers, tuple(rows))
+    rows = tuple((f.name, str(f.bits), str(f.exponent_bits), str(f.mantissa_bits), f"{f.max:.5g}",
+                  f"{f.smallest_normal:.4g}", f"{f.smallest_subnormal:.4g}", f"{f.eps:.4g}",
+                  f"≈ {f.decimal_digits:.1f}") for f in map(format_facts, FORMATS))
+    return Table(headers, rows)
 
 
 def _round_trip(value: float, name: str) -> float:

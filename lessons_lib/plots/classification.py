@@ -18,12 +18,9 @@ def _as_rows(cm) -> list[list[int]]:
     for row in rows:
         if isinstance(row, (str, bytes)) or not isinstance(row, Sequence) or len(row) != len(rows):
             raise shape_error
-        values = []
-        for value in row:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
-                raise shape_error
-            values.append(int(value))
-        out.append(values)
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v) for v in row):
+            raise shape_error
+        out.append([int(v) for v in row])
     return out
 
 
