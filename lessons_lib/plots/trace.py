@@ -16,7 +16,6 @@ _LABELS = {"user_annotation": "nhãn (record_function)", "cpu_op": "phép PyTorc
            "gpu_user_annotation": "nhãn trên GPU"}
 _FONT_PT = 7
 _MIN_LABEL_SHARE = 0.04  # an event's name is written on its bar when it lasts ≥ this share of the timeline
-_PREFIXES = ("aten::", "autograd::engine::evaluate_function: ")
 
 
 @dataclass(frozen=True)
@@ -57,13 +56,6 @@ def _read_trace(path: str | os.PathLike) -> list[_Event]:
                              float(e["dur"])))
     events.sort(key=lambda ev: (ev.track, ev.start_us, -ev.dur_us))  # a parent before its children
     return events
-
-
-def _short_name(name: str) -> str:
-    """Return an event's name without the prefixes that only take room (``aten::`` and autograd's)."""
-    for prefix in _PREFIXES:
-        name = name.removeprefix(prefix)
-    return name
 
 
 def _depths(events: list[_Event]) -> list[int]:
@@ -115,7 +107,8 @@ def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, title: str
         bars.setdefault((row, _COLORS.get(ev.cat, GREY)), []).append((ev.start_us / 1e3, ev.dur_us / 1e3))
         fits = int(0.9 * axes_px * ev.dur_us / span / char_px) if span else 0
         if span and ev.dur_us / span >= _MIN_LABEL_SHARE and fits >= 4:
-            name = _short_name(ev.name)
+            # without the prefixes that only take room
+            name = ev.name.removeprefix("aten::").removeprefix("autograd::engine::evaluate_function: ")
             name = name if len(name) <= fits else name[:fits - 1] + "…"
             ax.text((ev.start_us + ev.dur_us / 2) / 1e3, row, name, ha="center", va="center", fontsize=_FONT_PT,
                     clip_on=True)
