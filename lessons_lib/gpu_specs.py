@@ -131,13 +131,6 @@ _NAMES = (
 )
 
 
-def _lookup(name: str) -> GpuSpec | None:
-    """Return the spec of a GPU named as ``torch.cuda.get_device_name()`` names it, or None if not listed."""
-    n = re.sub(r"\s+", " ", name.upper().replace("_", " ")).strip()
-    return next((spec for pattern, words, spec in _NAMES
-                 if re.search(pattern, n) and all(word in n.replace(" ", "") for word in words)), None)
-
-
 def spec_for_device(device) -> GpuSpec | None:
     """Return the documented spec of a CUDA device ("cuda" means the current one).
 
@@ -151,7 +144,9 @@ def spec_for_device(device) -> GpuSpec | None:
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
     index = torch.cuda.current_device() if device.index is None else device.index
-    return _lookup(torch.cuda.get_device_name(index))
+    name = re.sub(r"\s+", " ", torch.cuda.get_device_name(index).upper().replace("_", " ")).strip()
+    return next((spec for pattern, words, spec in _NAMES
+                 if re.search(pattern, name) and all(word in name.replace(" ", "") for word in words)), None)
 
 
 def describe(spec: GpuSpec | None, name: str = "") -> str:

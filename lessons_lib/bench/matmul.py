@@ -190,10 +190,6 @@ def threads_verdict(one_thread_s: float, many_threads_s: float, threads: int) ->
     return f"{head} {_threads_reason(threads)}"
 
 
-def _speed_words(ratio: float) -> str:
-    return f"nhanh hơn {ratio:.1f}×" if ratio >= 1 else f"CHẬM hơn {1 / ratio:.1f}×"
-
-
 @dataclass(frozen=True, repr=False)
 class Comparison(_Printable):
     """One matmul size timed two ways (CPU vs accelerator, or 1 CPU thread vs all), results checked first."""
@@ -230,8 +226,9 @@ class Comparison(_Printable):
         if self.skipped:
             return self.skipped
         copy = " (tính cả thời gian chép CPU→GPU→CPU)" if self.include_copy else ""
-        text = (f"N={self.n} {self.dtype}: {_who(self.other)}{copy} {_speed_words(self.speedup)} so với "
-                f"{_who(self.baseline)}.")
+        s = self.speedup
+        speed = f"nhanh hơn {s:.1f}×" if s >= 1 else f"CHẬM hơn {1 / s:.1f}×"
+        text = f"N={self.n} {self.dtype}: {_who(self.other)}{copy} {speed} so với {_who(self.baseline)}."
         if self.more_threads_not_faster:
             text += " " + _threads_reason(self.other.threads)
         return text
