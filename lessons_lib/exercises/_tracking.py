@@ -13,8 +13,6 @@ from torch.overrides import TorchFunctionMode
 _MOVES = ("to", "cuda", "cpu")
 _FACTORIES = frozenset(
     "arange empty eye full linspace logspace ones rand randint randn randperm tensor zeros normal as_tensor".split())
-ARITHMETIC = frozenset(
-    "mul add sub __mul__ __add__ __sub__ __rmul__ __radd__ mul_ add_ __imul__ __iadd__ addcmul multiply".split())
 
 
 @dataclass(eq=False)
