@@ -67,21 +67,21 @@ def _explain_shard(report: Report, n: int, world: int, rank: int, got: list[int]
     got_s, want_s = _show(got), _show(want)
     per = math.ceil(n / world)
     block = list(range(rank * per, min((rank + 1) * per, n)))
-    if got == block and got != want:
-        report.problem(f"với {case}: bạn trả về một khúc liền {got_s}. DistributedSampler chia xen kẽ: rank r lấy các vị trí "
-                       f"r, r + world_size, r + 2·world_size, … (ở đây {want_s}).")
-    elif got == list(range(rank, n, world)):
-        report.problem(f"với {case}: bạn trả về {got_s} ({len(got)} mẫu), nhưng mọi rank phải có cùng số mẫu "
-                       f"ceil(n / world_size) = {per}, nếu không các rank sẽ chờ nhau ở all-reduce của bước cuối. "
-                       f"DistributedSampler bù bằng cách lặp lại các mẫu đầu (0, 1, …): đúng là {want_s}.")
-    elif world > 1 and got == _expected_shard(n, world, (rank + 1) % world):
-        report.problem(f"với {case}: bạn trả về phần của rank {(rank + 1) % world}. Rank đếm từ 0: rank 0 lấy vị trí 0, "
-                       f"world_size, …; đúng là {want_s}.")
-    elif len(got) == len(want) and got[:len(got) - 1] == want[:len(want) - 1]:
-        report.problem(f"với {case}: mẫu cuối là {got[-1]}, đúng là {want[-1]}. Khi bù, DistributedSampler lặp lại "
-                       f"các mẫu ĐẦU của tập dữ liệu (chỉ số i % n), không phải mẫu cuối hay mẫu bất kỳ.")
-    else:
-        report.problem(f"với {case}: bạn trả về {got_s}, DistributedSampler trả về {want_s}.")
+    report.first([
+        (got == block, f"với {case}: bạn trả về một khúc liền {got_s}. DistributedSampler chia xen kẽ: rank r lấy các "
+                       f"vị trí r, r + world_size, r + 2·world_size, … (ở đây {want_s})."),
+        (got == list(range(rank, n, world)),
+         f"với {case}: bạn trả về {got_s} ({len(got)} mẫu), nhưng mọi rank phải có cùng số mẫu "
+         f"ceil(n / world_size) = {per}, nếu không các rank sẽ chờ nhau ở all-reduce của bước cuối. "
+         f"DistributedSampler bù bằng cách lặp lại các mẫu đầu (0, 1, …): đúng là {want_s}."),
+        (world > 1 and got == _expected_shard(n, world, (rank + 1) % world),
+         f"với {case}: bạn trả về phần của rank {(rank + 1) % world}. Rank đếm từ 0: rank 0 lấy vị trí 0, "
+         f"world_size, …; đúng là {want_s}."),
+        (len(got) == len(want) and got[:-1] == want[:-1],
+         f"với {case}: mẫu cuối là {got[-1] if got else None}, đúng là {want[-1]}. Khi bù, DistributedSampler lặp "
+         "lại các mẫu ĐẦU của tập dữ liệu (chỉ số i % n), không phải mẫu cuối hay mẫu bất kỳ."),
+        (True, f"với {case}: bạn trả về {got_s}, DistributedSampler trả về {want_s}."),
+    ], stop=False)
 
 
 task2 = Exercise("task2", "Bài 14.8 · Nhiệm vụ 2 · Mỗi rank một phần dữ liệu", _evaluate_shard,
@@ -155,10 +155,8 @@ def _evaluate_memory(report: Report, per_gpu_gb=None) -> None:
     if not wrong:
         report.success("đúng cho DDP và ZeRO-1/2/3, khớp sharded_training_memory (và các con số của bài báo ZeRO).")
         return
-    for rule, message in _WRONG_RULES:
-        if all(_close(v, _formula_gb(*k, **rule)) for k, v in answers.items()):
-            report.problem(message)
-            break
+    report.first(((all(_close(v, _formula_gb(*k, **rule)) for k, v in answers.items()), message)
+                  for rule, message in _WRONG_RULES), stop=False)
     (n, g, stage), value = wrong[0]
     report.problem(f"ví dụ: per_gpu_gb({n:_}, {g}, {stage}) trả về {value:.4g} GB, đúng là {_expected_gb(n, g, stage):.4g} GB.")
 
