@@ -102,19 +102,19 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
             report.problem(f"{label}: '{got}' là một nhãn record_function, không phải phép PyTorch. Self time của nhãn "
                            "là thời gian Python chạy bên trong nhãn mà không nằm trong phép nào (ở đây: time.sleep). "
                            "Chỉ xét các dòng có tên bắt đầu bằng 'aten::'.", stop=True)
-        if row.key == max(ops, key=lambda r: r.cpu_time_total).key and row.key != right:
-            report.problem(f"{label}: '{got}' có CPU TOTAL lớn nhất, nhưng total gồm cả các phép con nó gọi "
-                           f"(aten::linear gọi aten::matmul, rồi aten::matmul gọi aten::mm). Xếp theo self time: row.self_cpu_time_total. "
-                           f"Đáp án của profile này là '{right}'.", stop=True)
-        if row.count == max(r.count for r in ops):
-            report.problem(f"{label}: '{got}' được gọi NHIỀU LẦN nhất ({row.count} lần), nhưng không tốn nhiều thời "
-                           "gian nhất. Xếp theo row.self_cpu_time_total, không theo row.count.", stop=True)
-        if row.key == min(ops, key=lambda r: r.self_cpu_time_total).key:
-            report.problem(f"{label}: '{got}' là phép có self time NHỎ nhất; cần lớn nhất (max, không phải min).",
-                           stop=True)
-        report.problem(f"{label}: '{got}' chưa phải phép có self CPU time lớn nhất; đáp án là '{right}' "
-                       f"({by_key[right].self_cpu_time_total / 1e3:.2f} ms so với {row.self_cpu_time_total / 1e3:.2f} ms).",
-                       stop=True)
+        report.first([
+            (got == max(ops, key=lambda r: r.cpu_time_total).key,
+             f"{label}: '{got}' có CPU TOTAL lớn nhất, nhưng total gồm cả các phép con nó gọi (aten::linear gọi "
+             "aten::matmul, rồi aten::matmul gọi aten::mm). Xếp theo self time: row.self_cpu_time_total. "
+             f"Đáp án của profile này là '{right}'."),
+            (row.count == max(r.count for r in ops),
+             f"{label}: '{got}' được gọi NHIỀU LẦN nhất ({row.count} lần), nhưng không tốn nhiều thời gian nhất. "
+             "Xếp theo row.self_cpu_time_total, không theo row.count."),
+            (got == min(ops, key=lambda r: r.self_cpu_time_total).key,
+             f"{label}: '{got}' là phép có self time NHỎ nhất; cần lớn nhất (max, không phải min)."),
+            (True, f"{label}: '{got}' chưa phải phép có self CPU time lớn nhất; đáp án là '{right}' "
+                   f"({by_key[right].self_cpu_time_total / 1e3:.2f} ms so với {row.self_cpu_time_total / 1e3:.2f} ms)."),
+        ])
     report.success(f"đúng trên cả hai profile: một profile mà nhãn Python, CPU total và số lần gọi đều chỉ sai chỗ "
                    f"(đáp án {answers[0]}), và một profile toàn phép nhỏ (đáp án {answers[1]}).")
 
@@ -166,26 +166,26 @@ def _evaluate_workers(report: Report, pick_num_workers=None) -> None:
         if value not in loader_sps:
             report.problem(f"{case_text}: không có cấu hình {value} worker nào được đo; chọn một khoá của loader_sps.",
                            stop=True)
-        if case == "already-fast":
-            report.problem(f"{case_text}: nhưng 0 worker đã đưa ra {loader_sps[0]:g} mẫu/s, hơn {step_sps:g} mẫu/s "
-                           "bước train tiêu thụ. Thêm worker không làm train nhanh hơn, chỉ tốn thêm tiến trình, RAM và "
-                           "thời gian khởi động: chọn số worker NHỎ NHẤT đủ nhanh.", stop=True)
-        if case == "none-enough":
-            report.problem(f"{case_text}: không cấu hình nào theo kịp {step_sps:g} mẫu/s, nên chọn cấu hình nhanh "
-                           f"nhất ({right} worker) và ghi nhớ rằng loader là nút cổ chai (làm __getitem__ rẻ hơn, hoặc "
-                           "thêm CPU).", stop=True)
-        if case == "unordered":
-            report.problem(f"{case_text}: dict không xếp theo số worker ({list(loader_sps)}); duyệt sorted(loader_sps) "
-                           f"để gặp số worker nhỏ trước. Đáp án: {right}.", stop=True)
-        if case == "equal":
-            report.problem(f"{case_text}: với {right} worker loader đưa ra đúng {loader_sps[right]:g} mẫu/s = tốc độ "
-                           "bước train: vậy là đủ (so sánh bằng >=, không phải >).", stop=True)
-        if loader_sps[value] < step_sps:
-            report.problem(f"{case_text}: với {value} worker loader chỉ đưa ra {loader_sps[value]:g} mẫu/s, ít hơn "
-                           f"{step_sps:g} mẫu/s bước train cần, nên GPU sẽ chờ dữ liệu. Đáp án: {right}.",
-                           stop=True)
-        report.problem(f"{case_text}: đủ nhanh, nhưng {right} worker cũng đủ nhanh và ít hơn: chọn số NHỎ NHẤT có "
-                       "loader_sps >= step_sps.", stop=True)
+        report.first([
+            (case == "already-fast",
+             f"{case_text}: nhưng 0 worker đã đưa ra {loader_sps[0]:g} mẫu/s, hơn {step_sps:g} mẫu/s bước train tiêu "
+             "thụ. Thêm worker không làm train nhanh hơn, chỉ tốn thêm tiến trình, RAM và thời gian khởi động: chọn "
+             "số worker NHỎ NHẤT đủ nhanh."),
+            (case == "none-enough",
+             f"{case_text}: không cấu hình nào theo kịp {step_sps:g} mẫu/s, nên chọn cấu hình nhanh nhất ({right} "
+             "worker) và ghi nhớ rằng loader là nút cổ chai (làm __getitem__ rẻ hơn, hoặc thêm CPU)."),
+            (case == "unordered",
+             f"{case_text}: dict không xếp theo số worker ({list(loader_sps)}); duyệt sorted(loader_sps) để gặp số "
+             f"worker nhỏ trước. Đáp án: {right}."),
+            (case == "equal",
+             f"{case_text}: với {right} worker loader đưa ra đúng {loader_sps[right]:g} mẫu/s = tốc độ bước train: "
+             "vậy là đủ (so sánh bằng >=, không phải >)."),
+            (loader_sps[value] < step_sps,
+             f"{case_text}: với {value} worker loader chỉ đưa ra {loader_sps[value]:g} mẫu/s, ít hơn {step_sps:g} "
+             f"mẫu/s bước train cần, nên GPU sẽ chờ dữ liệu. Đáp án: {right}."),
+            (True, f"{case_text}: đủ nhanh, nhưng {right} worker cũng đủ nhanh và ít hơn: chọn số NHỎ NHẤT có "
+                   "loader_sps >= step_sps."),
+        ])
     report.success("đúng ở cả năm trường hợp: ít worker nhất mà loader theo kịp bước train; không cấu hình nào kịp "
                    "thì chọn cấu hình nhanh nhất.")
 
