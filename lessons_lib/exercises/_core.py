@@ -333,6 +333,11 @@ def on_gpu_note(report: Report, device: torch.device, message: str) -> None:
         report.note("Trên GPU: " + message)
 
 
+def same_weights(a: Iterable[torch.Tensor], b: Iterable[torch.Tensor]) -> bool:
+    """Return True when two models' weights (equally many tensors, in order) match up to float rounding."""
+    return all(torch.allclose(p, q, rtol=1e-4, atol=1e-6) for p, q in zip(a, b, strict=True))
+
+
 def number(value: object) -> float | None:
     """Return `value` as a float when it is a real number or a 1-element tensor, else None."""
     if isinstance(value, bool):

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from ..device import pick_device
 from ..training import make_classification_data, make_mlp
-from ._core import Exercise, Report, on_gpu_note, same_code
+from ._core import Exercise, Report, on_gpu_note, same_code, same_weights
 
 _ACCUM = 4
 _ACCUM_STARTER = '''
@@ -51,10 +51,6 @@ def _reference(divide: bool) -> list[torch.Tensor]:
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
     return [p.detach() for p in model.parameters()]
-
-
-def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
-    return all(torch.allclose(p, q, rtol=1e-4, atol=1e-6) for p, q in zip(a, b, strict=True))
 
 
 def _evaluate_accum(report: Report, train_accum=None) -> None:
@@ -95,11 +91,11 @@ def _evaluate_accum(report: Report, train_accum=None) -> None:
     if report.problems:
         return
     got = [p.detach() for p in model.parameters()]
-    if _close(got, _reference(divide=False)):
+    if same_weights(got, _reference(divide=False)):
         report.problem(f"loss chưa chia cho accum_steps: gradient là TỔNG của {_ACCUM} micro-batch, lớn gấp "
                        f"{_ACCUM} lần gradient của batch lớn. Dùng loss = F.cross_entropy(...) / accum_steps.",
                        stop=True)
-    if not _close(got, _reference(divide=True)):
+    if not same_weights(got, _reference(divide=True)):
         report.problem("tham số sau train khác bản đúng: zero_grad sau mỗi scaler.step, và không đổi phép tính "
                        "(autocast bfloat16, cross-entropy chia accum_steps).", stop=True)
     report.success(f"{n_scale} lần scale().backward(), {n_scale // _ACCUM} lần step() và update(): tham số khớp bản "
@@ -174,7 +170,7 @@ def _evaluate_resume(report: Report, save_checkpoint=None, load_checkpoint=None)
     if fresh[2].state_dict() != scaler.state_dict():
         report.problem("scaler nạp lại có scale đúng nhưng các trường khác (_growth_tracker…) sai: dùng "
                        "scaler.load_state_dict(ckpt['scaler']).", stop=True)
-    if not _close([p.detach() for p in model.parameters()], [p.detach() for p in fresh[0].parameters()]):
+    if not same_weights(model.parameters(), fresh[0].parameters()):
         report.problem("tham số của model nạp lại khác model đã lưu.", stop=True)
     if not fresh[1].state_dict()["state"]:
         report.problem("optimizer nạp lại mất trạng thái (momentum): optimizer.load_state_dict(ckpt['optimizer']).",

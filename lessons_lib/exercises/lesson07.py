@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from ..device import pick_device
 from ..training import make_classification_data, make_mlp
-from ._core import Exercise, Report
+from ._core import Exercise, Report, same_weights
 
 GROUP = "lesson07"  # the exercise group (tools/grade.py reads it)
 
@@ -39,10 +39,6 @@ def _replay(model, batches, *, scale: float = 1 / ACCUM, steps_after=_CADENCE, z
             if zero_after_step:
                 optimizer.zero_grad()
     return [p.detach() for p in twin.parameters()]
-
-
-def _close(a, b) -> bool:
-    return all(torch.allclose(p, q, rtol=1e-4, atol=1e-6) for p, q in zip(a, b, strict=True))
 
 
 def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
@@ -77,7 +73,7 @@ def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
                        stop=True)
     got = [p.detach() for p in model.parameters()]
     right = _replay(start, batches)
-    if _close(got, right):
+    if same_weights(got, right):
         report.success(f"{N_MICRO} micro-batch {MICRO} mẫu, step mỗi {ACCUM}: trọng số khớp (torch.allclose) với train "
                        f"trên 2 batch {MICRO * ACCUM} mẫu, mà mỗi lần forward chỉ tốn bộ nhớ của {MICRO} mẫu.")
         return
@@ -95,7 +91,7 @@ def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
          ("step sai micro-batch: i % accum_steps == 0 step ngay sau micro-batch ĐẦU (i = 0), khi mới có 1 phần. "
           "Dùng (i + 1) % accum_steps == 0.")),
     ]
-    if report.first(((_close(got, weights), message) for weights, message in slips), stop=False):
+    if report.first(((same_weights(got, weights), message) for weights, message in slips), stop=False):
         return
     worst = max(float((p - q).abs().max()) for p, q in zip(got, right, strict=True))
     report.problem(f"trọng số sau khi train khác train trên batch lớn (sai khác lớn nhất {worst:.2e}): mỗi micro-batch "
