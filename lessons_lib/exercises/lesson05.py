@@ -69,11 +69,10 @@ def _index(events: list[tuple], name: str) -> int | None:
 
 
 def _first(events: list[tuple], name: str) -> tuple | None:
-    i = _index(events, name)
-    return None if i is None else events[i]
+    return next((e for e in events if e[0] == name), None)
 
 
-def _check_call(report: Report, events: list[tuple], amp_dtype: torch.dtype, short: str, scaled: float) -> None:
+def _check_call(report: Report, events: list[tuple], amp_dtype: torch.dtype, short: str) -> None:
     forwards = [e for e in events if e[0] == "forward"]
     if forwards and all(e[1] != amp_dtype for e in forwards):
         report.problem(f"đầu ra của mô hình là {forwards[0][1]}, không phải {short}: forward và loss phải nằm trong "
@@ -98,9 +97,9 @@ def _check_call(report: Report, events: list[tuple], amp_dtype: torch.dtype, sho
     unscale = _first(events, "unscale_")
     if unscale is None:
         if math.isclose(step[2], _MAX_NORM, rel_tol=_TOL):
-            report.problem(f"clip chạy trên gradient còn mang hệ số S = {scaled:g}: chuẩn của chúng bị kẹp về "
+            report.problem(f"clip chạy trên gradient còn mang hệ số S = {_INIT_SCALE:g}: chuẩn của chúng bị kẹp về "
                            f"{_MAX_NORM} khi còn nhân S, rồi scaler.step mới chia cho S, nên bước cập nhật nhỏ đi "
-                           f"{scaled:g} lần. Gọi scaler.unscale_(optimizer) TRƯỚC clip_grad_norm_.")
+                           f"{_INIT_SCALE:g} lần. Gọi scaler.unscale_(optimizer) TRƯỚC clip_grad_norm_.")
         else:
             report.problem(f"gradient chưa được clip: chuẩn của nó lúc scaler.step bắt đầu là {step[2]:.3g} (vẫn nhân S) "
                            f"> max_norm = {_MAX_NORM}. Gọi scaler.unscale_(optimizer), rồi "
@@ -136,7 +135,7 @@ def _evaluate(report: Report, amp_step=None) -> None:
             value = report.call(what, amp_step, model, x, y, optimizer, scaler, amp_dtype, _MAX_NORM)
         if call == 0 and not any(e[0] in ("forward", "scale", "step", "update", "optimizer.step") for e in events):
             report.missing_part("hàm chưa làm gì (chưa có forward, chưa gọi scaler).", stop=True)
-        _check_call(report, events, amp_dtype, short, _INIT_SCALE)
+        _check_call(report, events, amp_dtype, short)
         if report.problems:
             return
         if isinstance(value, torch.Tensor) and value.requires_grad:
