@@ -113,7 +113,8 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
             (got == min(ops, key=lambda r: r.self_cpu_time_total).key,
              f"{label}: '{got}' là phép có self time NHỎ nhất; cần lớn nhất (max, không phải min)."),
             (True, f"{label}: '{got}' chưa phải phép có self CPU time lớn nhất; đáp án là '{right}' "
-                   f"({by_key[right].self_cpu_time_total / 1e3:.2f} ms so với {row.self_cpu_time_total / 1e3:.2f} ms)."),
+                   f"({by_key[right].self_cpu_time_total / 1e3:.2f} ms so với "
+                   f"{row.self_cpu_time_total / 1e3:.2f} ms)."),
         ])
     report.success(f"đúng trên cả hai profile: một profile mà nhãn Python, CPU total và số lần gọi đều chỉ sai chỗ "
                    f"(đáp án {answers[0]}), và một profile toàn phép nhỏ (đáp án {answers[1]}).")

@@ -272,7 +272,6 @@ def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module
                    "rồi scaler.step(optimizer) (tức optimizer.step()).", stop=True)
 
 
-
 def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch, amp_dtype, short: str) -> None:
     """Check one epoch: train mode, each sample once in batches of _BATCH_SIZE, autocast, scaler, zero_grad."""
     if not calls:
