@@ -55,10 +55,6 @@ class _FakeGpu:
         self.wait()
 
 
-def _is_host(device) -> bool:
-    return device == "cpu" or (isinstance(device, torch.device) and device.type == "cpu")
-
-
 class _FakeTensor:
     """A pageable CPU tensor or a CUDA tensor: copies wait for the queued work, ``@`` on the GPU only queues."""
 
@@ -73,7 +69,7 @@ class _FakeTensor:
         return NotImplemented
 
     def to(self, device, *args, **kwargs):
-        if _is_host(device):
+        if device == "cpu" or (isinstance(device, torch.device) and device.type == "cpu"):
             return self.cpu()
         if device is not self.gpu:
             raise TypeError(f"hãy dùng biến device được truyền vào, không phải {device!r}")
