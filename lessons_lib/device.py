@@ -162,9 +162,8 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
         return torch.device("mps" if _mps_available() else "cpu")
     names = available_devices()
     device = _as_device(preferred, "preferred", ", ".join(names))
-    if device.type == "cpu" or str(device) in names:
-        return device
-    if device.index is None and any(name.split(":")[0] == device.type for name in names):
+    if device.type == "cpu" or str(device) in names or (
+            device.index is None and any(name.split(":")[0] == device.type for name in names)):
         return device
     raise ValueError(f"Máy này không có {str(device)!r}. Các thiết bị có ở đây: {', '.join(names)}.")
 

@@ -67,10 +67,9 @@ def run_snippet(code: str, *, launch_blocking: bool = False) -> SnippetResult:
         raise TypeError(f"launch_blocking phải là True hoặc False, không phải {type(launch_blocking).__name__}")
 
     source = textwrap.dedent(code).strip("\n") + "\n"
-    run_env = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"}
+    run_env = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"} | {"PYTHONIOENCODING": "utf-8"}
     if launch_blocking:
         run_env["CUDA_LAUNCH_BLOCKING"] = "1"
-    run_env["PYTHONIOENCODING"] = "utf-8"
     with tempfile.TemporaryDirectory(prefix="lessons-snippet-") as folder:
         path = os.path.join(folder, _SNIPPET)
         with open(path, "w", encoding="utf-8") as f:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
@@ -19,11 +19,8 @@ def _exclusion_keys(exclude) -> set:
     elif isinstance(exclude, torch.Tensor):
         tensors = [exclude]
     else:
-        try:
-            tensors = list(exclude)
-        except TypeError:
-            tensors = None
-        if tensors is None or not all(isinstance(t, torch.Tensor) for t in tensors):
+        tensors = list(exclude) if isinstance(exclude, Iterable) else [None]
+        if not all(isinstance(t, torch.Tensor) for t in tensors):
             raise TypeError("exclude phải là một nn.Module (loại trừ tham số và buffer của nó), một tensor hoặc "
                             f"một danh sách tensor, không phải {type(exclude).__name__}")
     return {_storage_key_and_bytes(t)[0] for t in tensors}

@@ -184,15 +184,13 @@ def train_with_oom_retry(model: torch.nn.Module, loss_fn: Callable, x: torch.Ten
     for step, start in enumerate(range(0, len(x), batch_size)):
         xb, yb = x[start:start + batch_size], y[start:start + batch_size]
         while True:
-            message = None
             try:
                 loss = _safe_step(model, loss_fn, xb, yb, optimizer, micro, budget_bytes)
+                break
             except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are handled
                 if not is_oom_error(exc) or micro == 1:
                     raise
                 message = str(exc)
-            if message is None:
-                break
             _release_cached_memory()  # outside the except block: the failed step's tensors are gone now
             log.oom_events.append((step, micro, message))
             micro //= 2

@@ -119,8 +119,7 @@ class TrainResult:
 
     def __str__(self) -> str:
         skipped = f", {len(self.skipped_steps)} bước bị bỏ qua" if self.plan.use_scaler else ""
-        first, last = self.losses[0], self.losses[-1]
-        return f"{self.plan}: {len(self.losses)} bước, loss {first:.4f} → {last:.4f}{skipped}"
+        return f"{self.plan}: {len(self.losses)} bước, loss {self.losses[0]:.4f} → {self.losses[-1]:.4f}{skipped}"
 
 
 def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, steps: int = 100, batch_size: int = 64,
