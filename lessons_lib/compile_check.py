@@ -37,12 +37,8 @@ def _cpp_compiler() -> str | None:
     """Return the path of the C++ compiler Inductor would use for CPU code (``$CXX`` first), or None."""
     if os.environ.get("CXX"):
         candidates = (os.environ["CXX"],)
-    elif sys.platform == "win32":
-        candidates = ("cl",)
-    elif sys.platform == "darwin":
-        candidates = ("clang++", "g++")
     else:
-        candidates = ("g++", "c++", "clang++")
+        candidates = {"win32": ("cl",), "darwin": ("clang++", "g++")}.get(sys.platform, ("g++", "c++", "clang++"))
     return next((path for path in map(shutil.which, candidates) if path), None)
 
 

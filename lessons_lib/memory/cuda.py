@@ -20,9 +20,9 @@ def _allocate(shape: tuple[int, ...], index: int) -> torch.Tensor:
     return torch.empty(shape, dtype=torch.float32, device=torch.device("cuda", index))
 
 
-def _get_fraction(index: int) -> float | None:
-    getter = getattr(_cuda, "get_per_process_memory_fraction", None)  # newer PyTorch only
-    return float(getter(index)) if getter is not None else None
+def _get_fraction(index: int) -> float:
+    getter = getattr(_cuda, "get_per_process_memory_fraction", None)  # newer PyTorch only; else 1.0 (no cap)
+    return float(getter(index)) if getter is not None else 1.0
 
 
 def _cuda_index(device) -> int | None:
@@ -100,7 +100,7 @@ def _capped(room_bytes: int, index: int):
     try:
         yield fraction
     finally:
-        _cuda.set_per_process_memory_fraction(1.0 if previous is None else previous, index)
+        _cuda.set_per_process_memory_fraction(previous, index)
 
 
 def cuda_memory_cap(room_bytes: int):
@@ -174,6 +174,5 @@ def oom_demo(*, room_bytes: int = 2 * 2**30) -> OomDemoResult:
         del tensors  # outside the except block, so nothing else holds them now
         _release_cached_memory()
         after = (_cuda.memory_allocated(index), _cuda.memory_reserved(index))
-    restored = _get_fraction(index)
     return OomDemoResult(f"cuda:{index}", cap_bytes, tensor_bytes, made, message is not None, before[0], before[1],
-                         message, after[0], after[1], 1.0 if restored is None else restored)
+                         message, after[0], after[1], _get_fraction(index))
