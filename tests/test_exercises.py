@@ -303,7 +303,7 @@ def test_ex6_writes_only_in_a_temporary_folder(tmp_path, monkeypatch):
 def test_check_prints_and_hints_progress(capsys, monkeypatch):
     ex.ex4.check(None)
     assert "⏳" in capsys.readouterr().out
-    monkeypatch.setattr(_core, "_solutions", lambda: {"exercises": {"tmp_ex": "x = 1"}})
+    monkeypatch.setattr(_core, "_solutions", lambda: {"solution": {"exercises": {"tmp_ex": "x = 1"}}})
     exercise = _core.Exercise("tmp_ex", "Bài X", lambda report, a=None: None, ["gợi ý một", "gợi ý hai"])
     try:
         exercise.hint()
@@ -378,11 +378,11 @@ def test_every_solution_prints_the_solution_region_of_its_lesson(capsys):
         importlib.import_module(f"lessons_lib.exercises.{path.stem}")
     built = json.loads(build_course.solutions_json())
     groups = {group: tasks for group, tasks in _core.GROUPS.items() if tasks}
-    assert {g: sorted(t) for g, t in groups.items()} == {g: sorted(t) for g, t in built.items()}
+    assert {g: sorted(t) for g, t in groups.items()} == {g: sorted(t) for g, t in built["solution"].items()}
     for group, tasks in groups.items():
         for key, exercise in tasks.items():
             exercise.solution()
-            assert capsys.readouterr().out == f"📖 {exercise.title} — lời giải:\n\n{built[group][key]}\n", key
+            assert capsys.readouterr().out == f"📖 {exercise.title} — lời giải:\n\n{built['solution'][group][key]}\n", key
 
 
 def test_learner_notebook_holds_every_starter_and_both_every_check():

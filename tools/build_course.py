@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "course_src"
 NOTEBOOKS = ROOT / "notebooks"
 BADGES_MD = ROOT / "colab_badges.md"
-SOLUTIONS = ROOT / "lessons_lib" / "exercises" / "solutions.json"  # generated: what each task's solution() prints
+SOLUTIONS = ROOT / "lessons_lib" / "exercises" / "solutions.json"  # generated: each task's solution() and starter
 CORE_PATH = ROOT / "docs" / "core_path.md"  # generated: the core path, lesson by lesson
 GUIDE = ROOT / "docs" / "teaching_guide.md"  # its lesson-times region is generated
 
@@ -426,8 +426,10 @@ _CHECK_CALL = re.compile(r"^\s*(\w+)\.check\(", re.M)
 _SOLUTION_NOISE = re.compile(r"^(?:%%gpu|from lessons_lib\.exercises\S* import .*|\s*\w+\.check\(.*\))[ \t]*$")
 
 
-def task_solutions(text: str) -> dict[str, str]:
-    """Return each task's solution in one lesson source: the solution variant of the cells that hold its regions.
+def task_solutions(text: str, variant: str = "solution") -> dict[str, str]:
+    """Return each task's solution (or, with variant="learner", its starter) in one lesson source.
+
+    That is the chosen variant of the cells that hold the task's regions.
 
     A region belongs to the task whose ``X.check(`` is in its cell, or in the next code cell when that one holds
     no region itself; other regions (worked examples the learner completes) belong to no task. The setup of the
@@ -440,19 +442,20 @@ def task_solutions(text: str) -> dict[str, str]:
         if not has_variants(cell) or call is None:
             continue
         key = call.group(1)
-        lines = select_variant(cell, "solution").splitlines()
+        lines = select_variant(cell + "\n", variant).splitlines()
         found.setdefault(key, []).append("\n".join(ln for ln in lines if not _SOLUTION_NOISE.match(ln)).strip("\n"))
     return {key: "\n\n".join(parts) for key, parts in found.items()}
 
 
 def solutions_json(sources: list[Path] | None = None) -> str:
-    """Return solutions.json: {group: {task: solution code}} from every lesson source's SOLUTION regions."""
-    table = {}
+    """Return solutions.json: {"solution" | "learner": {group: {task: code}}} from every lesson source's regions."""
+    table: dict[str, dict] = {"solution": {}, "learner": {}}
     for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
         group = "exercises" if src.name.startswith("10_") else f"lesson{src.name[:2]}"
         text = src.read_text(encoding="utf-8")
         if has_variants(text):
-            table[group] = task_solutions(text)
+            for variant, tasks in table.items():
+                tasks[group] = task_solutions(text, variant)
     return json.dumps(table, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 

@@ -149,26 +149,34 @@ class Feedback:
 class Exercise:
     """One checked exercise: ``check(...)`` prints feedback, ``hint()`` the next hint, ``solution()`` the code.
 
-    ``evaluate(report, *answer)`` fills the `Report`; `starter` is a debugging task's buggy code (handed in
-    unchanged it counts as "chưa làm"); the solution is the task's SOLUTION region in ``solutions.json``.
+    ``evaluate(report, *answer)`` fills the `Report`; the solution is the task's SOLUTION region of the lesson
+    source and, for a debugging task (`starter`), the buggy code it hands out is its LEARNER region: handed in
+    unchanged it counts as "chưa làm". Both are read from ``solutions.json``, which the build writes.
     """
 
     def __init__(self, key: str, title: str, evaluate: Callable, hints: list[str], *,
-                 starter: str | None = None, group: str = "exercises"):
+                 starter: bool = False, group: str = "exercises"):
         self.key, self.group, self.title = key, group, title
-        self._evaluate, self._hints = evaluate, list(hints)
-        self.starter_code = textwrap.dedent(starter).strip("\n") if starter else None
+        self._evaluate, self._hints, self._starter = evaluate, list(hints), starter
         self._hints_shown, self.last_status = 0, None
         GROUPS.setdefault(group, {})[key] = self
+
+    def _region(self, variant: str) -> str:
+        code = _solutions()[variant].get(self.group, {}).get(self.key)
+        if code is None:
+            raise LookupError(f"no {variant.upper()} region for {self.group}.{self.key} in solutions.json: "
+                              "run python tools/build_course.py")
+        return textwrap.dedent(code).strip("\n")
 
     @property
     def solution_code(self) -> str:
         """Return the solution's code: the SOLUTION region of the lesson source."""
-        code = _solutions().get(self.group, {}).get(self.key)
-        if code is None:
-            raise LookupError(f"no SOLUTION region for {self.group}.{self.key} in solutions.json: "
-                              "run python tools/build_course.py")
-        return textwrap.dedent(code).strip("\n")
+        return self._region("solution")
+
+    @property
+    def starter_code(self) -> str | None:
+        """Return a debugging task's buggy starter (the LEARNER region of the lesson source), else None."""
+        return self._region("learner") if self._starter else None
 
     def solution_function(self, name: str) -> Callable:
         """Return function `name` of the solution (run with ``torch`` and ``F``), its source findable by inspect."""
@@ -239,7 +247,7 @@ class Exercise:
 
 @functools.cache
 def _solutions() -> dict[str, dict[str, str]]:
-    """Return solutions.json (generated from the lesson sources' SOLUTION regions)."""
+    """Return solutions.json (generated from the lesson sources' SOLUTION and LEARNER regions)."""
     return json.loads(resources.files(__package__).joinpath("solutions.json").read_text(encoding="utf-8"))
 
 

@@ -18,20 +18,6 @@ from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, on_gpu_note, same_code, same_weights
 
 _ACCUM = 4
-_ACCUM_STARTER = '''
-def train_accum(model, optimizer, scaler, micro_batches, accum_steps):
-    optimizer.zero_grad(set_to_none=True)
-    for i, (xb, yb) in enumerate(micro_batches):
-        with torch.autocast(device_type=xb.device.type, dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(xb), yb)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        if (i + 1) % accum_steps == 0:
-            optimizer.zero_grad(set_to_none=True)
-'''
-
-
 def _setup():
     model = make_mlp(8, 3, hidden=16, depth=1, seed=6)
     x, y = make_classification_data(32, 8, 3, seed=7)
@@ -55,7 +41,7 @@ def _reference(divide: bool) -> list[torch.Tensor]:
 
 def _evaluate_accum(report: Report, train_accum=None) -> None:
     report.require_function(train_accum, "train_accum(model, optimizer, scaler, micro_batches, accum_steps)")
-    if same_code(train_accum, _ACCUM_STARTER):
+    if same_code(train_accum, ex5.starter_code):
         report.missing_part("hàm vẫn y như bản có lỗi: sửa nó rồi chạy lại ô này.", stop=True)
     model, optimizer, scaler, batches = _setup()
     marks: dict[str, list[int]] = {"scale": [], "step": [], "update": []}  # micro-batches scaled before each call
@@ -105,21 +91,12 @@ def _evaluate_accum(report: Report, train_accum=None) -> None:
 
 
 ex5 = Exercise("ex5", "Bài 5 · Gỡ lỗi: AMP cùng gradient accumulation", _evaluate_accum,
-               starter=_ACCUM_STARTER, hints=[
+               starter=True, hints=[
     "Có 2 lỗi: loss của mỗi micro-batch chưa chia cho accum_steps, và scaler.step/update chạy mỗi micro-batch.",
     "loss = F.cross_entropy(...) / accum_steps; scaler.scale(loss).backward() mỗi micro-batch; "
     "chỉ trong `if (i + 1) % accum_steps == 0:` mới scaler.step(optimizer), scaler.update(), zero_grad.",
 ])
 
-_RESUME_STARTER = '''
-def save_checkpoint(path, model, optimizer, scaler):
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
-
-def load_checkpoint(path, model, optimizer, scaler):
-    ckpt = torch.load(path)
-    model.load_state_dict(ckpt["model"])
-    optimizer.load_state_dict(ckpt["optimizer"])
-'''
 _TRAINED_SCALE = 2.0**11  # a scale that backed off from 65536 after overflows, as in a real float16 run
 
 
@@ -142,8 +119,8 @@ def _trained():
 def _evaluate_resume(report: Report, save_checkpoint=None, load_checkpoint=None) -> None:
     report.require_function(save_checkpoint, "save_checkpoint(path, model, optimizer, scaler)")
     report.require_function(load_checkpoint, "load_checkpoint(path, model, optimizer, scaler)")
-    if same_code(save_checkpoint, _RESUME_STARTER.split("\ndef load")[0]) and same_code(
-            load_checkpoint, "def load" + _RESUME_STARTER.split("\ndef load")[1]):
+    if same_code(save_checkpoint, ex6.starter_code.split("\ndef load")[0]) and same_code(
+            load_checkpoint, "def load" + ex6.starter_code.split("\ndef load")[1]):
         report.missing_part("hai hàm vẫn y như bản có lỗi: sửa chúng rồi chạy lại ô này.", stop=True)
     model, optimizer, scaler = _trained()
     fresh = _trio()
@@ -179,7 +156,7 @@ def _evaluate_resume(report: Report, save_checkpoint=None, load_checkpoint=None)
 
 
 ex6 = Exercise("ex6", "Bài 6 · Gỡ lỗi: chạy tiếp từ checkpoint mà quên GradScaler", _evaluate_resume,
-               starter=_RESUME_STARTER, hints=[
+               starter=True, hints=[
     "GradScaler cũng có trạng thái (hệ số S, bộ đếm tăng S), lưu và nạp như model và optimizer.",
     'save: thêm "scaler": scaler.state_dict(); load: scaler.load_state_dict(ckpt["scaler"]).',
 ])

@@ -15,20 +15,6 @@ from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, on_gpu_note, same_code
 from ._tracking import MoveTracker
 
-_TRAIN_STARTER = '''
-def train(model, batches, device, lr=0.1):
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    losses = []
-    for xb, yb in batches:
-        xb.to(device)
-        loss = F.cross_entropy(model(xb), yb)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss)
-    return losses
-'''
-
 
 def _move_state(tracker: MoveTracker, tensor: torch.Tensor, device: torch.device) -> str:
     """Return "ok", "none" (never moved), "unused" (moved, result thrown away) or "wrong" (moved elsewhere)."""
@@ -60,7 +46,7 @@ def _check_train_devices(report: Report, tracker: MoveTracker, model, pairs, dev
 
 def _evaluate_train(report: Report, train=None) -> None:
     report.require_function(train, "train(model, batches, device)")
-    if same_code(train, _TRAIN_STARTER):
+    if same_code(train, ex1.starter_code):
         report.missing_part("hàm train vẫn y như bản có lỗi: sửa nó rồi chạy lại ô này.", stop=True)
     device = pick_device()
     model = make_mlp(16, 3, hidden=32, depth=1, seed=0)  # model and data start on the CPU
@@ -98,24 +84,12 @@ def _evaluate_train(report: Report, train=None) -> None:
                 "mới hiện ra. Trên CPU không lỗi nào lộ ra, nên bộ chấm theo dõi từng lời gọi .to().")
 
 
-ex1 = Exercise("ex1", "Bài 1 · Gỡ lỗi: vòng train và device", _evaluate_train, starter=_TRAIN_STARTER, hints=[
+ex1 = Exercise("ex1", "Bài 1 · Gỡ lỗi: vòng train và device", _evaluate_train, starter=True, hints=[
     "Có 4 lỗi. Ba lỗi về device: model, input, target phải cùng nằm trên device. Một lỗi về bộ nhớ: "
     "danh sách losses.",
     "model.to(device) (Module.to di chuyển tại chỗ); xb, yb = xb.to(device), yb.to(device) (Tensor.to phải gán "
     "lại); losses.append(loss.item()).",
 ])
-
-
-_EVAL_STARTER = '''
-def evaluate(model, batches):
-    total_loss, correct, count = 0, 0, 0
-    for xb, yb in batches:
-        logits = model(xb)
-        total_loss += F.cross_entropy(logits, yb, reduction="sum")
-        correct += (logits.argmax(dim=1) == yb).sum()
-        count += len(yb)
-    return total_loss / count, correct / count
-'''
 
 
 def _dropout_model() -> torch.nn.Module:
@@ -127,7 +101,7 @@ def _dropout_model() -> torch.nn.Module:
 
 def _evaluate_eval(report: Report, evaluate=None) -> None:
     report.require_function(evaluate, "evaluate(model, batches)")
-    if same_code(evaluate, _EVAL_STARTER):
+    if same_code(evaluate, ex2.starter_code):
         report.missing_part("hàm evaluate vẫn y như bản có lỗi: sửa nó rồi chạy lại ô này.", stop=True)
     model = _dropout_model().train()  # as a training loop leaves it
     x, y = make_classification_data(100, 16, 3, seed=4)
@@ -170,7 +144,7 @@ def _evaluate_eval(report: Report, evaluate=None) -> None:
 
 
 ex2 = Exercise("ex2", "Bài 2 · Gỡ lỗi: vòng đánh giá giữ đồ thị", _evaluate_eval,
-               starter=_EVAL_STARTER, hints=[
+               starter=True, hints=[
     "Có 3 lỗi: model còn ở chế độ train, autograd còn bật, và total_loss/correct cộng dồn tensor.",
     "model.eval(); `with torch.no_grad():` quanh vòng lặp; total_loss += F.cross_entropy(...).item() và "
     "correct += (...).sum().item().",

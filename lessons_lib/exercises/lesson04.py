@@ -189,15 +189,9 @@ _CROSSOVER_CASES = (
 )
 
 
-_CROSSOVER_STARTER = """
-def crossover_n(sizes, cpu_s, gpu_s):
-    ...  # TODO: N nhỏ nhất mà từ đó trở lên GPU luôn nhanh hơn (None nếu không có)
-"""
-
-
 def _evaluate_crossover(report: Report, crossover_n=None) -> None:
     report.require_function(crossover_n, "crossover_n(sizes, cpu_s, gpu_s)")
-    if same_code(crossover_n, _CROSSOVER_STARTER):
+    if same_code(crossover_n, task2.starter_code):
         report.missing_part("crossover_n chưa làm gì (thân hàm còn là ...).", stop=True)
     for sizes, cpu_s, gpu_s, want in _CROSSOVER_CASES:
         table = ", ".join(f"N={n}: CPU {c * 1e6:g} µs / GPU {g * 1e6:g} µs"
@@ -227,7 +221,7 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
 
 
 task2 = Exercise("task2", "Bài 14.4 · Nhiệm vụ 2 · Điểm giao cắt CPU–GPU", _evaluate_crossover,
-                 starter=_CROSSOVER_STARTER, group=GROUP, hints=[
+                 starter=True, group=GROUP, hints=[
     "Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
     "Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
 ])

@@ -14,15 +14,6 @@ from ..device import pick_device
 from ..training import make_mlp
 from ._core import Exercise, Report, on_gpu_note, same_code
 
-_FETCH_STARTER = '''
-def fetch_predictions(model, batches, sync):
-    pending = []
-    for xb in batches:
-        preds = model(xb).argmax(dim=1)
-        pending.append(preds.to("cpu", non_blocking=True))   # chỉ xếp hàng lệnh chép, không chờ
-    return [p.tolist() for p in pending]
-'''
-
 
 class _AsyncCopies:
     """Make ``.to("cpu", non_blocking=True)`` act as from a GPU: the result holds its values only after a sync."""
@@ -50,7 +41,7 @@ class _AsyncCopies:
 
 def _evaluate_fetch(report: Report, fetch_predictions=None) -> None:
     report.require_function(fetch_predictions, "fetch_predictions(model, batches, sync)")
-    if same_code(fetch_predictions, _FETCH_STARTER):
+    if same_code(fetch_predictions, ex3.starter_code):
         report.missing_part("hàm vẫn y như bản có lỗi: sửa nó rồi chạy lại ô này.", stop=True)
     model = make_mlp(8, 5, hidden=16, depth=1, seed=5)
     batches = [torch.randn(6, 8, generator=torch.Generator().manual_seed(i)) for i in range(3)]
@@ -86,22 +77,15 @@ def _evaluate_fetch(report: Report, fetch_predictions=None) -> None:
 
 
 ex3 = Exercise("ex3", "Bài 3 · Gỡ lỗi: đọc bản chép non_blocking quá sớm", _evaluate_fetch,
-               starter=_FETCH_STARTER, hints=[
+               starter=True, hints=[
     "non_blocking=True trả về ngay, trước khi dữ liệu tới nơi. Phải chờ GPU trước khi đọc.",
     "Sau vòng for, trước dòng return: sync() (trên GPU truyền sync=torch.cuda.synchronize).",
 ])
 
-_EPOCHS_STARTER = '''
-def train_epochs(loader, sampler, epochs, train_step):
-    for epoch in range(epochs):
-        for xb, yb in loader:
-            train_step(xb, yb)
-'''
-
 
 def _evaluate_epochs(report: Report, train_epochs=None) -> None:
     report.require_function(train_epochs, "train_epochs(loader, sampler, epochs, train_step)")
-    if same_code(train_epochs, _EPOCHS_STARTER):
+    if same_code(train_epochs, ex4.starter_code):
         report.missing_part("hàm vẫn y như bản có lỗi: sửa nó rồi chạy lại ô này.", stop=True)
     data = TensorDataset(torch.arange(24), torch.zeros(24, dtype=torch.long))
     sampler = DistributedSampler(data, num_replicas=2, rank=0, shuffle=True, seed=0)
@@ -134,7 +118,7 @@ def _evaluate_epochs(report: Report, train_epochs=None) -> None:
 
 
 ex4 = Exercise("ex4", "Bài 4 · Gỡ lỗi: DistributedSampler thiếu set_epoch", _evaluate_epochs,
-               starter=_EPOCHS_STARTER, hints=[
+               starter=True, hints=[
     "DistributedSampler không dùng bộ sinh số ngẫu nhiên toàn cục: nó xáo bằng seed + epoch của chính nó.",
     "Dòng đầu của mỗi epoch: sampler.set_epoch(epoch), trước `for xb, yb in loader:`.",
 ])
