@@ -1,14 +1,18 @@
 """The IPython extension of the course: `%%gpu` cells, error explanations, plot style, device banner.
 
 Load it with ``%load_ext lessons_lib.notebook``; importing this module changes nothing. Loading it also keeps
-two known false alarms of PyTorch off the learner's screen (see `_quiet_known_noise`), each matched by its
-exact text so that every other warning and log line still shows.
+known false alarms of PyTorch off the learner's screen (see `_quiet_known_noise`), each matched by its
+exact text (and where it comes from) so that every other warning and log line still shows.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import logging
 import re
+import sys
 import warnings
 
 import torch
@@ -27,6 +31,9 @@ _CPP_EXTENSION_NOISE = re.compile(r"^No CUDA runtime is found, using CUDA_HOME="
 # the cycles of a schedule; pytorch#180387 (torch 2.13) warns only then and added the missing spaces. This pattern
 # ("cycle." directly followed by "Only") matches only the false alarm; the fixed real warning still shows.
 _PROFILER_FALSE_ALARM = r"Warning: Profiler clears events at the end of each cycle\.Only events"
+# torch 2.4's own torch.utils.checkpoint still calls the torch.cpu.amp.autocast it deprecated in that release, so
+# lesson 07's checkpoint cell warned about code the learner never wrote; matched only when raised from that module.
+_CHECKPOINT_OWN_DEPRECATION = r"`torch\.cpu\.amp\.autocast\(args\.\.\.\)` is deprecated"
 
 
 def _drop_cpp_extension_noise(record: logging.LogRecord) -> bool:
@@ -37,8 +44,15 @@ def _drop_cpp_extension_noise(record: logging.LogRecord) -> bool:
         return True
 
 
+def _import_quietly(name: str) -> None:
+    """Import module `name` now, dropping what its import prints to stderr (nothing else is silenced)."""
+    if name not in sys.modules:
+        with contextlib.redirect_stderr(io.StringIO()):
+            importlib.import_module(name)
+
+
 def _quiet_known_noise() -> None:
-    """Hide the two false alarms above by their exact text (safe to call again: nothing is added twice).
+    """Hide the false alarms above by their exact text (safe to call again: nothing is added twice).
 
     Kineto's C++ line ``gpuGetDeviceCount failed with code 35`` cannot be told apart from Kineto's real errors by
     a level, so it is not hidden; lesson 09 explains it where it appears.
@@ -46,7 +60,13 @@ def _quiet_known_noise() -> None:
     logger = logging.getLogger(_CPP_EXTENSION_LOGGER)
     if _drop_cpp_extension_noise not in logger.filters:
         logger.addFilter(_drop_cpp_extension_noise)
+    if torch.version.cuda and not torch.cuda.is_available():
+        # torch 2.4 print()s the cpp_extension line, past the logging filter, when the module is first imported
+        # (torch.utils.benchmark and torch.compile import it): import it here, where that one print is dropped.
+        _import_quietly(_CPP_EXTENSION_LOGGER)
     warnings.filterwarnings("ignore", message=_PROFILER_FALSE_ALARM, category=UserWarning)
+    warnings.filterwarnings("ignore", message=_CHECKPOINT_OWN_DEPRECATION, category=FutureWarning,
+                            module=r"torch\.utils\.checkpoint")
 
 
 def _gpu_cell_transform(lines: list[str]) -> list[str]:

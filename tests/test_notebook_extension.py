@@ -4,6 +4,7 @@ switch, and the `%%gpu` cells (with the GPU count patched inside the kernel, so 
 from __future__ import annotations
 
 import re
+import sys
 
 import nbclient
 import nbformat
@@ -210,8 +211,24 @@ def test_quiet_known_noise_filters_only_its_message_and_is_idempotent():
                           "current cycle will be reported.", UserWarning, stacklevel=1)
             warnings.warn("Warning: Profiler clears events at the end of each cycle. Only events from the "
                           "current cycle will be reported.", UserWarning, stacklevel=1)
+            deprecated = "`torch.cpu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cpu', ...)`"
+            warnings.warn_explicit(deprecated, FutureWarning, "checkpoint.py", 1, module="torch.utils.checkpoint")
+            warnings.warn_explicit(deprecated, FutureWarning, "cell.py", 1, module="__main__")  # the learner's own
         assert [str(w.message)[:60] for w in caught] == [
-            "Warning: Profiler clears events at the end of each cycle. On"]
+            "Warning: Profiler clears events at the end of each cycle. On", deprecated[:60]]
+        assert caught[1].filename == "cell.py"
     finally:
         logger.filters[:] = before
         warnings.filters[:] = filters_before
+
+
+def test_import_quietly_drops_only_what_the_import_prints_to_stderr(tmp_path, monkeypatch, capsys):
+    (tmp_path / "noisy_at_import.py").write_text("import sys\nprint('noise', file=sys.stderr)\nprint('out')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "noisy_at_import", raising=False)
+    ext._import_quietly("noisy_at_import")
+    assert "noisy_at_import" in sys.modules
+    assert capsys.readouterr() == ("out\n", "")
+    ext._import_quietly("noisy_at_import")  # already imported: nothing runs again
+    print("after", file=sys.stderr)
+    assert capsys.readouterr().err == "after\n"

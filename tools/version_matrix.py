@@ -22,6 +22,8 @@ TABLE_START, TABLE_END = "<!-- version-matrix:start -->", "<!-- version-matrix:e
 # row, with the reason recorded in the results (in Vietnamese: the README's table lists them).
 UNIT_TEST_LEFT_OUT = {
     "tests/e2e": "JupyterLab + Playwright + Chromium của môi trường thường (marker browser)",
+    "tests/test_atlas.py": "công cụ dựng site (myst-parser) của môi trường thường",
+    "tests/test_build_site.py": "công cụ dựng site (Sphinx, myst-parser) của môi trường thường",
     "tests/test_python310.py::test_ruff_finds_no_syntax_newer_than_python310":
         "ruff của môi trường thường; kiểm tra cú pháp của lessons_lib, không phụ thuộc phiên bản chạy",
     "tests/test_version_matrix.py::test_readme_table_is_the_committed_results":
