@@ -24,6 +24,8 @@ UNIT_TEST_LEFT_OUT = {
     "tests/e2e": "JupyterLab + Playwright + Chromium của môi trường thường (marker browser)",
     "tests/test_atlas.py": "công cụ dựng site (myst-parser) của môi trường thường",
     "tests/test_build_site.py": "công cụ dựng site (Sphinx, myst-parser) của môi trường thường",
+    "tests/test_plots_a11y.py::test_the_site_finds_each_png_outputs_alt_by_the_hash_myst_nb_names_the_image_file_with":
+        "phần mở rộng Sphinx của site (môi trường thường)",
     "tests/test_python310.py::test_ruff_finds_no_syntax_newer_than_python310":
         "ruff của môi trường thường; kiểm tra cú pháp của lessons_lib, không phụ thuộc phiên bản chạy",
     "tests/test_version_matrix.py::test_readme_table_is_the_committed_results":
