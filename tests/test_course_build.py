@@ -74,6 +74,8 @@ def test_select_variant_keeps_the_right_region():
     text = "a\n### BEGIN SOLUTION\nsol\n### BEGIN LEARNER\nlearn\n### END\nz\n"
     assert build_course.select_variant(text, "solution") == "a\nsol\nz"
     assert build_course.select_variant(text, "learner") == "a\nlearn\nz"
+    cell = "a\n### BEGIN SOLUTION\nsol\n### BEGIN LEARNER\nlearn\n### END"  # a cell ends on its END marker
+    assert build_course.select_variant(cell, "learner") == "a\nlearn"
     with pytest.raises(ValueError, match="variant"):
         build_course.select_variant(text, "teacher")
 

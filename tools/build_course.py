@@ -45,7 +45,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
-_REGION = re.compile(r"^[ \t]*### (BEGIN SOLUTION|BEGIN LEARNER|END)[ \t]*\n", re.M)
+_REGION = re.compile(r"^[ \t]*### (BEGIN SOLUTION|BEGIN LEARNER|END)[ \t]*(?:\n|\Z)", re.M)  # \Z: a cell's last line
 
 
 @dataclass(frozen=True)
@@ -442,7 +442,7 @@ def task_solutions(text: str, variant: str = "solution") -> dict[str, str]:
         if not has_variants(cell) or call is None:
             continue
         key = call.group(1)
-        lines = select_variant(cell + "\n", variant).splitlines()
+        lines = select_variant(cell, variant).splitlines()
         found.setdefault(key, []).append("\n".join(ln for ln in lines if not _SOLUTION_NOISE.match(ln)).strip("\n"))
     return {key: "\n\n".join(parts) for key, parts in found.items()}
 
