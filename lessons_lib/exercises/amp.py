@@ -119,8 +119,8 @@ def _trained():
 def _evaluate_resume(report: Report, save_checkpoint=None, load_checkpoint=None) -> None:
     report.require_function(save_checkpoint, "save_checkpoint(path, model, optimizer, scaler)")
     report.require_function(load_checkpoint, "load_checkpoint(path, model, optimizer, scaler)")
-    if same_code(save_checkpoint, ex6.starter_code.split("\ndef load")[0]) and same_code(
-            load_checkpoint, "def load" + ex6.starter_code.split("\ndef load")[1]):
+    save_starter, _, load_starter = ex6.starter_code.partition("\ndef load")
+    if same_code(save_checkpoint, save_starter) and same_code(load_checkpoint, "def load" + load_starter):
         report.missing_part("hai hàm vẫn y như bản có lỗi: sửa chúng rồi chạy lại ô này.", stop=True)
     model, optimizer, scaler = _trained()
     fresh = _trio()
