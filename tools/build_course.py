@@ -14,6 +14,7 @@ tools/output_checks.py checks against the executed notebook.
 
 Usage (tests/test_course_build.py fails while a generated file differs from its source):
     python tools/build_course.py          # write notebooks/ and colab_badges.md
+    python tools/build_course.py --stats  # each lesson's prose syllables and minutes, whole and core
 """
 
 from __future__ import annotations
@@ -257,13 +258,19 @@ READING_SYLLABLES_PER_MIN, MIN_PER_CODE_CELL, MIN_PER_QUIZ, MIN_PER_TASK = 100, 
 _STATED_TIME = re.compile(r"⏱️ ~(\d+)(?:[–-](\d+))? phút")
 
 
+def prose_syllables(text: str) -> int:
+    """Return the syllables of a course source's learner prose: words outside code and link targets."""
+    body = select_variant(text, "learner") if has_variants(text) else text
+    prose = " ".join(c.source for c in parse_source(body) if c.kind == "markdown")
+    prose = re.sub(r"\]\([^)]*\)", "]", prose)  # a link's target is not read
+    return len(re.findall(r"\w+", prose))
+
+
 def estimate_minutes(text: str) -> float:
     """Return the yardstick's minutes for a course source's learner version (reading, cells, quizzes, tasks)."""
     body = select_variant(text, "learner") if has_variants(text) else text
     cells = parse_source(body)
-    prose = " ".join(c.source for c in cells if c.kind == "markdown")
-    prose = re.sub(r"\]\([^)]*\)", "]", prose)  # a link's target is not read
-    syllables = len(re.findall(r"\w+", prose))
+    syllables = prose_syllables(body)
     code = [c.source for c in cells if c.kind == "code"]
     quizzes = sum(len(re.findall(r"\b(?:yes_no|choice)\(", c)) for c in code)
     tasks = {name for c in code for name in re.findall(r"\b((?:task|ex)\w*)\.check\(", c)
@@ -543,8 +550,29 @@ def badges_markdown(config: CourseConfig, notebooks: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def stats_table(sources: list[Path] | None = None) -> str:
+    """Return a table of each lesson's prose syllables and yardstick minutes, whole and core, with totals."""
+    rows = [f"{'bài':<28} {'âm tiết':>8} {'⭐ âm tiết':>10} {'phút':>6} {'⭐ phút':>7}"]
+    totals = [0, 0, 0.0, 0.0]
+    for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
+        text = src.read_text(encoding="utf-8")
+        learner = select_variant(text, "learner") if has_variants(text) else text
+        core = core_source(learner)
+        row = [prose_syllables(text), prose_syllables(core) if core else 0, estimate_minutes(text),
+               estimate_minutes(core) if core else 0.0]
+        totals = [a + b for a, b in zip(totals, row, strict=True)]
+        rows.append(f"{src.stem:<28} {row[0]:>8} {row[1]:>10} {row[2]:>6.0f} {row[3]:>7.0f}")
+    rows.append(f"{'tổng':<28} {totals[0]:>8} {totals[1]:>10} {totals[2]:>6.0f} {totals[3]:>7.0f}")
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)  # --help, and no options
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stats", action="store_true",
+                        help="print each lesson's prose syllables and minutes (whole, ⭐ core) and write nothing")
+    if parser.parse_args(argv).stats:
+        print(stats_table(), end="")
+        return 0
     stale = []
     for path, text in planned_outputs().items():
         if not path.exists() or path.read_text(encoding="utf-8") != text:
