@@ -26,6 +26,7 @@ from .timing import (
     _noise_line,
     _Printable,
     cpu_threads,
+    format_count,
     format_seconds,
     synchronize,
 )
@@ -92,7 +93,7 @@ class SweepResult(_Printable):
         seen = []
         if off:
             seen.append(f"N={', '.join(map(str, off))} chậm hơn hẳn mức các kích thước khác cho phép dự kiến "
-                        f"(đến {max(off.values()):,.0f}×)")
+                        f"(đến {format_count(max(off.values()))}×)")
         if spread:
             seen.append(f"ở N={', '.join(map(str, spread))} lần đo chậm nhất gấp đến {max(spread.values()):.1f}× "
                         "lần nhanh nhất")

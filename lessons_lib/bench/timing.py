@@ -69,6 +69,12 @@ def format_seconds(seconds: float) -> str:
     return _with_unit(seconds, (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)))
 
 
+def format_count(value: float, digits: int = 0) -> str:
+    """Return a number as the course writes it: decimal point, thousands grouped by a space ("2 185", "1 857.5")."""
+    check_number("value", value)
+    return f"{value:,.{digits}f}".replace(",", " ")
+
+
 def _format_flops(flops_per_s: float) -> str:
     """Return a speed in FLOP/s with a readable unit: "925 kFLOP/s", "139 GFLOP/s", "4.20 TFLOP/s"."""
     return _with_unit(flops_per_s, (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6), ("kFLOP/s", 1e3),

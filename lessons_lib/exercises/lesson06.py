@@ -8,6 +8,7 @@ import copy
 import torch
 from torch import nn
 
+from ..bench.timing import format_count
 from ..memory import format_bytes, optimizer_state_bytes
 from ._core import Exercise, Report, is_blank, number
 
@@ -68,7 +69,7 @@ def _diagnose(report: Report, where: str, model: nn.Module, got: tuple[float, fl
     steps = 4 * sum(1 for p in model.parameters() if p.requires_grad)   # one float32 `step` counter per tensor
     parts = [
         (g_params != params, [
-            (g_params == all_numel, f"params = {g_params:,.0f} là số phần tử, chưa phải số byte: nhân với "
+            (g_params == all_numel, f"params = {format_count(g_params)} là số phần tử, chưa phải số byte: nhân với "
                                     "p.element_size() (4 với float32, 2 với bfloat16)."),
             (g_params == 8 * params, "params lớn gấp 8 lần: đó là số bit; hỏi số byte."),
             (g_params == 4 * all_numel and size != 4,
@@ -77,7 +78,7 @@ def _diagnose(report: Report, where: str, model: nn.Module, got: tuple[float, fl
             (g_params == weights_only,
              "params chỉ tính weight của các lớp Linear, quên bias: cộng mọi tensor trong "
              "model.parameters()."),
-            (True, f"params = {g_params:,.0f} byte, đúng là {params:,} ({format_bytes(params)})."),
+            (True, f"params = {format_count(g_params)} byte, đúng là {format_count(params)} ({format_bytes(params)})."),
         ]),
         (g_grads != grads, [
             (g_grads == params and grads != params,
@@ -86,7 +87,7 @@ def _diagnose(report: Report, where: str, model: nn.Module, got: tuple[float, fl
             (g_grads == trainable_numel, "grads là số phần tử, chưa nhân số byte mỗi phần tử."),
             (g_grads == 4 * trainable_numel and size != 4,
              f"grads viết cứng 4 byte/số; gradient có cùng dtype với tham số ({size} byte)."),
-            (True, f"grads = {g_grads:,.0f} byte, đúng là {grads:,}: gradient có đúng kích thước và dtype "
+            (True, f"grads = {format_count(g_grads)} byte, đúng là {format_count(grads)}: gradient có đúng kích thước và dtype "
                    "của tham số được train."),
         ]),
         (g_adam not in (adam, adam + steps), [
@@ -98,7 +99,7 @@ def _diagnose(report: Report, where: str, model: nn.Module, got: tuple[float, fl
             (g_adam in (2 * adam, adam + grads + params, adam + params),
              "adam quá lớn: chỉ tính hai buffer exp_avg và exp_avg_sq (2 × grads), không cộng tham số hay "
              "gradient vào."),
-            (True, f"adam = {g_adam:,.0f} byte, đúng là {adam:,} (exp_avg + exp_avg_sq)."),
+            (True, f"adam = {format_count(g_adam)} byte, đúng là {format_count(adam)} (exp_avg + exp_avg_sq)."),
         ]),
     ]
     for wrong, slips in parts:
