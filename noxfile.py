@@ -10,8 +10,8 @@
 A row (`colab`, each `matrix(...)`) gets a fresh environment (uv keeps every downloaded wheel in its cache:
 only the first run downloads, ~3 GB per CUDA torch) holding its notebook stack (envs/colab-pins.txt or
 envs/kaggle-pins.txt) with the row's torch and swaps, exactly (`pip check`, no pin drifting); a row with
-`find_links` takes torch from that folder (the CPU build Colab's CPU runtime stands for). lessons_lib goes in as the notebooks' setup cell installs it
-(pip, the cell's options; nothing else may change). Then: what a learner sees (banner, environment_report(),
+`find_links` takes torch from that folder (the CPU build for Colab's CPU runtime). lessons_lib goes in as the
+notebooks' setup cell installs it (pip, the cell's options; nothing else may change). Then: what a learner sees (banner, environment_report(),
 a %%gpu cell; the row fails unless its machine kind is the one it declares), every notebook twice per kernel
 with its output checks (tests/test_rerun.py; Colab and Kaggle rows with that platform's environment variables),
 the unit tests, and on Colab and Kaggle rows the colab_env tests
