@@ -11,10 +11,10 @@ A row (`colab`, each `matrix(...)`) gets a fresh environment (uv keeps every dow
 only the first run downloads, ~3 GB per CUDA torch) holding its notebook stack (envs/colab-pins.txt or
 envs/kaggle-pins.txt) with the row's torch and swaps, exactly (`pip check`, no pin drifting); a row with
 `find_links` takes torch from that folder (the CPU build for Colab's CPU runtime). lessons_lib goes in as the
-notebooks' setup cell installs it (pip, the cell's options; nothing else may change). Then: what a learner sees (banner, environment_report(),
-a %%gpu cell; the row fails unless its machine kind is the one it declares), every notebook twice per kernel
-with its output checks (tests/test_rerun.py; Colab and Kaggle rows with that platform's environment variables),
-the unit tests, and on Colab and Kaggle rows the colab_env tests
+notebooks' setup cell installs it (pip, the cell's options; nothing else may change). Then: what a learner sees
+(banner, environment_report(), a %%gpu cell; the row fails unless its machine kind is the one it declares),
+every notebook twice per kernel with its output checks (tests/test_rerun.py; Colab and Kaggle rows with that
+platform's environment variables), the unit tests, and on Colab and Kaggle rows the colab_env tests
 (tests/test_colab_env.py, tests/test_setup_cell.py); the record is merged into docs/version-matrix.json.
 After `--`: `-k EXPR` (only the matching notebooks) or `--no-unit-tests` make a trial run that writes no
 record. `nox -s table` then rewrites README's table.
