@@ -94,12 +94,13 @@ class Combo:
 # build it holds is /opt/wheels' torch 2.13.0+cpu, built for Python 3.11 only. A swap replaces a pin that has no
 # wheel for the row's Python (the 3.10 ones: Requires-Python, the newest older).
 COMBOS = (
-    Combo("3.13", "2.11.0", "Colab, ảnh GPU không được cấp GPU (Python 3.13, torch 2.11.0 bản CUDA từ PyPI); cũng là "
-          "laptop Linux cài torch mặc định từ PyPI", platform="colab"),
+    Combo("3.13", "2.11.0", "ảnh GPU của Colab trên máy không có GPU (Python 3.13, torch 2.11.0 bản CUDA từ PyPI): bộ "
+          "gói và torch của Colab; cũng là laptop Linux cài torch mặc định từ PyPI", platform="colab"),
     Combo("3.11", "2.13.0+cpu", "Colab, runtime CPU: bộ gói notebook của Colab với torch bản CPU. Colab cài 2.11.0+cpu "
           "(Python 3.13) từ download.pytorch.org, máy này không tới được; bản CPU gần nhất ở đây là 2.13.0+cpu "
           "(/opt/wheels, chỉ có cho Python 3.11)", platform="colab", kind="cpu-build", find_links="/opt/wheels"),
-    Combo("3.12", "2.10.0", "Kaggle (ảnh docker-python: Python 3.12, torch 2.10.0, ipywidgets 8.1.5) không bật GPU",
+    Combo("3.12", "2.10.0", "ảnh GPU của Kaggle trên máy không có GPU (Python 3.12, torch 2.10.0 bản CUDA từ PyPI, "
+          "ipywidgets 8.1.5): bộ gói notebook của Kaggle (phiên không bật GPU dùng ảnh CPU, torch bản CPU)",
           platform="kaggle", stack="kaggle"),
     Combo("3.11", "2.4.1", "cận dưới `torch>=2.4` của pyproject"),
     Combo("3.13", "2.14.1", "torch mới nhất pip ở đây cho phép (PyPI đã có 2.15.0)"),
