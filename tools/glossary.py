@@ -89,10 +89,3 @@ def lint(text: str, entries: list[dict]) -> list[str]:
     return [f"line {masked.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r} → {e['vi']!r}"
             for e in entries for variant in e.get("avoid", []) for m in _term(variant).finditer(masked)]
 
-
-def site_links(nb) -> None:
-    """Turn a notebook's glossary links into HTML links to the site page (MyST checks only heading anchors)."""
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            cell.source = re.sub(r"\[([^\]]+)\]\(((?:\.\./)+docs/glossary)\.md#([\w-]+)\)",
-                                 r'<a href="\2.html#\3">\1</a>', cell.source)
