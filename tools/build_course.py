@@ -91,11 +91,12 @@ def load_config(pyproject: Path = ROOT / "pyproject.toml") -> CourseConfig:
 
 SETUP_TEMPLATE = '''\
 # Ô cài đặt: giống hệt nhau ở mọi bài, sinh bởi tools/build_course.py (đừng sửa tay).
-import glob, importlib, importlib.util, os, re, subprocess, sys
+import glob, importlib.metadata, importlib.util, json, os, re, subprocess, sys
 if importlib.util.find_spec("lessons_lib") is None:  # cài từ GitHub, không được thì từ file .whl đã gắn
+    repo = "git+{url}"  # bản {ref}; không cài được (thẻ chưa đẩy?) thì nhánh mặc định
     found = glob.glob(os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input") + "/**/lessons_lib-*.whl", recursive=True)
     version = lambda path: [int(n) for n in re.findall(r"\\d+", os.path.basename(path).split("-")[1])]
-    for source in ["git+https://github.com/{repo}@{ref}", *sorted(found, key=version, reverse=True)]:
+    for source in [repo + "@{ref}", repo, *sorted(found, key=version, reverse=True)]:
         print("⏳ Đang cài lessons_lib từ", source)
         pip = [sys.executable, "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "10", source]
         if subprocess.run(pip, capture_output=True, text=True).returncode == 0:
@@ -106,12 +107,21 @@ if importlib.util.find_spec("lessons_lib") is None:  # cài từ GitHub, không 
               "  2) Gắn file lessons_lib-*.whl làm dataset (Add Input), rồi chạy lại ô này.")
         raise SystemExit("Dừng lại: thiếu lessons_lib.")
     importlib.invalidate_caches()
+    if source == repo:
+        got = json.loads(importlib.metadata.distribution("lessons_lib").read_text("direct_url.json"))
+        print("⚠️ Không cài được bản {ref}, nên đã cài nhánh mặc định của kho, commit", got["vcs_info"]["commit_id"][:12])
 %reload_ext lessons_lib.notebook'''
 
 
-def setup_cell_source(config: CourseConfig) -> str:
-    """Return the setup cell's code for this course configuration."""
-    return SETUP_TEMPLATE.format(repo=config.repo, ref=config.ref)
+def setup_cell_source(config: CourseConfig, url: str | None = None) -> str:
+    """Return the setup cell's code for this course configuration.
+
+    Args:
+        config: The course's repository and pinned ref.
+        url: The git repository to install from (default: the course's on GitHub); tests pass a local
+            ``file://`` one.
+    """
+    return SETUP_TEMPLATE.format(url=url or f"https://github.com/{config.repo}", ref=config.ref)
 
 
 def colab_url(config: CourseConfig, path: str) -> str:
