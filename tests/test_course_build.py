@@ -165,22 +165,6 @@ def test_every_code_cell_has_a_measurement():
                              f"{missing[:3]}): run python tools/build_course.py --measure on a quiet machine")
 
 
-def test_solutions_link_sibling_notebooks_one_folder_up():
-    text = "[Bài 3](03_x.ipynb) · [mục](04_y.ipynb#muc-2) · [web](https://a.b/05_z.ipynb) · [sol](solutions/06_s.ipynb)"
-    assert build_course.relink_from_subfolder(text) == (
-        "[Bài 3](../03_x.ipynb) · [mục](../04_y.ipynb#muc-2) · [web](https://a.b/05_z.ipynb) · [sol](solutions/06_s.ipynb)")
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_links_to_notebooks_resolve(path):
-    """A relative link to a notebook opens a file that exists, from where this notebook lives."""
-    for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type == "markdown":
-            for target in re.findall(r"\]\(([^)\s]+\.ipynb)(?:#[^)]*)?\)", cell.source):
-                if "://" not in target:
-                    assert (path.parent / target).resolve().is_file(), f"{path.name}: link {target} goes nowhere"
-
-
 _LINK = re.compile(r"\]\((https://[^)\s]+)\)")
 
 
