@@ -39,6 +39,7 @@ SOLUTIONS = ROOT / "lessons_lib" / "exercises" / "solutions.json"  # generated: 
 CORE_PATH = ROOT / "docs" / "core_path.md"  # generated: the core path, lesson by lesson
 GUIDE = ROOT / "docs" / "teaching_guide.md"  # its lesson-times region is generated
 README = ROOT / "README.md"  # its notebook table's study-time column is generated
+VERSION_NOTES = ROOT / "docs" / "version_notes.md"  # the reference page lessons link to (version history, tool internals)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import glossary  # noqa: E402

@@ -41,7 +41,7 @@ import atlas  # noqa: E402
 import glossary  # noqa: E402
 import site_epub  # noqa: E402
 import verified  # noqa: E402
-from build_course import CORE_PATH, GUIDE, CourseConfig, colab_url, kaggle_url, load_config  # noqa: E402
+from build_course import CORE_PATH, GUIDE, VERSION_NOTES, CourseConfig, colab_url, kaggle_url, load_config  # noqa: E402
 from execute_course import RUN_KEY, execute_cached  # noqa: E402
 from gpu_validate import needed_gpus  # noqa: E402
 from run_notebooks import course_notebooks  # noqa: E402
@@ -273,7 +273,7 @@ def site_pages(notebooks: list[str]) -> dict[str, str]:
     """Return {repository path: its page's source in the stage} for every repository file the site shows."""
     pages = {path: path for path in notebooks}
     for file, staged in ((glossary.PAGE, f"docs/{glossary.PAGE.name}"), (CORE_PATH, CORE_PATH.name),
-                         (GUIDE, GUIDE.name)):
+                         (GUIDE, GUIDE.name), (VERSION_NOTES, f"docs/{VERSION_NOTES.name}")):
         pages[file.relative_to(ROOT).as_posix()] = staged
     return pages
 
@@ -323,7 +323,8 @@ def index_markdown(lessons: list[str], solutions: list[str], runs: list[dict], g
     lines += ["```{toctree}", ":caption: Bài học", ":maxdepth: 1", "", *lessons, "```", ""]
     if solutions:
         lines += ["```{toctree}", ":caption: Lời giải", ":maxdepth: 1", "", *solutions, "```", ""]
-    lines += ["```{toctree}", ":caption: Tra cứu", ":maxdepth: 1", "", "docs/glossary", atlas.PAGE, "```", ""]
+    lines += ["```{toctree}", ":caption: Tra cứu", ":maxdepth: 1", "", "docs/glossary", atlas.PAGE,
+              f"docs/{VERSION_NOTES.stem}", "```", ""]
     lines += ["```{toctree}", ":caption: Cho giảng viên", ":maxdepth: 1", "", GUIDE.stem, "```", ""]
     return "\n".join(lines)
 
@@ -399,13 +400,14 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
     core_path = CORE_PATH.read_text(encoding="utf-8").replace("](../notebooks/", "](notebooks/")  # staged one level up
     _write_if_changed(stage_dir / CORE_PATH.name, core_path.encode(), written)
     _write_if_changed(stage_dir / "docs" / glossary.PAGE.name, glossary.PAGE.read_bytes(), written)
+    _write_if_changed(stage_dir / "docs" / VERSION_NOTES.name, VERSION_NOTES.read_bytes(), written)
     for name, site_name in LICENCE_FILES.items():
         if (ROOT / name).is_file():
             _write_if_changed(stage_dir / EXTRA / site_name, (ROOT / name).read_bytes(), written)
     for stale in [p for p in stage_dir.rglob("*") if p.is_file() and p not in written]:
         stale.unlink()
     return SiteBuild(out=OUT, pages=["index", CORE_PATH.stem, "docs/glossary", *lessons, *solutions, atlas.PAGE,
-                                      GUIDE.stem], executed=executed, cached=cached,
+                                      f"docs/{VERSION_NOTES.stem}", GUIDE.stem], executed=executed, cached=cached,
                      gpu_run=gpu_run, gpu_measured=measured, gpu_skipped=skipped,
                      seconds={"notebooks": executed_s, "stage": time.perf_counter() - start - executed_s})
 
