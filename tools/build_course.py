@@ -644,11 +644,42 @@ def core_path_markdown(lessons: dict[Path, str] | None = None) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+_PLANS_REGION = re.compile(r"(<!-- class-plans:start[^\n]*-->\n).*?(<!-- class-plans:end -->)", re.S)
+#: A 3-hour class slot: 15 min to open the notebooks and run the setup cells, a 10-min break, 10 min to sum up.
+SLOT_MIN, SLOT_TEACHING_MIN = 180, 145
+
+
+def class_plans(lessons: dict[Path, str] | None = None) -> str:
+    """Return the class plans of the teaching guide: the core path cut into 3-hour slots by the yardstick's minutes."""
+    texts, measured = _lessons(lessons), load_measured()
+    slots: list[list[tuple[str, int, list[str]]]] = [[]]
+    for src, text in texts.items():
+        core = lesson_minutes(text, measured.get(src.stem))[1]
+        if not core:
+            continue
+        if slots[-1] and sum(m for _, m, _ in slots[-1]) + core > SLOT_TEACHING_MIN:
+            slots.append([])
+        learner = select_variant(text, "learner") if has_variants(text) else text
+        tasks = sorted({answer for _, answer in _TASK_CALL.findall(core_source(learner))})
+        slots[-1].append((text.splitlines()[0].removeprefix("# ").strip(), core, tasks))
+    rows = [f"Lộ trình cốt lõi chia thành {len(slots)} buổi {SLOT_MIN // 60} giờ theo số phút ⭐ ở bảng trên (mỗi buổi: "
+            f"15 phút mở notebook và chạy ô cài đặt, nghỉ 10 phút, tóm tắt 10 phút, còn {SLOT_TEACHING_MIN} phút học). "
+            "Dạy một buổi duy nhất: dùng buổi 1, phần còn lại là bài về nhà; các bài 🔭 là phần đọc thêm.", "",
+            "| buổi | bài (mục ⭐) | phút ⭐ | nhiệm vụ ⭐ làm trong lớp |", "| --- | --- | --- | --- |"]
+    for number, slot in enumerate(slots, 1):
+        for title, core, tasks in slot:
+            rows.append(f"| {number} | {title} | ~{core} | {', '.join(f'`{t}`' for t in tasks) or '—'} |")
+        rows.append(f"| {number} | **cộng** | **~{sum(m for _, m, _ in slot)}** | |")
+    return "\n".join(rows) + "\n"
+
+
 def guide_with_times(text: str, lessons: dict[Path, str] | None = None) -> str:
-    """Return the teaching guide with its lesson-times region filled from the lesson sources."""
-    if not _TIMES_REGION.search(text):
-        raise ValueError(f"{GUIDE.relative_to(ROOT)} has no <!-- lesson-times:start --> … <!-- lesson-times:end --> region")
-    return _TIMES_REGION.sub(lambda m: m.group(1) + lesson_times_table(lessons) + m.group(2), text, count=1)
+    """Return the teaching guide with its lesson-times and class-plans regions filled from the lesson sources."""
+    if not _TIMES_REGION.search(text) or not _PLANS_REGION.search(text):
+        raise ValueError(f"{GUIDE.relative_to(ROOT)} needs the <!-- lesson-times:start --> … <!-- lesson-times:end --> "
+                         "and <!-- class-plans:start --> … <!-- class-plans:end --> regions")
+    text = _TIMES_REGION.sub(lambda m: m.group(1) + lesson_times_table(lessons) + m.group(2), text, count=1)
+    return _PLANS_REGION.sub(lambda m: m.group(1) + class_plans(lessons) + m.group(2), text, count=1)
 
 
 def badges_markdown(config: CourseConfig, notebooks: list[Path]) -> str:
