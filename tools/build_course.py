@@ -603,9 +603,14 @@ def lesson_times_table(lessons: dict[Path, str] | None = None) -> str:
 
 def readme_with_study_times(readme: str, lessons: dict[Path, str] | None = None) -> str:
     """Return README with each notebook row's study-time cell ("~N phút (⭐ ~M)") from the yardstick."""
-    measured = load_measured()
-    for src, text in _lessons(lessons).items():
-        cell = _minutes_text(*lesson_minutes(text, measured.get(src.stem)))
+    measured, texts = load_measured(), _lessons(lessons)
+    minutes = {src: lesson_minutes(text, measured.get(src.stem)) for src, text in texts.items()}
+    core, whole = sum(m[1] for m in minutes.values()), sum(m[0] for m in minutes.values())
+    readme = re.sub(r"\*\*Lộ trình cốt lõi \([^)\n]*\):\*\*",
+                    f"**Lộ trình cốt lõi (~{core // 60} giờ {core % 60} phút, cả khoá ~{round(whole / 60)} giờ):**",
+                    readme, count=1)
+    for src, text in texts.items():
+        cell = _minutes_text(*minutes[src])
         row = re.compile(rf"^(\| [^\n]*\(notebooks/{re.escape(src.stem)}\.ipynb\)[^\n]*\| )~\d+ phút \([^)]*\)( \|)", re.M)
         readme = row.sub(lambda m, cell=cell: m.group(1) + cell + m.group(2), readme, count=1)
     return readme
