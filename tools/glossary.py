@@ -83,9 +83,20 @@ def link_first_uses(text: str, entries: list[dict], target: str) -> str:
     return text
 
 
+#: One way to write a number, in prose as in outputs: a decimal point (as Python prints) and thousands grouped by a
+#: space ("1.07 GB", "6 500"); a comma between digits ("1,074" or "8,1") reads one way in Vietnamese, another in code.
+_COMMA_NUMBER = re.compile(r"(?<![\w,])\d+(?:,\d+)+(?![\w])")
+
+
 def lint(text: str, entries: list[dict]) -> list[str]:
-    """Return "line N: 'variant' → 'term'" for each rejected variant used in the prose of a lesson source."""
+    """Return "line N: 'variant' → 'term'" for each rejected variant or comma-written number in a lesson's prose."""
     masked = prose(text)
-    return [f"line {masked.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r} → {e['vi']!r}"
-            for e in entries for variant in e.get("avoid", []) for m in _term(variant).finditer(masked)]
+
+    def line(m: re.Match) -> int:
+        return masked.count(chr(10), 0, m.start()) + 1
+
+    return ([f"line {line(m)}: {m.group(0)!r} → {e['vi']!r}"
+             for e in entries for variant in e.get("avoid", []) for m in _term(variant).finditer(masked)]
+            + [f"line {line(m)}: {m.group(0)!r} → a decimal point and space-grouped thousands (1.07, 6 500)"
+               for m in _COMMA_NUMBER.finditer(masked)])
 
