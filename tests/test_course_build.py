@@ -165,22 +165,6 @@ def test_every_code_cell_has_a_measurement():
                              f"{missing[:3]}): run python tools/build_course.py --measure on a quiet machine")
 
 
-def test_solutions_link_sibling_notebooks_one_folder_up():
-    text = "[Bài 3](03_x.ipynb) · [mục](04_y.ipynb#muc-2) · [web](https://a.b/05_z.ipynb) · [sol](solutions/06_s.ipynb)"
-    assert build_course.relink_from_subfolder(text) == (
-        "[Bài 3](../03_x.ipynb) · [mục](../04_y.ipynb#muc-2) · [web](https://a.b/05_z.ipynb) · [sol](solutions/06_s.ipynb)")
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_links_to_notebooks_resolve(path):
-    """A relative link to a notebook opens a file that exists, from where this notebook lives."""
-    for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type == "markdown":
-            for target in re.findall(r"\]\(([^)\s]+\.ipynb)(?:#[^)]*)?\)", cell.source):
-                if "://" not in target:
-                    assert (path.parent / target).resolve().is_file(), f"{path.name}: link {target} goes nowhere"
-
-
 _LINK = re.compile(r"\]\((https://[^)\s]+)\)")
 
 
@@ -246,10 +230,11 @@ def test_teaching_guide_times_are_the_lessons_own(tmp_path):
     assert f"| Bài 14.1 · Demo | ~{whole} phút | ~{core} phút | tuỳ chọn | ⭐ `f` |" in table
     extension = text.replace("# Bài", "# 🔭 Bài")
     assert "| — (mở rộng) |" in build_course.lesson_times_table({tmp_path / "01_demo.md": extension})
-    guide = "intro\n<!-- lesson-times:start x -->\nold\n<!-- lesson-times:end -->\nrest\n"
+    guide = ("intro\n<!-- lesson-times:start x -->\nold\n<!-- lesson-times:end -->\n"
+             "<!-- class-plans:start -->\nold plan\n<!-- class-plans:end -->\nrest\n")
     filled = build_course.guide_with_times(guide)
     assert "old" not in filled and filled.startswith("intro\n") and filled.endswith("-->\nrest\n")
-    assert build_course.lesson_times_table() in filled
+    assert build_course.lesson_times_table() in filled and build_course.class_plans() in filled
     with pytest.raises(ValueError, match="lesson-times"):
         build_course.guide_with_times("a guide without the region")
 
@@ -344,3 +329,17 @@ def test_a_cell_that_builds_a_quiz_is_marked_and_others_are_not():
     quiz, plain = build_course.build_notebook(cells, "x", "notebooks/x.ipynb", config)["cells"][1:]
     assert quiz["metadata"]["cellView"] == "form" and quiz["source"].startswith(build_course.QUIZ_TITLE)
     assert plain["metadata"] == {} and plain["source"] == "print(choice)"
+
+
+def test_class_plans_cut_the_core_path_into_3_hour_slots(tmp_path):
+    def lesson(n, words, task):
+        text = (f"# Bài 14.{n} · L{n}\n\n⏱️ ~1 phút\n\n## ⭐ 1. A\n\n" + "từ " * words
+                + f"\n\n```python\ndef f():\n    ### BEGIN SOLUTION\n    return 1\n    ### BEGIN LEARNER\n"
+                f"    return ...\n    ### END\n{task}.check(f)\n```\n")
+        return tmp_path / f"0{n}_l.md", text
+    lessons = dict([lesson(1, 9000, "task1"), lesson(2, 9000, "task2"), lesson(3, 2000, "task3")])
+    minutes = [build_course.lesson_minutes(text)[1] for text in lessons.values()]
+    assert minutes[0] + minutes[1] > build_course.SLOT_TEACHING_MIN >= minutes[1] + minutes[2]
+    plan = build_course.class_plans(lessons)
+    assert f"| 1 | **cộng** | **~{minutes[0]}** |" in plan
+    assert f"| 2 | **cộng** | **~{minutes[1] + minutes[2]}** |" in plan and "| 2 | Bài 14.3 · L3 |" in plan

@@ -24,11 +24,12 @@ import hashlib
 import itertools
 import json
 import os
+import posixpath
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "course_src"
@@ -38,6 +39,7 @@ SOLUTIONS = ROOT / "lessons_lib" / "exercises" / "solutions.json"  # generated: 
 CORE_PATH = ROOT / "docs" / "core_path.md"  # generated: the core path, lesson by lesson
 GUIDE = ROOT / "docs" / "teaching_guide.md"  # its lesson-times region is generated
 README = ROOT / "README.md"  # its notebook table's study-time column is generated
+VERSION_NOTES = ROOT / "docs" / "version_notes.md"  # the reference page lessons link to (version history, tool internals)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import glossary  # noqa: E402
@@ -92,11 +94,12 @@ def load_config(pyproject: Path = ROOT / "pyproject.toml") -> CourseConfig:
 
 SETUP_TEMPLATE = '''\
 # Ô cài đặt: giống hệt nhau ở mọi bài, sinh bởi tools/build_course.py (đừng sửa tay).
-import glob, importlib, importlib.util, os, re, subprocess, sys
+import glob, importlib.metadata, importlib.util, json, os, re, subprocess, sys
 if importlib.util.find_spec("lessons_lib") is None:  # cài từ GitHub, không được thì từ file .whl đã gắn
+    repo = "git+{url}"  # bản {ref}; không cài được (thẻ chưa đẩy?) thì nhánh mặc định
     found = glob.glob(os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input") + "/**/lessons_lib-*.whl", recursive=True)
     version = lambda path: [int(n) for n in re.findall(r"\\d+", os.path.basename(path).split("-")[1])]
-    for source in ["git+https://github.com/{repo}@{ref}", *sorted(found, key=version, reverse=True)]:
+    for source in [repo + "@{ref}", repo, *sorted(found, key=version, reverse=True)]:
         print("⏳ Đang cài lessons_lib từ", source)
         pip = [sys.executable, "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "10", source]
         if subprocess.run(pip, capture_output=True, text=True).returncode == 0:
@@ -107,12 +110,21 @@ if importlib.util.find_spec("lessons_lib") is None:  # cài từ GitHub, không 
               "  2) Gắn file lessons_lib-*.whl làm dataset (Add Input), rồi chạy lại ô này.")
         raise SystemExit("Dừng lại: thiếu lessons_lib.")
     importlib.invalidate_caches()
+    if source == repo:
+        got = json.loads(importlib.metadata.distribution("lessons_lib").read_text("direct_url.json"))
+        print("⚠️ Không cài được bản {ref}, nên đã cài nhánh mặc định của kho, commit", got["vcs_info"]["commit_id"][:12])
 %reload_ext lessons_lib.notebook'''
 
 
-def setup_cell_source(config: CourseConfig) -> str:
-    """Return the setup cell's code for this course configuration."""
-    return SETUP_TEMPLATE.format(repo=config.repo, ref=config.ref)
+def setup_cell_source(config: CourseConfig, url: str | None = None) -> str:
+    """Return the setup cell's code for this course configuration.
+
+    Args:
+        config: The course's repository and pinned ref.
+        url: The git repository to install from (default: the course's on GitHub); tests pass a local
+            ``file://`` one.
+    """
+    return SETUP_TEMPLATE.format(url=url or f"https://github.com/{config.repo}", ref=config.ref)
 
 
 def colab_url(config: CourseConfig, path: str) -> str:
@@ -443,12 +455,47 @@ def _dump(nb: dict) -> str:
     return json.dumps(nb, ensure_ascii=False, indent=1) + "\n"
 
 
-_SIBLING_NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[^/()\s]+\.ipynb(?:#[^()\s]*)?)\)")
+#: Where a lesson source's relative links start from: the folder of its learner notebook (``02_x.ipynb``,
+#: ``../docs/glossary.md#g-flops``), as the author sees it in the repository.
+LINK_BASE = "notebooks"
+_MD_LINK = re.compile(r'(\]\()([^()\s]+)((?:[ \t]+"[^"\n]*")?\))')  # [text](target "title"), ![alt](target)
+_MD_LINK_DEF = re.compile(r"^([ \t]{0,3}\[[^\]\n]+\]:[ \t]*)(\S+)()", re.M)  # [name]: target
+_HTML_LINK = re.compile(r"(<(?:a|img)\b[^>]*?\b(?:href|src)=\")([^\"]+)(\")", re.I)
+_NOT_PROSE = re.compile(r"^```.*?^```|`[^`\n]*`|<!--.*?-->", re.S | re.M)  # code and comments keep their text
+_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
-def relink_from_subfolder(text: str) -> str:
-    """Point Markdown links to a sibling notebook (``](03_x.ipynb)``) one folder up (``](../03_x.ipynb)``)."""
-    return _SIBLING_NOTEBOOK_LINK.sub(r"](../\1)", text)
+def repo_file_url(config: CourseConfig, path: str) -> str:
+    """Return the GitHub page of the repository file at `path` (``docs/glossary.md#g-x``) at the pinned ref."""
+    path, hash_, anchor = path.partition("#")
+    return f"https://github.com/{config.repo}/blob/{quote(config.ref, safe='')}/{quote(path)}{hash_}{anchor}"
+
+
+def absolute_links(text: str, config: CourseConfig, base: str = LINK_BASE) -> str:
+    """Return Markdown `text` with every relative link made the repository's file at the pinned ref.
+
+    A notebook opened from a badge lives at a Colab or Kaggle address, where ``../docs/glossary.md`` or
+    ``03_x.ipynb`` lead nowhere: each relative target (Markdown links and definitions, HTML href/src) is read
+    from `base` (a folder of the repository) and becomes ``repo_file_url``. Absolute URLs (any scheme), in-page
+    anchors (``#x``) and anything in code or comments stay. tools/build_site.py turns them back into the site's
+    own pages. Raise ValueError for a link that leaves the repository.
+    """
+    skip: list[tuple[int, int]] = []
+
+    def rewrite(found: re.Match) -> str:
+        target = found.group(2)
+        if _SCHEME.match(target) or target.startswith(("#", "//")) or any(a <= found.start() < b for a, b in skip):
+            return found.group(0)
+        path, hash_, anchor = target.partition("#")
+        resolved = posixpath.normpath(posixpath.join(base, unquote(path)))
+        if resolved == ".." or resolved.startswith("../"):
+            raise ValueError(f"link {target!r} (from {base}/) points outside the repository")
+        return found.group(1) + repo_file_url(config, resolved + hash_ + anchor) + found.group(3)
+
+    for pattern in (_MD_LINK, _MD_LINK_DEF, _HTML_LINK):
+        skip[:] = [m.span() for m in _NOT_PROSE.finditer(text)]
+        text = pattern.sub(rewrite, text)
+    return text
 
 
 def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
@@ -467,9 +514,8 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
             variants.append(("solution", NOTEBOOKS / "solutions" / f"{name}_solutions.ipynb"))
         for variant, target in variants:
             body = select_variant(text, variant) if has_variants(text) else text
-            body = glossary.link_first_uses(body, terms, "../" * (variant == "solution") + "../docs/glossary.md")
-            if variant == "solution":  # it lives one folder down: links to sibling notebooks go up
-                body = relink_from_subfolder(body)
+            body = glossary.link_first_uses(body, terms, "../docs/glossary.md")
+            body = absolute_links(body, config)  # opened in Colab/Kaggle, a relative link leads nowhere
             repo_path = target.relative_to(ROOT).as_posix()
             files[target] = _dump(build_notebook(parse_source(body), target.stem, repo_path, config))
     files[SOLUTIONS] = solutions_json()
@@ -557,9 +603,14 @@ def lesson_times_table(lessons: dict[Path, str] | None = None) -> str:
 
 def readme_with_study_times(readme: str, lessons: dict[Path, str] | None = None) -> str:
     """Return README with each notebook row's study-time cell ("~N phút (⭐ ~M)") from the yardstick."""
-    measured = load_measured()
-    for src, text in _lessons(lessons).items():
-        cell = _minutes_text(*lesson_minutes(text, measured.get(src.stem)))
+    measured, texts = load_measured(), _lessons(lessons)
+    minutes = {src: lesson_minutes(text, measured.get(src.stem)) for src, text in texts.items()}
+    core, whole = sum(m[1] for m in minutes.values()), sum(m[0] for m in minutes.values())
+    readme = re.sub(r"\*\*Lộ trình cốt lõi \([^)\n]*\):\*\*",
+                    f"**Lộ trình cốt lõi (~{core // 60} giờ {core % 60} phút, cả khoá ~{round(whole / 60)} giờ):**",
+                    readme, count=1)
+    for src, text in texts.items():
+        cell = _minutes_text(*minutes[src])
         row = re.compile(rf"^(\| [^\n]*\(notebooks/{re.escape(src.stem)}\.ipynb\)[^\n]*\| )~\d+ phút \([^)]*\)( \|)", re.M)
         readme = row.sub(lambda m, cell=cell: m.group(1) + cell + m.group(2), readme, count=1)
     return readme
@@ -598,11 +649,42 @@ def core_path_markdown(lessons: dict[Path, str] | None = None) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+_PLANS_REGION = re.compile(r"(<!-- class-plans:start[^\n]*-->\n).*?(<!-- class-plans:end -->)", re.S)
+#: A 3-hour class slot: 15 min to open the notebooks and run the setup cells, a 10-min break, 10 min to sum up.
+SLOT_MIN, SLOT_TEACHING_MIN = 180, 145
+
+
+def class_plans(lessons: dict[Path, str] | None = None) -> str:
+    """Return the class plans of the teaching guide: the core path cut into 3-hour slots by the yardstick's minutes."""
+    texts, measured = _lessons(lessons), load_measured()
+    slots: list[list[tuple[str, int, list[str]]]] = [[]]
+    for src, text in texts.items():
+        core = lesson_minutes(text, measured.get(src.stem))[1]
+        if not core:
+            continue
+        if slots[-1] and sum(m for _, m, _ in slots[-1]) + core > SLOT_TEACHING_MIN:
+            slots.append([])
+        learner = select_variant(text, "learner") if has_variants(text) else text
+        tasks = sorted({answer for _, answer in _TASK_CALL.findall(core_source(learner))})
+        slots[-1].append((text.splitlines()[0].removeprefix("# ").strip(), core, tasks))
+    rows = [f"Lộ trình cốt lõi chia thành {len(slots)} buổi {SLOT_MIN // 60} giờ theo số phút ⭐ ở bảng trên (mỗi buổi: "
+            f"15 phút mở notebook và chạy ô cài đặt, nghỉ 10 phút, tóm tắt 10 phút, còn {SLOT_TEACHING_MIN} phút học). "
+            "Dạy một buổi duy nhất: dùng buổi 1, phần còn lại là bài về nhà; các bài 🔭 là phần đọc thêm.", "",
+            "| buổi | bài (mục ⭐) | phút ⭐ | nhiệm vụ ⭐ làm trong lớp |", "| --- | --- | --- | --- |"]
+    for number, slot in enumerate(slots, 1):
+        for title, core, tasks in slot:
+            rows.append(f"| {number} | {title} | ~{core} | {', '.join(f'`{t}`' for t in tasks) or '—'} |")
+        rows.append(f"| {number} | **cộng** | **~{sum(m for _, m, _ in slot)}** | |")
+    return "\n".join(rows) + "\n"
+
+
 def guide_with_times(text: str, lessons: dict[Path, str] | None = None) -> str:
-    """Return the teaching guide with its lesson-times region filled from the lesson sources."""
-    if not _TIMES_REGION.search(text):
-        raise ValueError(f"{GUIDE.relative_to(ROOT)} has no <!-- lesson-times:start --> … <!-- lesson-times:end --> region")
-    return _TIMES_REGION.sub(lambda m: m.group(1) + lesson_times_table(lessons) + m.group(2), text, count=1)
+    """Return the teaching guide with its lesson-times and class-plans regions filled from the lesson sources."""
+    if not _TIMES_REGION.search(text) or not _PLANS_REGION.search(text):
+        raise ValueError(f"{GUIDE.relative_to(ROOT)} needs the <!-- lesson-times:start --> … <!-- lesson-times:end --> "
+                         "and <!-- class-plans:start --> … <!-- class-plans:end --> regions")
+    text = _TIMES_REGION.sub(lambda m: m.group(1) + lesson_times_table(lessons) + m.group(2), text, count=1)
+    return _PLANS_REGION.sub(lambda m: m.group(1) + class_plans(lessons) + m.group(2), text, count=1)
 
 
 def badges_markdown(config: CourseConfig, notebooks: list[Path]) -> str:
