@@ -403,8 +403,6 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
     terms = glossary.load()
     for src in sorted(SRC.glob("[0-9][0-9]_*.md")):
         text = src.read_text(encoding="utf-8")
-        if glossary.REGION.search(text):  # lesson 01's terminology table is the glossary's rendering
-            files[src] = text = glossary.with_table(text, terms)
         name = src.stem
         variants = [("learner", NOTEBOOKS / f"{name}.ipynb")]
         if has_variants(text):
