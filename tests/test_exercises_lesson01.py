@@ -21,9 +21,9 @@ from _lesson_tasks import (
 
 from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson01 import (
-    _CUDA_NO_GPU,
     _COLAB_T4,
     _CPU_ONLY,
+    _CUDA_NO_GPU,
     _MAC,
     _MACHINES,
     _simulated,
