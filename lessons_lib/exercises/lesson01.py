@@ -140,8 +140,8 @@ def _cuda_on_cpu_message(choose_device, machine: _Machine, probe: _Probe) -> str
     if probe.compile_time_calls:
         return (f"trên {machine.name}, hàm trả về cuda. torch.accelerator.current_accelerator() (không có "
                 "check_available=True) trả về accelerator mà bản build được biên dịch cho, không hỏi máy có GPU hay "
-                "không: bản CUDA cài trên máy không có GPU (Colab/Kaggle CPU runtime, laptop Linux cài torch mặc "
-                "định) vẫn cho cuda. Dùng current_accelerator(check_available=True), hoặc hỏi "
+                "không: bản CUDA cài trên máy không có GPU (laptop Linux cài torch mặc định, ảnh GPU không được "
+                "cấp GPU) vẫn cho cuda. Dùng current_accelerator(check_available=True), hoặc hỏi "
                 "torch.accelerator.is_available() trước, hoặc torch.cuda.is_available().")
     if source_has(choose_device, r"version\.cuda|is_built\s*\("):
         return (f"trên {machine.name}, hàm trả về cuda: torch.version.cuda / is_built() chỉ nói bản build có CUDA, "
