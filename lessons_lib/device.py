@@ -102,6 +102,10 @@ def _explain_cuda(facts: _CudaFacts) -> list[str]:
     if facts.cuda_build is None:
         if facts.hip_build:
             return [f"Đây là bản PyTorch cho ROCm (AMD, HIP {facts.hip_build}), không có GPU AMD nào được thấy."]
+        if facts.platform in ("colab", "kaggle"):  # their CPU runtimes ship a +cpu torch: a CUDA wheel brings no GPU
+            return [f"Runtime {facts.platform.title()} này chỉ có CPU (bản PyTorch chỉ CPU, torch.version.cuda là "
+                    "None), nên không có GPU nào để dùng; cài bản PyTorch khác không giúp được. "
+                    + how_to_get_gpu(platform=facts.platform)]
         return ["Bản PyTorch này được build không có CUDA (torch.version.cuda là None): bản chỉ có CPU, "
                 "bản cho macOS (GPU Apple dùng MPS) hay bản XPU (GPU Intel). Muốn dùng GPU NVIDIA, "
                 "cài bản có CUDA theo lệnh ở pytorch.org/get-started/locally."]
@@ -119,7 +123,7 @@ def _explain_cuda(facts: _CudaFacts) -> list[str]:
             "không mới hơn driver theo lệnh ở pytorch.org/get-started/locally.")
     elif not facts.driver_found or "driver" in facts.init_warning.lower():
         hint = how_to_get_gpu(platform=facts.platform)
-        if facts.platform in ("colab", "kaggle"):  # a hosted runtime without GPU: no driver to install there
+        if facts.platform in ("colab", "kaggle"):  # a GPU image given no GPU: no driver to install there
             reasons.append(f"Runtime {facts.platform.title()} này chỉ có CPU: bản PyTorch có CUDA {facts.cuda_build} "
                            "nhưng runtime không được cấp GPU NVIDIA nào. " + hint)
         else:

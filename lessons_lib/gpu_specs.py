@@ -30,6 +30,10 @@ _RTX3060_PAGE = ("NVIDIA GeForce RTX 3060 family specifications page",
                  "https://www.nvidia.com/en-us/geforce/graphics-cards/30-series/rtx-3060-3060ti/")
 _RTX4060_PAGE = ("NVIDIA GeForce RTX 4060 family specifications page",
                  "https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4060-4060ti/")
+_RTX4070_PAGE = ("NVIDIA GeForce RTX 4070 family specifications page",
+                 "https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4070-family/")
+_RTX4080_PAGE = ("NVIDIA GeForce RTX 4080 family specifications page",
+                 "https://www.nvidia.com/en-us/geforce/graphics-cards/40-series/rtx-4080-family/")
 
 _SPARSE_HALVED = "tensor-core figure = datasheet's sparsity figure / 2 (dense)"
 
@@ -113,6 +117,12 @@ RTX_3060 = _spec("GeForce RTX 3060", "12 GB GDDR6", 12.7, None, None, True, 12, 
 RTX_4060 = _spec("GeForce RTX 4060", "8 GB GDDR6", 15.1, None, None, True, 8, 272, _RTX4060_PAGE,
                  "derived: FP32 = 2 × 3072 CUDA cores × 2.46 GHz boost; bandwidth = 128-bit × 17 Gbps / 8; "
                  "NVIDIA publishes no FP16 tensor figure for this card")
+RTX_4070 = _spec("GeForce RTX 4070", "12 GB GDDR6X", 29.1, None, None, True, 12, 504, _RTX4070_PAGE,
+                 "derived: FP32 = 2 × 5888 CUDA cores × 2.475 GHz boost; bandwidth = 192-bit × 21 Gbps / 8; "
+                 "NVIDIA publishes no FP16 tensor figure on this page")
+RTX_4080 = _spec("GeForce RTX 4080", "16 GB GDDR6X", 48.7, None, None, True, 16, 716.8, _RTX4080_PAGE,
+                 "derived: FP32 = 2 × 9728 CUDA cores × 2.505 GHz boost; bandwidth = 256-bit × 22.4 Gbps / 8; "
+                 "NVIDIA publishes no FP16 tensor figure on this page")
 
 # How ``torch.cuda.get_device_name()`` names each GPU: (pattern, what the name also holds without spaces,
 # spec); the first match wins. A name that does not say the variant: H100/H200 → SXM; A100 → SXM4 (40 GB
@@ -127,7 +137,8 @@ _NAMES = (
     (r"\bV100\b", ("32GB",), V100_SXM2_32), (r"\bV100\b", (), V100_SXM2), (r"\bP100\b", ("SXM",), P100_SXM2),
     (r"\bP100\b", ("12GB",), P100_PCIE_12), (r"\bP100\b", (), P100_PCIE_16),
     (r"\bT4\b", (), T4), (r"\bL4\b", (), L4), (r"\bRTX 3060$", (), RTX_3060), (r"\bRTX 3080$", (), RTX_3080),
-    (r"\bRTX 3090$", (), RTX_3090), (r"\bRTX 4060$", (), RTX_4060), (r"\bRTX 4090$", (), RTX_4090),
+    (r"\bRTX 3090$", (), RTX_3090), (r"\bRTX 4060$", (), RTX_4060), (r"\bRTX 4070$", (), RTX_4070),
+    (r"\bRTX 4080$", (), RTX_4080), (r"\bRTX 4090$", (), RTX_4090),
 )
 
 

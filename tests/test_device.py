@@ -98,12 +98,24 @@ def test_explain_cuda_no_driver_says_how_to_get_a_gpu():
 
 
 def test_explain_cuda_on_a_colab_cpu_runtime_says_the_runtime_has_no_gpu():
-    """Colab's CPU runtime: torch's CUDA build, no driver, no nvidia-smi (what the version matrix runs)."""
+    """A Colab/Kaggle GPU image given no GPU: torch's CUDA build, no driver, no nvidia-smi."""
     (reason,) = dev._explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False, platform="colab"))
     assert reason.startswith("Runtime Colab này chỉ có CPU: bản PyTorch có CUDA 12.8")
     assert "driver chưa cài" not in reason and "Change runtime type → T4 GPU" in reason and "Kaggle" not in reason
     (kaggle,) = dev._explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False, platform="kaggle"))
     assert kaggle.startswith("Runtime Kaggle này chỉ có CPU") and "Accelerator → GPU T4 ×2" in kaggle
+
+
+def test_explain_cuda_on_a_colab_or_kaggle_cpu_build_says_change_the_runtime_not_install_cuda():
+    """Colab's and Kaggle's CPU runtimes ship a +cpu torch: the fix is a GPU runtime, not a CUDA wheel."""
+    (colab,) = dev._explain_cuda(CudaFacts(cuda_build=None, platform="colab"))
+    assert colab.startswith("Runtime Colab này chỉ có CPU") and "torch.version.cuda là None" in colab
+    assert "Change runtime type → T4 GPU" in colab and "pytorch.org" not in colab and "Kaggle" not in colab
+    (kaggle,) = dev._explain_cuda(CudaFacts(cuda_build=None, platform="kaggle"))
+    assert kaggle.startswith("Runtime Kaggle này chỉ có CPU") and "Accelerator → GPU T4 ×2" in kaggle
+    assert "pytorch.org" not in kaggle
+    (local,) = dev._explain_cuda(CudaFacts(cuda_build=None, platform="local"))
+    assert "pytorch.org/get-started/locally" in local
 
 
 def test_gather_cuda_facts_records_the_platform(monkeypatch):

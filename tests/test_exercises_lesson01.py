@@ -21,9 +21,9 @@ from _lesson_tasks import (
 
 from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson01 import (
-    _COLAB_CPU,
     _COLAB_T4,
     _CPU_ONLY,
+    _CUDA_NO_GPU,
     _MAC,
     _MACHINES,
     _simulated,
@@ -65,7 +65,7 @@ def test_solution_passes(tmp_path):
     ns = solution(tmp_path)
     feedback = check(ns["choose_device"], ns["x"])
     assert feedback.passed, str(feedback)
-    assert "bốn máy giả lập" in str(feedback) and "Colab CPU runtime" in str(feedback)
+    assert "bốn máy giả lập" in str(feedback) and "bản CUDA trên máy không có GPU" in str(feedback)
 
 
 def test_blanks_are_not_done_yet(tmp_path):
@@ -184,8 +184,8 @@ def test_simulated_machines_answer_and_restore(machine):
 
 
 def test_the_four_machines():
-    assert [m.best for m in (_CPU_ONLY, _COLAB_CPU, _COLAB_T4, _MAC)] == ["cpu", "cpu", "cuda", "mps"]
-    assert [m.built for m in (_CPU_ONLY, _COLAB_CPU, _COLAB_T4, _MAC)] == [None, "cuda", "cuda", "mps"]
+    assert [m.best for m in (_CPU_ONLY, _CUDA_NO_GPU, _COLAB_T4, _MAC)] == ["cpu", "cpu", "cuda", "mps"]
+    assert [m.built for m in (_CPU_ONLY, _CUDA_NO_GPU, _COLAB_T4, _MAC)] == [None, "cuda", "cuda", "mps"]
 
 
 @pytest.mark.skipif(ACCELERATOR is None, reason="torch.accelerator is new in torch 2.6")
@@ -198,7 +198,7 @@ def test_plain_current_accelerator_is_told_it_names_the_build(tmp_path):
     ''', tmp_path)
     feedback = check(plain, torch.ones(3))
     if HAS_CHECK_AVAILABLE:  # passes _CPU_ONLY (no accelerator built), fails on the CUDA build without a GPU
-        assert_fails(feedback, "Colab CPU runtime", "bản build được biên dịch cho", "check_available=True")
+        assert_fails(feedback, "bản CUDA trên máy không có GPU", "bản build được biên dịch cho", "check_available=True")
     else:  # torch 2.6 raises there instead
         assert_fails(feedback, "báo lỗi")
 
@@ -236,7 +236,7 @@ def test_asking_the_build_is_told_it_is_not_the_machine(tmp_path):
             return torch.device("mps")
         return torch.device("cpu")
     ''', tmp_path)
-    assert_fails(check(by_build, torch.ones(3)), "Colab CPU runtime", "không nói máy có GPU")
+    assert_fails(check(by_build, torch.ones(3)), "bản CUDA trên máy không có GPU", "không nói máy có GPU")
 
 
 def test_progress_lists_the_lesson(capsys):
@@ -263,7 +263,7 @@ def test_the_task_cell_runs_in_both_notebooks(path, status, capsys):
 def test_on_torch_2_6_the_simulation_has_no_check_available(tmp_path, monkeypatch):
     from lessons_lib.exercises import lesson01
     monkeypatch.setattr(lesson01, "_has_check_available", lambda: False)  # answer as torch 2.6 does
-    with _simulated(_COLAB_CPU):
+    with _simulated(_CUDA_NO_GPU):
         with pytest.raises(RuntimeError, match="none is available"):
             torch.accelerator.current_accelerator()
     with _simulated(_COLAB_T4):

@@ -1,4 +1,4 @@
-"""The glossary (course_src/glossary.json): well-formed, rendered in lesson 01, linked once per lesson, and the lint."""
+"""The glossary (course_src/glossary.json): well-formed, linked from lesson 01 and once per lesson, and the lint."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ def test_a_duplicate_or_incomplete_entry_fails(tmp_path, bad):
         glossary.load(tmp_path / "g.json")
 
 
-def test_lesson_01_shows_the_glossary_table():
-    assert glossary.table(ENTRIES) in LESSONS[0].read_text(encoding="utf-8")
+def test_lesson_01_links_the_glossary_page_instead_of_a_table():
+    text = LESSONS[0].read_text(encoding="utf-8")
+    assert "](../docs/glossary.md)" in text and not glossary.REGION.search(text)
 
 
 @pytest.mark.parametrize("src", LESSONS, ids=lambda p: p.stem)

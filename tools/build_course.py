@@ -505,8 +505,6 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
     terms, measured = glossary.load(), load_measured()
     for src in sorted(SRC.glob("[0-9][0-9]_*.md")):
         text = src.read_text(encoding="utf-8")
-        if glossary.REGION.search(text):  # lesson 01's terminology table is the glossary's rendering
-            text = glossary.with_table(text, terms)
         files[src] = text = with_times(text, measured.get(src.stem))  # the ⏱️ line states the yardstick
         name = src.stem
         variants = [("learner", NOTEBOOKS / f"{name}.ipynb")]
@@ -609,7 +607,7 @@ def readme_with_study_times(readme: str, lessons: dict[Path, str] | None = None)
     readme = re.sub(r"\*\*Lộ trình cốt lõi \([^)\n]*\):\*\*",
                     f"**Lộ trình cốt lõi (~{core // 60} giờ {core % 60} phút, cả khoá ~{round(whole / 60)} giờ):**",
                     readme, count=1)
-    for src, text in texts.items():
+    for src in texts:
         cell = _minutes_text(*minutes[src])
         row = re.compile(rf"^(\| [^\n]*\(notebooks/{re.escape(src.stem)}\.ipynb\)[^\n]*\| )~\d+ phút \([^)]*\)( \|)", re.M)
         readme = row.sub(lambda m, cell=cell: m.group(1) + cell + m.group(2), readme, count=1)

@@ -33,11 +33,11 @@ class _Machine:
 
 
 _CPU_ONLY = _Machine("máy chỉ có CPU (giả lập)", cuda=False, mps=False)
-_COLAB_CPU = _Machine("Colab CPU runtime: bản build CUDA, không có GPU/driver (giả lập)", cuda=False, mps=False,
-                      built="cuda")
+_CUDA_NO_GPU = _Machine("bản CUDA trên máy không có GPU: laptop Linux cài torch mặc định, ảnh GPU không được cấp "
+                        "GPU (giả lập)", cuda=False, mps=False, built="cuda")
 _COLAB_T4 = _Machine("Colab T4 (giả lập)", cuda=True, mps=False, built="cuda")
 _MAC = _Machine("Mac chip Apple, MPS (giả lập)", cuda=False, mps=True, built="mps")
-_MACHINES = (_CPU_ONLY, _COLAB_CPU, _COLAB_T4, _MAC)
+_MACHINES = (_CPU_ONLY, _CUDA_NO_GPU, _COLAB_T4, _MAC)
 
 
 @dataclass
@@ -140,8 +140,8 @@ def _cuda_on_cpu_message(choose_device, machine: _Machine, probe: _Probe) -> str
     if probe.compile_time_calls:
         return (f"trên {machine.name}, hàm trả về cuda. torch.accelerator.current_accelerator() (không có "
                 "check_available=True) trả về accelerator mà bản build được biên dịch cho, không hỏi máy có GPU hay "
-                "không: bản CUDA cài trên máy không có GPU (Colab/Kaggle CPU runtime, laptop Linux cài torch mặc "
-                "định) vẫn cho cuda. Dùng current_accelerator(check_available=True), hoặc hỏi "
+                "không: bản CUDA cài trên máy không có GPU (laptop Linux cài torch mặc định, ảnh GPU không được "
+                "cấp GPU) vẫn cho cuda. Dùng current_accelerator(check_available=True), hoặc hỏi "
                 "torch.accelerator.is_available() trước, hoặc torch.cuda.is_available().")
     if source_has(choose_device, r"version\.cuda|is_built\s*\("):
         return (f"trên {machine.name}, hàm trả về cuda: torch.version.cuda / is_built() chỉ nói bản build có CUDA, "
@@ -186,7 +186,7 @@ def _evaluate(report: Report, choose_device=None, x=None) -> None:
     if x.device.type != here.type:
         report.problem(f"x đang ở {x.device}, không phải {here} (thiết bị choose_device() chọn trên máy này): "
                        "tạo x với device=choose_device().", stop=True)
-    report.success("đúng trên cả bốn máy giả lập (CPU → cpu, Colab CPU runtime có bản CUDA → cpu, Colab T4 → cuda, "
+    report.success("đúng trên cả bốn máy giả lập (CPU → cpu, bản CUDA trên máy không có GPU → cpu, Colab T4 → cuda, "
                    f"Mac → mps), prefer được tôn trọng, và trên máy này x nằm ở {x.device}.")
     on_gpu_note(report, here, "choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
 

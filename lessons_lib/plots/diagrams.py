@@ -7,7 +7,7 @@ from ._axes import PALETTE, add_facts, get_ax
 _CUDA_STACK = (
     ("Python: c = a @ b", "code của bạn"),
     ("PyTorch ATen dispatcher", "chọn kernel theo device + dtype"),
-    ("cuBLAS / cuDNN / NCCL", "thư viện của NVIDIA"),
+    ("kernel: cuBLAS cho a @ b", "conv: cuDNN; +, ReLU, sum: kernel riêng của ATen"),
     ("CUDA runtime", "cấp phát bộ nhớ, xếp kernel vào stream"),
     ("NVIDIA driver", "nói chuyện với phần cứng"),
     ("GPU: các SM chạy kernel", "hàng nghìn luồng song song"),
@@ -35,5 +35,5 @@ def cuda_stack(ax=None):
     ax.set_ylim(0, n)
     ax.axis("off")
     add_facts(ax, "Các tầng từ trên xuống: " + " → ".join(f"{name} ({note})" for name, note in _CUDA_STACK))
-    ax.set_title("Từ a @ b trong Python xuống GPU (chỉ GPU NVIDIA; AMD: ROCm, Apple: MPS, Intel: XPU)", fontsize=10)
+    ax.set_title("Từ a @ b trong Python xuống GPU NVIDIA (AMD: ROCm, Apple: MPS, Intel: XPU)", fontsize=10)
     return ax
