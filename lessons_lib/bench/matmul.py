@@ -79,7 +79,7 @@ def time_matmul(n: int, device: str | torch.device = "cpu", *, repeats: int = 5,
     """Check, then time an N×N fp32 matmul on `device`; raise RuntimeError if the result is wrong.
 
     The "⚠️ số đo nhiễu" line also appears when the median is far above `expected_s` (default: the time at the best
-    fp32 matmul speed this process has measured on `device` at this N or below, see ``measure``).
+    fp32 matmul speed this process has measured on `device` at about this N or below, see ``measure``).
     """
     check_int("n", n, 1)
     dev = _device(device)
@@ -227,9 +227,9 @@ class Comparison(_Printable):
 
     @property
     def noise(self) -> str | None:
-        """The "⚠️ số đo nhiễu" line when either side's repeats disagree, else None."""
+        """The "⚠️ số đo nhiễu" line when either side's repeats disagree or its median is far above expected."""
         return _noise_line([f"{_who(t)}: {sign}" for t in (self.baseline, self.other) if t is not None
-                            for sign in _signs(t.times_s, None)])
+                            for sign in _signs(t.times_s, t.expected_s, t.expected_basis)])
 
     def verdict(self) -> str:
         """Return one sentence built from the measured numbers."""

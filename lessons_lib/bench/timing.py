@@ -21,6 +21,7 @@ SPREAD_LIMIT = 2.0  # slowest repeat / fastest repeat above this: the repeats di
 SLOW_LIMIT = 3.0  # median / predicted time above this: something else slowed the work down
 _MIN_BLOCK_S = 0.002  # a timed block lasts this long at least: the clock's and synchronize's cost vanish
 _HISTORY_MARGIN = 1.5  # expected time from history = this × (FLOPs at the best speed measured so far)
+_HISTORY_SIZE = 1.25  # only earlier calls with at most this × the FLOPs count (bigger work often runs faster)
 # Best speed measured in this process, per (device, threads, kind of work): [(flops of one call, FLOP/s), ...].
 # Interference only ever slows work down, so the fastest repeat of an earlier, equal or smaller, call of the same
 # kind is a floor for what the machine can do; a later median far above it was stalled as a whole.
@@ -224,7 +225,7 @@ def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: in
     Prints the "⚠️ số đo nhiễu" line when the repeats disagree, or when the median is far above what the work
     should take (``noise_warning``): `expected_s` if given, else, when `flops` is known, the time at the best
     speed this process has measured for the same kind of work (same device and threads, a label equal up to its
-    numbers, e.g. "matmul 512 fp32" and "matmul 500×500 fp32"), on a call no larger than this one.
+    numbers, e.g. "matmul 512 fp32" and "matmul 500×500 fp32"), on a call at most a quarter larger than this one.
 
     Args:
         fn: A function without arguments doing the work, e.g. ``lambda: a @ b``.
@@ -262,7 +263,7 @@ def _kind(label: str) -> str:
 
 def _expected_from_history(dev: torch.device, threads: int, label: str, flops: float) -> float | None:
     """Return a conservative time for `flops` of this kind of work from the best speed measured so far, or None."""
-    rates = [rate for f, rate in _BEST_RATES.get((str(dev), threads, _kind(label)), ()) if f <= flops]
+    rates = [rate for f, rate in _BEST_RATES.get((str(dev), threads, _kind(label)), ()) if f <= _HISTORY_SIZE * flops]
     return _HISTORY_MARGIN * flops / max(rates) if rates else None
 
 
