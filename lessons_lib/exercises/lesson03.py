@@ -109,8 +109,8 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
              "rồi so t.device != want."),
             (str(device) == "cpu:0" and found == everything,
              "với device = cpu:0, mọi tensor (đều ở cpu) bị coi là lệch: torch.device('cpu:0') != "
-             "torch.device('cpu') dù là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' (pick_device() trả "
-             "về 'cuda'). Chuẩn hoá trước: want = torch.empty(0, device=device).device, rồi so t.device != want."),
+             "torch.device('cpu') dù là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' (dòng chọn device "
+             "của bài cho torch.device('cuda')). Chuẩn hoá trước: want = torch.empty(0, device=device).device, rồi so t.device != want."),
             (expected and found == expected - buffers,
              f"thiếu buffer ({', '.join(sorted(expected & buffers))}): buffer cũng phải theo model; duyệt cả "
              "model.named_buffers(), không chỉ named_parameters()."),
