@@ -60,12 +60,34 @@ def _short_names(model, device):
     return [n.rsplit(".", 1)[-1] for n, t in [*model.named_parameters(), *model.named_buffers()] if t.device != want]
 
 
+def _type_only(model, device):  # passes CPU and meta; misses cuda:1 when device is "cuda"
+    want = torch.device(device)
+    return [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.device.type != want.type]
+
+
+def _normalises_cpu_only(model, device):  # "cpu:0" handled by hand, "cuda" left unequal to cuda:0
+    want = torch.device("cpu") if str(device).startswith("cpu") else torch.device(device)
+    return [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.device != want]
+
+
+def _type_and_index(model, device):  # another right answer: compare type and index, index None counted as 0
+    want = torch.device(device)
+    return [n for n, t in [*model.named_parameters(), *model.named_buffers()]
+            if t.device.type != want.type or (t.device.index or 0) != (want.index or 0)]
+
+
+def test_task1_comparing_type_and_index_passes_too():
+    assert task1.evaluate(_type_and_index).passed
+
+
 def _no_return(model, device):
     [n for n, _ in model.named_parameters()]
 
 
 WRONG_TASK1 = {
     "naive comparison": (_naive, "cpu:0"),
+    ".type only": (_type_only, "chỉ so .type"),
+    "cuda not normalised": (_normalises_cpu_only, "torch.device('cuda:0') != torch.device('cuda')"),
     "parameters only": (_params_only, "named_buffers"),
     "buffers only": (_buffers_only, "named_parameters"),
     "inverted": (_inverted, "đảo ngược"),

@@ -10,9 +10,24 @@ import torch
 from _lesson_tasks import assert_fails, lines_of, solution_of
 
 from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson04 import _COMPUTE_S, _FakeGpu, _FakeTensor, task1, task2
+from lessons_lib.exercises.lesson04 import _COMPUTE_S, _FakeGpu, _FakeTensor, fake_cuda, task0, task1, task2
 
-SCOPE = {"torch": torch, "time": time, "statistics": statistics}  # what the lesson imports
+
+def time_it(fn, sync=lambda: None, warmup=2, repeats=7):
+    """The lesson's own time_it (§3), which the core task's solution calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+SCOPE = {"torch": torch, "time": time, "statistics": statistics, "time_it": time_it}  # what the lesson defines
 
 
 # --------------------------------------------------------------------------- the fake GPU behaves like CUDA
@@ -31,6 +46,60 @@ def test_the_fake_gpu_queues_matmuls_and_cpu_waits_for_them():
     assert queued < 0.01 and waited >= _COMPUTE_S  # the download pays for the queued matmul
     assert torch.matmul(a_d, b_d).device.type == "cuda" and a.device.type == "cpu"
     assert gpu.uploads == 2 and gpu.downloads == 1 and gpu.matmuls == 2
+
+
+# --------------------------------------------------------------------------- task 0: gpu_time (core)
+
+
+def test_fake_cuda_queues_and_sync_waits():
+    x, sync = fake_cuda()
+    start = time.perf_counter()
+    x @ x
+    queued = time.perf_counter() - start
+    sync()
+    assert queued < 0.01 and time.perf_counter() - start >= _COMPUTE_S
+
+
+def test_task0_solution_passes():
+    feedback = task0.evaluate(solution_of(task0, "gpu_time", SCOPE))
+    assert feedback.passed, str(feedback)
+
+
+@pytest.mark.parametrize("blank", [None, ...])
+def test_task0_blank_is_missing(blank):
+    assert task0.evaluate(blank).status == _core.MISSING
+
+
+def _hand_timed(x, sync, repeats, *, warm=True, sync_after=True, scale=1.0, total=False):
+    if warm:
+        x @ x
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        x @ x
+        if sync_after:
+            sync()
+        times.append(time.perf_counter() - start)
+    return (sum(times) if total else statistics.median(times)) * scale
+
+
+WRONG_TASK0 = {
+    "no sync at all": (lambda x, sync, repeats=5: time_it(lambda: x @ x, repeats=repeats), "không gọi sync() lần nào"),
+    "sync only before the clock starts": (lambda x, sync, repeats=5: _hand_timed(x, sync, repeats, sync_after=False),
+                                          "XẾP HÀNG"),
+    "no warm-up": (lambda x, sync, repeats=5: _hand_timed(x, sync, repeats, warm=False), "warm-up"),
+    "milliseconds": (lambda x, sync, repeats=5: _hand_timed(x, sync, repeats, scale=1e3), "mili-giây"),
+    "the total": (lambda x, sync, repeats=5: _hand_timed(x, sync, repeats, total=True), "tổng"),
+    "torch.cuda.synchronize": (lambda x, sync, repeats=5: time_it(lambda: x @ x, sync=torch.cuda.synchronize),
+                               "sync được truyền vào"),
+    "a list": (lambda x, sync, repeats=5: [0.05] * repeats, "MỘT số giây"),
+}
+
+
+@pytest.mark.parametrize(("fn", "message"), WRONG_TASK0.values(), ids=WRONG_TASK0.keys())
+def test_task0_typical_wrong_answers_fail_with_their_message(fn, message):
+    assert_fails(task0.evaluate(fn), message, in_lines=True)
 
 
 # --------------------------------------------------------------------------- task 1: split_time
@@ -167,7 +236,7 @@ def test_task2_typical_wrong_answers_fail_with_their_message(fn, message):
 
 
 def test_lesson04_tasks_are_grouped():
-    assert set(_core.GROUPS["lesson04"]) == {"task1", "task2"}
+    assert set(_core.GROUPS["lesson04"]) == {"task0", "task1", "task2"}
 
 
 @pytest.mark.parametrize(("options", "message"), [WRONG_TASK1["upload only"], WRONG_TASK1["download only"],

@@ -74,15 +74,23 @@ def _label(n: int, dt: torch.dtype) -> str:
 
 
 def time_matmul(n: int, device: str | torch.device = "cpu", *, repeats: int = 5, warmup: int = 2,
-                threads: int | None = None, max_time_s: float | None = None) -> Timing:
-    """Check, then time an N×N fp32 matmul on `device`; raise RuntimeError if the result is wrong."""
+                threads: int | None = None, max_time_s: float | None = None,
+                expected_s: float | None = None) -> Timing:
+    """Check, then time an N×N fp32 matmul on `device`; raise RuntimeError if the result is wrong.
+
+    The "⚠️ số đo nhiễu" line also appears when the median is far above `expected_s` (default: the time at the best
+    fp32 matmul speed this process has measured on `device` at about this N or below, see ``measure``).
+    """
     check_int("n", n, 1)
     dev = _device(device)
     _check_run(repeats, warmup, threads, max_time_s)
+    if expected_s is not None:
+        check_number("expected_s", expected_s, positive=True)
     a, b = _inputs(n, dev, torch.float32)
     _assert_correct(a, b, a @ b, torch.float32, dev)
     return _measure(lambda: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads,
-                    flops=matmul_flops(n), label=_label(n, torch.float32), max_time_s=max_time_s, warn=True)
+                    flops=matmul_flops(n), label=_label(n, torch.float32), max_time_s=max_time_s, warn=True,
+                    expected_s=expected_s)
 
 
 def matmul_bytes(n: int) -> int:
@@ -219,9 +227,9 @@ class Comparison(_Printable):
 
     @property
     def noise(self) -> str | None:
-        """The "⚠️ số đo nhiễu" line when either side's repeats disagree, else None."""
+        """The "⚠️ số đo nhiễu" line when either side's repeats disagree or its median is far above expected."""
         return _noise_line([f"{_who(t)}: {sign}" for t in (self.baseline, self.other) if t is not None
-                            for sign in _signs(t.times_s, None)])
+                            for sign in _signs(t.times_s, t.expected_s, t.expected_basis)])
 
     def verdict(self) -> str:
         """Return one sentence built from the measured numbers."""

@@ -100,6 +100,13 @@ class SweepResult(_Printable):
         return _noise_line(seen)
 
     @property
+    def best(self) -> MatmulRecord | None:
+        """The fastest size (highest FLOP/s) among those the noise line does not name; None before any size."""
+        noisy = set(self.noisy_sizes)
+        clean = [r for r in self.records if r.n not in noisy] or self.records
+        return max(clean, key=lambda r: r.tflops, default=None)
+
+    @property
     def sizes(self) -> list[int]:
         """The sizes N that were measured, increasing."""
         return [r.n for r in self.records]

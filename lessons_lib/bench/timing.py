@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +20,12 @@ from ..precision import FORMATS, format_name
 SPREAD_LIMIT = 2.0  # slowest repeat / fastest repeat above this: the repeats disagree
 SLOW_LIMIT = 3.0  # median / predicted time above this: something else slowed the work down
 _MIN_BLOCK_S = 0.002  # a timed block lasts this long at least: the clock's and synchronize's cost vanish
+_HISTORY_MARGIN = 1.5  # expected time from history = this × (FLOPs at the best speed measured so far)
+_HISTORY_SIZE = 1.25  # only earlier calls with at most this × the FLOPs count (bigger work often runs faster)
+# Best speed measured in this process, per (device, threads, kind of work): [(flops of one call, FLOP/s), ...].
+# Interference only ever slows work down, so the fastest repeat of an earlier, equal or smaller, call of the same
+# kind is a floor for what the machine can do; a later median far above it was stalled as a whole.
+_BEST_RATES: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
 
 
 def cpu_threads() -> int:
@@ -84,8 +91,9 @@ def _format_flops(flops_per_s: float) -> str:
 def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) -> str | None:
     """Return a "⚠️ số đo nhiễu" line when repeats are not trustworthy, else None.
 
-    Noisy means: the slowest repeat takes more than 2× the fastest, or the median more than 3× `expected_s`
-    (the seconds per call the work should take here, when known).
+    Noisy means: the slowest repeat takes more than 2× the fastest (and, said apart, when even the median does:
+    every repeat was slowed, so read the min or rerun), or the median more than 3× `expected_s` (the seconds per
+    call the work should take here, when known): that catches a machine that stalled every repeat equally.
     """
     if isinstance(times_s, (str, bytes)) or not isinstance(times_s, Sequence):
         raise TypeError("times_s phải là danh sách (list/tuple) số giây của từng lần đo, "
@@ -99,17 +107,24 @@ def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) 
     return _noise_line(_signs([float(t) for t in times_s], expected_s))
 
 
-def _signs(times: Sequence[float], expected_s: float | None) -> list[str]:
-    """Return what looks noisy in one measurement's repeats, as phrases (empty when nothing does)."""
+def _signs(times: Sequence[float], expected_s: float | None, basis: str = "") -> list[str]:
+    """Return what looks noisy in one measurement's repeats, as phrases (empty when nothing does).
+
+    `basis` says where `expected_s` comes from, e.g. "(từ tốc độ tốt nhất đã đo)".
+    """
     seen = []
     fastest, slowest = min(times), max(times)
+    median = statistics.median(times)
     if len(times) > 1 and slowest > SPREAD_LIMIT * fastest:
         seen.append(f"lần chậm nhất gấp {slowest / fastest:.1f}× lần nhanh nhất ({format_seconds(slowest)} "
                     f"so với {format_seconds(fastest)}, {len(times)} lần đo)")
-    median = statistics.median(times)
+        if median > SPREAD_LIMIT * fastest:
+            seen.append(f"cả trung vị cũng gấp {median / fastest:.1f}× lần nhanh nhất: phần lớn các lần đo bị chậm, "
+                        "hãy đọc min hoặc đo lại")
     if expected_s is not None and median > SLOW_LIMIT * expected_s:
         seen.append(f"trung vị {format_seconds(median)} gấp {median / expected_s:.1f}× mức dự kiến "
-                    f"{format_seconds(expected_s)}")
+                    f"{format_seconds(expected_s)}{' ' + basis if basis else ''}: máy chậm suốt lúc đo, số này "
+                    "không nói được tốc độ thật")
     return seen
 
 
@@ -145,11 +160,13 @@ class Timing(_Printable):
     number: int
     flops: float | None = None
     label: str = ""
+    expected_s: float | None = None  # seconds per call the work should take here (given, or from earlier speeds)
+    expected_basis: str = ""  # where `expected_s` comes from, shown in the noise line
 
     @property
     def noise(self) -> str | None:
-        """The "⚠️ số đo nhiễu" line when the repeats disagree, else None."""
-        return _noise_line(_signs(self.times_s, None))
+        """The "⚠️ số đo nhiễu" line when the repeats disagree or the median is far above `expected_s`, else None."""
+        return _noise_line(_signs(self.times_s, self.expected_s, self.expected_basis))
 
     @property
     def median_s(self) -> float:
@@ -202,10 +219,13 @@ def _timed_block(fn: Callable[[], object], number: int, device: torch.device) ->
 
 def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: int = 5, warmup: int = 2,
             number: int | None = None, threads: int | None = None, flops: float | None = None,
-            label: str = "", max_time_s: float | None = None) -> Timing:
+            label: str = "", max_time_s: float | None = None, expected_s: float | None = None) -> Timing:
     """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats.
 
-    Prints the "⚠️ số đo nhiễu" line when the repeats disagree (``noise_warning``).
+    Prints the "⚠️ số đo nhiễu" line when the repeats disagree, or when the median is far above what the work
+    should take (``noise_warning``): `expected_s` if given, else, when `flops` is known, the time at the best
+    speed this process has measured for the same kind of work (same device and threads, a label equal up to its
+    numbers, e.g. "matmul 512 fp32" and "matmul 500×500 fp32"), on a call at most a quarter larger than this one.
 
     Args:
         fn: A function without arguments doing the work, e.g. ``lambda: a @ b``.
@@ -218,6 +238,7 @@ def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: in
         label: What is being timed, shown in the result.
         max_time_s: Time limit: fewer warm-up calls and repeats when the planned ones would not fit
             (at least one warm-up call and one timed repeat always run).
+        expected_s: Seconds one call should take here, if known (see above for the default).
     """
     if not callable(fn):
         raise TypeError(f"fn phải là một hàm không đối số, vd lambda: a @ b, không phải {type(fn).__name__}")
@@ -229,14 +250,38 @@ def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: in
         check_number("flops", flops, positive=True)
     if not isinstance(label, str):
         raise TypeError(f"label phải là str, không phải {type(label).__name__}")
+    if expected_s is not None:
+        check_number("expected_s", expected_s, positive=True)
     return _measure(fn, dev, repeats=repeats, warmup=warmup, number=number, threads=threads, flops=flops,
-                    label=label, max_time_s=max_time_s, warn=True)
+                    label=label, max_time_s=max_time_s, warn=True, expected_s=expected_s)
+
+
+def _kind(label: str) -> str:
+    """Return the kind of work a label names: the label without its numbers ("matmul 512 fp32" → "matmul fp32")."""
+    return " ".join(re.sub(r"\b\d+(?:[×x]\d+)*\b", " ", label).split())
+
+
+def _expected_from_history(dev: torch.device, threads: int, label: str, flops: float) -> float | None:
+    """Return a conservative time for `flops` of this kind of work from the best speed measured so far, or None."""
+    rates = [rate for f, rate in _BEST_RATES.get((str(dev), threads, _kind(label)), ()) if f <= _HISTORY_SIZE * flops]
+    return _HISTORY_MARGIN * flops / max(rates) if rates else None
+
+
+def _remember_rate(dev: torch.device, threads: int, label: str, flops: float, fastest_s: float) -> None:
+    records = _BEST_RATES.setdefault((str(dev), threads, _kind(label)), [])
+    rate = flops / fastest_s
+    for i, (f, r) in enumerate(records):
+        if f == flops:
+            records[i] = (f, max(r, rate))
+            return
+    records.append((flops, rate))
 
 
 def _measure(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, warmup: int = 2,
              number: int | None = None, threads: int | None = None, flops: float | None = None,
-             label: str = "", max_time_s: float | None = None, warn: bool = False) -> Timing:
-    """Do what ``measure`` does with checked arguments."""
+             label: str = "", max_time_s: float | None = None, warn: bool = False,
+             expected_s: float | None = None) -> Timing:
+    """Do what ``measure`` does with checked arguments; record the speed reached when `flops` is known."""
     n_threads = cpu_threads() if threads is None else threads
     previous = torch.get_num_threads()
     torch.set_num_threads(n_threads)
@@ -267,7 +312,14 @@ def _measure(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, w
         times = tuple(_timed_block(fn, number, dev) / number for _ in range(repeats))
     finally:
         torch.set_num_threads(previous)
-    timing = Timing(times, str(dev), n_threads, warmup_done, number, None if flops is None else float(flops), label)
+    basis = ""
+    if flops is not None:
+        if expected_s is None:
+            expected_s = _expected_from_history(dev, n_threads, label, float(flops))
+            basis = "(từ tốc độ tốt nhất đã đo trong phiên này)"
+        _remember_rate(dev, n_threads, label, float(flops), min(times))
+    timing = Timing(times, str(dev), n_threads, warmup_done, number, None if flops is None else float(flops), label,
+                    expected_s, basis if expected_s is not None else "")
     if warn and timing.noise:
         print(timing.noise, flush=True)
     return timing

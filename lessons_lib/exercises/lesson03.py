@@ -1,7 +1,9 @@
 """Lesson 03's checked tasks: find the misplaced tensors of a model, load a GPU checkpoint anywhere.
 
 ``misplaced`` is tried on ``meta``/CPU models, once with ``cpu:0`` (the same place as ``cpu`` but an unequal
-``torch.device``, like ``cuda`` and ``cuda:0``); ``load_weights`` gets a checkpoint tagged with a GPU this
+``torch.device``, like ``cuda`` and ``cuda:0``), and once on a model of fake tensors (``FakeTensor``: a device, no
+data, no GPU needed) on ``cuda:0`` with one parameter on ``cuda:1``, checked against ``cuda``: a comparison of
+``.type`` alone misses it, as it would on a two-GPU machine; ``load_weights`` gets a checkpoint tagged with a GPU this
 machine lacks, so a forgotten ``map_location`` fails here as it does on a laptop.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import nullcontext
 from unittest import mock
 
 import torch
@@ -46,10 +49,39 @@ def _cases() -> list[tuple[str, nn.Module, torch.device, set[str]]]:
     ]
 
 
+_TWO_GPUS = "model trên cuda:0, riêng head.bias trên cuda:1 (tensor giả, không cần GPU), device truyền vào là cuda"
+
+
+def _two_gpu_case():
+    """Return (what, model, device, expected, mode): a fake-tensor model on cuda:0 with head.bias on cuda:1.
+
+    The learner's function runs inside `mode`, where ``torch.empty(0, device="cuda")`` gives a fake ``cuda:0``
+    tensor on any machine. None when this PyTorch has no FakeTensor.
+    """
+    try:
+        from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    except ImportError:  # pragma: no cover - every supported PyTorch has it
+        return None
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    model = _Probe().to(torch.device("meta"))
+    for module_name, module in model.named_modules():
+        for name, p in list(module._parameters.items()):
+            index = 1 if f"{module_name}.{name}" == "head.bias" else 0
+            module._parameters[name] = nn.Parameter(FakeTensor(mode, p.data, torch.device("cuda", index)))
+        for name, b in list(module._buffers.items()):
+            module._buffers[name] = FakeTensor(mode, b, torch.device("cuda", 0))
+    return _TWO_GPUS, model, torch.device("cuda"), {"head.bias"}, mode
+
+
 def _evaluate_misplaced(report: Report, misplaced=None) -> None:
     report.require_function(misplaced, "misplaced(model, device)")
-    for what, model, device, expected in _cases():
-        got = report.call(f"misplaced(model, {str(device)!r})", misplaced, model, device)
+    cases = [(*case, nullcontext()) for case in _cases()]
+    two_gpus = _two_gpu_case()
+    if two_gpus is not None:
+        cases.append(two_gpus)
+    for what, model, device, expected, context in cases:
+        with context:
+            got = report.call(f"misplaced(model, {str(device)!r})", misplaced, model, device)
         report.require_return(got, "misplaced")
         if not isinstance(got, (list, tuple, set, frozenset)):
             report.problem(f"misplaced phải trả về một list tên (str), không phải {type(got).__name__}.",
@@ -66,10 +98,19 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
         buffers = {name for name, _ in model.named_buffers()}
         everything = {name for name, _ in model.named_parameters()} | buffers
         report.first([
+            (what == _TWO_GPUS and not found,
+             "head.bias nằm trên cuda:1, mọi tensor khác trên cuda:0, device truyền vào là cuda: hàm trả về rỗng. "
+             "Có lẽ bạn chỉ so .type ('cuda' == 'cuda'), nên GPU thứ hai lọt qua; trên máy hai GPU đó chính là lỗi "
+             "'cuda:0 and cuda:1'. So cả số thứ tự: want = torch.empty(0, device=device).device (cuda → cuda:0), "
+             "rồi so t.device != want."),
+            (what == _TWO_GPUS and found == everything,
+             "với device = cuda, mọi tensor (đều trên GPU) bị coi là lệch: torch.device('cuda:0') != "
+             "torch.device('cuda') dù là cùng một GPU. Chuẩn hoá trước: want = torch.empty(0, device=device).device, "
+             "rồi so t.device != want."),
             (str(device) == "cpu:0" and found == everything,
              "với device = cpu:0, mọi tensor (đều ở cpu) bị coi là lệch: torch.device('cpu:0') != "
-             "torch.device('cpu') dù là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' (pick_device() trả "
-             "về 'cuda'). Chuẩn hoá trước: want = torch.empty(0, device=device).device, rồi so t.device != want."),
+             "torch.device('cpu') dù là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' (dòng chọn device "
+             "của bài cho torch.device('cuda')). Chuẩn hoá trước: want = torch.empty(0, device=device).device, rồi so t.device != want."),
             (expected and found == expected - buffers,
              f"thiếu buffer ({', '.join(sorted(expected & buffers))}): buffer cũng phải theo model; duyệt cả "
              "model.named_buffers(), không chỉ named_parameters()."),
@@ -85,8 +126,9 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
              f"{sorted(found)}."),
             (True, f"{what}: cần {sorted(expected)}, nhận được {sorted(found)}."),
         ])
-    report.success("misplaced tìm đúng tham số và buffer lệch thiết bị trong cả 4 trường hợp, kể cả khi device "
-                   "được viết 'cpu:0' (như 'cuda' và 'cuda:0' trên GPU).")
+    report.success(f"misplaced tìm đúng tham số và buffer lệch thiết bị trong cả {len(cases)} trường hợp, kể cả khi "
+                   "device được viết 'cpu:0' (như 'cuda' và 'cuda:0' trên GPU) và khi một tham số nằm trên GPU thứ hai "
+                   "(cuda:1).")
 
 
 task1 = Exercise("task1", "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ", _evaluate_misplaced,
@@ -94,7 +136,7 @@ task1 = Exercise("task1", "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc ch�
     "Duyệt cả hai: for name, t in model.named_parameters() và for name, t in model.named_buffers(); "
      "giữ name khi t.device khác device.",
     "torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
-     "want = torch.empty(0, device=device).device.",
+     "want = torch.empty(0, device=device).device. Đừng chỉ so .type: cuda:1 cũng có type 'cuda'.",
 ])
 
 

@@ -1,4 +1,7 @@
-"""Lesson 04's checked tasks: split copies from compute, and find the CPU–GPU crossover size.
+"""Lesson 04's checked tasks: time an asynchronous matmul, split copies from compute, find the crossover size.
+
+``fake_cuda()`` hands the lesson a stand-in CUDA matrix on any machine: ``x @ x`` only queues work (it returns at
+once), ``sync()`` waits for it. ``gpu_time`` (task 0, on the core path) is graded on it.
 
 ``split_time`` runs on stand-ins for pageable CUDA tensors: ``.to(device)`` and ``.cpu()`` wait for the queued
 work, then copy; ``@`` only queues (the first one slower, as cuBLAS warms up); ``sync()`` waits. Without a
@@ -105,6 +108,60 @@ class _FakeTensor:
         return 0.0
 
 
+def fake_cuda() -> tuple[_FakeTensor, object]:
+    """Return ``(x, sync)``: a fake CUDA matrix whose ``x @ x`` queues 50 ms of work and returns at once, and the wait.
+
+    It runs on any machine (no GPU): the work is a sleep that ``sync()``, ``.cpu()`` or ``.item()`` waits for, as
+    ``torch.cuda.synchronize()`` waits for queued kernels. The first ``@`` queues 100 ms more, like cuBLAS's start-up.
+    """
+    gpu = _FakeGpu()
+    return _FakeTensor(gpu, on_gpu=True), gpu.sync
+
+
+_GPU_TIME = "gpu_time(x, sync, repeats=5)"
+
+
+def _evaluate_gpu_time(report: Report, gpu_time=None) -> None:
+    report.require_function(gpu_time, _GPU_TIME)
+    gpu = _FakeGpu()
+    with mock.patch.multiple(time, perf_counter=gpu.now, monotonic=gpu.now, time=gpu.now):
+        result = report.call(_GPU_TIME, gpu_time, _FakeTensor(gpu, on_gpu=True), gpu.sync, repeats=_REPEATS,
+                             mistakes=[(Exception, "CUDA|cuda", "đừng gọi torch.cuda.synchronize() ở đây: dùng hàm "
+                                                                "sync được truyền vào (GPU giả chỉ hiểu nó).")])
+    report.require_return(result, "gpu_time", "giây")
+    seconds = number(result)
+    if seconds is None:
+        report.problem(f"gpu_time phải trả về MỘT số giây (float), không phải {type(result).__name__}.", stop=True)
+    if gpu.matmuls < _REPEATS:
+        report.problem(f"x @ x chỉ chạy {gpu.matmuls} lần; cần đo repeats={_REPEATS} lần.", stop=True)
+    ms = f"{seconds * 1e3:.1f} ms"
+    if seconds > 1:
+        report.problem(f"gpu_time trả về {seconds:.1f}: có vẻ là mili-giây; hãy trả về giây.", stop=True)
+    if seconds < 0.3 * _COMPUTE_S:
+        why = "không gọi sync() lần nào" if gpu.syncs == 0 else "không gọi sync() sau x @ x, trước khi đọc đồng hồ"
+        report.problem(f"đo được {ms}, nhưng phép nhân thật mất {_COMPUTE_S * 1e3:.0f} ms: {why}. x @ x chỉ XẾP HÀNG "
+                       "việc rồi trả về ngay, nên đồng hồ chỉ đo lúc xếp hàng. Gọi sync() sau x @ x rồi mới dừng giờ "
+                       "(time_it(lambda: x @ x, sync=sync) làm đúng như vậy).", stop=True)
+    if _within(seconds / _REPEATS, _COMPUTE_S) or seconds > 2.2 * _COMPUTE_S:
+        report.problem(f"đo được {ms}, gấp nhiều lần một phép nhân ({_COMPUTE_S * 1e3:.0f} ms): có vẻ là tổng của "
+                       "nhiều lần. Trả về thời gian MỘT lời gọi: trung vị của các lần đo.", stop=True)
+    if not _within(seconds, _COMPUTE_S):
+        report.problem(f"đo được {ms}; phép nhân thật mất {_COMPUTE_S * 1e3:.0f} ms.", stop=True)
+    if gpu.matmuls == _REPEATS:
+        report.problem("thiếu warm-up: lần x @ x đầu tiên chậm hơn hẳn (khởi tạo cuBLAS); chạy nó một lần không "
+                       "tính giờ trước khi đo.", stop=True)
+    report.success(f"đo được {ms} trên 'GPU giả' mà mỗi phép nhân mất {_COMPUTE_S * 1e3:.0f} ms: có warm-up, và "
+                   "sync() sau x @ x nên đồng hồ đo thời gian tính, không phải thời gian xếp hàng.")
+    report.note("trên GPU thật, cùng hàm với sync=torch.cuda.synchronize đo đúng như vậy.")
+
+
+task0 = Exercise("task0", "Bài 14.4 · Nhiệm vụ 1 · Đo một phép tính bất đồng bộ", _evaluate_gpu_time,
+                 group=GROUP, hints=[
+    "time_it của mục 3 đã làm warm-up, sync và trung vị: chỉ cần truyền sync cho nó.",
+    "return time_it(lambda: x @ x, sync=sync, repeats=repeats)",
+])
+
+
 # What a copy time close to each value means (compared on log scale; sleeps only ever overshoot).
 _COPY_KINDS = {"right": _COPY_S, "up_only": 2 * _UP_S, "down_only": _DOWN_S, "with_compute": _COPY_S + _COMPUTE_S}
 
@@ -172,7 +229,7 @@ def _evaluate_split(report: Report, split_time=None) -> None:
     report.note("trên GPU thật, bench.copy_vs_compute(n, 'cuda') đo đúng ba phần này với tensor thật.")
 
 
-task1 = Exercise("task1", "Bài 14.4 · Nhiệm vụ 1 · Tách thời gian chép và thời gian tính", _evaluate_split,
+task1 = Exercise("task1", "Bài 14.4 · Nhiệm vụ 2 · Tách thời gian chép và thời gian tính", _evaluate_split,
                  group=GROUP, hints=[
     "Trong mỗi lần đo, đọc đồng hồ 4 lần: trước khi chép lên, sau khi chép lên (sau sync()), sau phép nhân "
      "(sau sync()!), sau .cpu(). Chép = (t1 - t0) + (t3 - t2), tính = t2 - t1.",
@@ -208,7 +265,7 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
             (value is not None and isinstance(got, int) and 0 <= got < len(sizes) and sizes[got] == want,
              f"trả về chỉ số {got} trong danh sách; hãy trả về chính kích thước N={want}."),
             (got == first_faster, f"trả về N={got}, nơi GPU nhanh hơn LẦN ĐẦU; nhưng ở N lớn hơn nó lại chậm hơn "
-                                  f"({table}). Điểm giao cắt là N nhỏ nhất mà GPU nhanh hơn ở N đó VÀ mọi N lớn "
+                                  f"({table}). Điểm hoà vốn là N nhỏ nhất mà GPU nhanh hơn ở N đó VÀ mọi N lớn "
                                   "hơn: duyệt từ N lớn nhất ngược về."),
             (got == first_slower, f"phép so sánh bị đảo: N={got} là nơi GPU CHẬM hơn CPU ({table}). GPU nhanh hơn "
                                   "nghĩa là gpu_s nhỏ hơn cpu_s."),
@@ -220,7 +277,7 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
                    "bao giờ nhanh hơn (None), và nhanh hơn ngay từ N đầu.")
 
 
-task2 = Exercise("task2", "Bài 14.4 · Nhiệm vụ 2 · Điểm giao cắt CPU–GPU", _evaluate_crossover,
+task2 = Exercise("task2", "Bài 14.4 · Nhiệm vụ 3 · Điểm hoà vốn CPU–GPU", _evaluate_crossover,
                  starter=True, group=GROUP, hints=[
     "Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
     "Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
