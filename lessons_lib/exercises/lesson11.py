@@ -371,11 +371,10 @@ task2 = Exercise("task2", "Nhiệm vụ 2 · Vòng train một epoch (AMP)", _ev
 reference_evaluate = task1.solution_function("evaluate")
 reference_train_epoch = task2.solution_function("train_epoch")
 
-# Section 7's verdicts on the CPU times.
+# Section 8's verdicts on the CPU times (the learner answers q2/q3 first).
 
 _EQUAL_WITHIN = 1.1  # a ratio within 10% of 1 is "about equal" (a shared CPU often varies more between runs)
-_BUSY = ("số đo nhiễu (máy bận? Colab/Kaggle CPU miễn phí chỉ có 2 vCPU trên một máy chủ dùng chung): "
-         "chạy lại ô đo, đừng rút kết luận từ lần này")
+_BUSY = "số đo nhiễu (máy bận?): chạy lại ô đo, đừng rút kết luận từ lần này"
 
 
 def _check_times(times, gflop=None) -> tuple[str, str]:
@@ -450,7 +449,7 @@ def bf16_verdict(times: dict) -> list[str]:
          f"⚠️ Chưa kết luận được: mô hình {small} đo chậm hơn mô hình {wide} (xem dòng ⚠️ của ô đo), nên "
          f"các tỉ số trên không đáng tin; {_BUSY}."),
         (speedup[small] > _EQUAL_WITHIN and speedup[small] > speedup[wide] * _EQUAL_WITHIN,
-         f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do bên dưới (bf16 chỉ "
+         f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do (bf16 chỉ "
          f"tiết kiệm ở phép nhân ma trận, mà phép nhân của mô hình {small} rất nhỏ). Nhiều khả năng là "
          f"{_BUSY}."),
         (speedup[wide] > _EQUAL_WITHIN, f"→ Trên CPU này bf16 có ích khi phép nhân đủ lớn (mô hình {wide})."),
