@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from torch.autograd import DeviceType
 
 from ._validate import check_int
-from .bench.timing import Timing, _Printable, _signs
+from .bench.timing import Timing, _Printable, _signs, format_count
 
 _KINDS = {"op": "phép PyTorch", "label": "nhãn record_function", "runtime": "lời gọi CUDA runtime (phía CPU)",
           "autograd": "việc của autograd", "kernel": "kernel GPU", "copy": "chép bộ nhớ trên GPU",
@@ -72,8 +72,8 @@ class OpTable(_Printable):
                  f"{'self ms':>9} {'%':>4} {'lần gọi':>7} {'µs/lần':>9}  tên (loại)"]
         for row in self.rows:
             name = row.name if len(row.name) <= 48 else row.name[:47] + "…"
-            lines.append(f"{row.self_s * 1e3:9.3f} {row.share * 100:3.0f}% {row.calls:7d} "
-                         f"{row.per_call_s * 1e6:9.1f}  {name} ({_KINDS[row.kind]})")
+            lines.append(f"{row.self_s * 1e3:9.2f} {row.share * 100:3.0f}% {row.calls:7d} "
+                         f"{format_count(row.per_call_s * 1e6, 1):>9}  {name} ({_KINDS[row.kind]})")
         return "\n".join(lines)
 
 

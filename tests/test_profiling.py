@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -100,6 +101,12 @@ def test_top_ops_text_fits_a_cell_and_names_the_kinds(prof):
     assert lines[0].startswith("4/") and "self time CPU" in lines[0]
     assert len(lines) == 2 + 4 and max(map(len, lines)) < 100
     assert "(phép PyTorch)" in text
+    assert not re.search(r"\d\.\d{3}\b|\d,\d", text)  # no 3-decimal or comma number that reads as thousands
+
+
+def test_top_ops_groups_thousands_by_a_space():
+    table = profiling.top_ops([fake_row("aten::mm", self_cpu=9074.3 * 15, count=15)])
+    assert "9 074.3" in str(table) and "136.11" in str(table)
 
 
 def test_top_ops_shortens_long_names():
