@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from torch.autograd import DeviceType
 
 from ._validate import check_int
-from .bench.timing import Timing, _noise_line, _Printable, _signs
+from .bench.timing import Timing, _Printable, _signs, format_count
 
 _KINDS = {"op": "phép PyTorch", "label": "nhãn record_function", "runtime": "lời gọi CUDA runtime (phía CPU)",
           "autograd": "việc của autograd", "kernel": "kernel GPU", "copy": "chép bộ nhớ trên GPU",
@@ -72,8 +72,8 @@ class OpTable(_Printable):
                  f"{'self ms':>9} {'%':>4} {'lần gọi':>7} {'µs/lần':>9}  tên (loại)"]
         for row in self.rows:
             name = row.name if len(row.name) <= 48 else row.name[:47] + "…"
-            lines.append(f"{row.self_s * 1e3:9.3f} {row.share * 100:3.0f}% {row.calls:7d} "
-                         f"{row.per_call_s * 1e6:9.1f}  {name} ({_KINDS[row.kind]})")
+            lines.append(f"{row.self_s * 1e3:9.2f} {row.share * 100:3.0f}% {row.calls:7d} "
+                         f"{format_count(row.per_call_s * 1e6, 1):>9}  {name} ({_KINDS[row.kind]})")
         return "\n".join(lines)
 
 
@@ -168,11 +168,20 @@ class TimingComparison(_Printable):
         return self.base.median_s / self.other.median_s
 
     @property
+    def min_speedup(self) -> float:
+        """Return base fastest repeat / other fastest repeat (> 1: `other` is faster)."""
+        return self.base.min_s / self.other.min_s
+
+    @property
     def outcome(self) -> str:
-        """Return "faster", "slower" or "same": how `other` compares with `base`, given the spread."""
-        if self.speedup >= self.factor:
+        """Return "faster", "slower" or "same": how `other` compares with `base`, given the spread.
+
+        A difference is called only when the medians AND the fastest repeats both show it: on a busy machine
+        every repeat of one measurement can be stalled alike, which moves its median but not its fastest repeat.
+        """
+        if self.speedup >= self.factor and self.min_speedup >= _MIN_FACTOR:
             return "faster"
-        if self.speedup <= 1 / self.factor:
+        if self.speedup <= 1 / self.factor and self.min_speedup <= 1 / _MIN_FACTOR:
             return "slower"
         return "same"
 
@@ -184,22 +193,24 @@ class TimingComparison(_Printable):
     def __str__(self) -> str:
         s, notes = self.speedup, self.notes()
         who = f"{self.other.label or 'B'} so với {self.base.label or 'A'}"
-        unsure = " (chưa chắc: số đo nhiễu)" if notes else ""
+        unsure = " (chưa chắc: số đo nhiễu, xem dòng ⚠️ ở trên)" if notes else ""
         if self.outcome == "faster":
-            text = f"{who}: nhanh hơn {s:.2f}×{unsure}"
-        elif self.outcome == "slower":
-            text = f"{who}: chậm hơn {1 / s:.2f}× (tỉ lệ {s:.2f}×){unsure}"
-        else:
-            text = (f"{who}: ngang nhau ({s:.2f}×; chênh dưới {self.factor:.3g}× thì chưa phân biệt được "
-                    f"với nhiễu đo)")
-        return text + (f"\n  {_noise_line(notes)}" if notes else "")
+            return f"{who}: nhanh hơn {s:.2f}×{unsure}"
+        if self.outcome == "slower":
+            return f"{who}: chậm hơn {1 / s:.2f}× (tỉ lệ {s:.2f}×){unsure}"
+        if s >= self.factor or s <= 1 / self.factor:   # the medians differ, the fastest repeats do not
+            return (f"{who}: ngang nhau (trung vị {s:.2f}× nhưng lần nhanh nhất {self.min_speedup:.2f}×: "
+                    "trung vị lệch vì máy bận, chưa phân biệt được với nhiễu đo)")
+        return (f"{who}: ngang nhau ({s:.2f}×; chênh dưới {self.factor:.3g}× thì chưa phân biệt được "
+                f"với nhiễu đo)")
 
 
 def compare_timings(base: Timing, other: Timing) -> TimingComparison:
     """Compare two ``bench.measure`` timings of the same work: faster, slower or the same, by their spread.
 
     The ratio of medians must reach `_MIN_FACTOR` (1.25×, i.e. 0.8× the other way), or the factor by which
-    a typical repeat of either measurement exceeds its fastest repeat when that is larger.
+    a typical repeat of either measurement exceeds its fastest repeat when that is larger; the ratio of the
+    fastest repeats must reach `_MIN_FACTOR` the same way. The "⚠️" lines are printed once, by ``bench.measure``.
     """
     for name, value in (("base", base), ("other", other)):
         if not isinstance(value, Timing):

@@ -109,6 +109,8 @@ def test_bar_comparison_custom_format_and_axes():
 
     _, ax = plt.subplots()
     assert plot_bar_comparison({"a": 1234.4}, unit="MiB", ax=ax, fmt="{:.0f}") is ax
+    labels = [t.get_text() for t in plot_bar_comparison({"loader": 1857.46, "step": 12.5}, unit="mẫu/s").texts]
+    assert "1 857 mẫu/s" in labels and "12.5 mẫu/s" in labels and not any("e+" in t for t in labels)  # 09 c58
     assert ax.texts[0].get_text() == "1234 MiB"
 
 

@@ -84,7 +84,7 @@ def _evaluate_train(report: Report, train=None) -> None:
                 "mới hiện ra. Trên CPU không lỗi nào lộ ra, nên bộ chấm theo dõi từng lời gọi .to().")
 
 
-ex1 = Exercise("ex1", "Bài 1 · Gỡ lỗi: vòng train và device", _evaluate_train, starter=True, hints=[
+ex1 = Exercise("ex1", "Nhiệm vụ 1 · Gỡ lỗi: vòng train và device", _evaluate_train, starter=True, hints=[
     "Có 4 lỗi. Ba lỗi về device: model, input, target phải cùng nằm trên device. Một lỗi về bộ nhớ: "
     "danh sách losses.",
     "model.to(device) (Module.to di chuyển tại chỗ); xb, yb = xb.to(device), yb.to(device) (Tensor.to phải gán "
@@ -143,7 +143,7 @@ def _evaluate_eval(report: Report, evaluate=None) -> None:
                    "giữ đồ thị.")
 
 
-ex2 = Exercise("ex2", "Bài 2 · Gỡ lỗi: vòng đánh giá giữ đồ thị", _evaluate_eval,
+ex2 = Exercise("ex2", "Nhiệm vụ 2 · Gỡ lỗi: vòng đánh giá giữ đồ thị", _evaluate_eval,
                starter=True, hints=[
     "Có 3 lỗi: model còn ở chế độ train, autograd còn bật, và total_loss/correct cộng dồn tensor.",
     "model.eval(); `with torch.no_grad():` quanh vòng lặp; total_loss += F.cross_entropy(...).item() và "

@@ -7,6 +7,8 @@ lesson's solutions, so the later sections run whether the tasks are done or not.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from unittest import mock
 
 import torch
@@ -118,6 +120,10 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
     if isinstance(got, torch.Tensor) and got.requires_grad:
         report.problem("evaluate trả về tensor còn gắn đồ thị autograd: trả về một số Python (.item()).",
                        stop=True)
+    if isinstance(got, torch.Tensor):
+        report.problem("evaluate trả về một tensor, không phải số Python: kết thúc bằng "
+                       "`return (pred == y).float().mean().item()`. Trên GPU, tensor đó còn nằm trên GPU, và mỗi "
+                       "phép so hay in nó sau này lại bắt CPU chờ.", stop=True)
     value, n = number(got), len(y_test)
     if value is None:
         report.problem(f"evaluate phải trả về độ chính xác là một số (vd 0.93), không phải {type(got).__name__}.",
@@ -194,6 +200,9 @@ def _loss(report: Report, what: str, value) -> float:
     if isinstance(value, torch.Tensor) and value.requires_grad:
         report.problem(f"{what} trả về tensor còn gắn đồ thị autograd: cộng loss.detach() và trả về .item() (giữ đồ "
                        "thị của mọi bước là một nguyên nhân OOM).", stop=True)
+    if isinstance(value, torch.Tensor):
+        report.problem(f"{what} trả về một tensor, không phải số Python: cuối hàm `return (total / len(X)).item()` "
+                       "(một lần .item() mỗi epoch).", stop=True)
     loss = number(value)
     if loss is None:
         report.problem(f"{what} phải trả về loss trung bình của epoch (một số), không phải {type(value).__name__}.",
@@ -201,6 +210,32 @@ def _loss(report: Report, what: str, value) -> float:
     if not math.isfinite(loss):
         report.problem(f"{what} trả về loss {loss}: mô hình đã phân kỳ (NaN/inf).", stop=True)
     return loss
+
+
+class _ItemCount:
+    """Count `.item()` and `float(tensor)` calls made by the learner's own code (not by torch, e.g. Adam, GradScaler)."""
+
+    def __init__(self):
+        self.calls = 0
+        self._torch_dir = os.path.dirname(torch.__file__)
+
+    def _counted(self, original):
+        def wrapper(tensor, *args, **kwargs):
+            if not sys._getframe(1).f_code.co_filename.startswith(self._torch_dir):
+                self.calls += 1
+            return original(tensor, *args, **kwargs)
+        return wrapper
+
+    def __enter__(self):
+        self._patches = [mock.patch.object(torch.Tensor, name, self._counted(getattr(torch.Tensor, name)))
+                         for name in ("item", "__float__")]
+        for patch in self._patches:
+            patch.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for patch in self._patches:
+            patch.stop()
 
 
 def _evaluate_task2(report: Report, train_epoch=None) -> None:
@@ -223,11 +258,17 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
             for epoch in range(1, _MAX_EPOCHS + 1):
                 before = [p.detach().clone() for p in model.parameters()]
                 calls_before, watch.keep_next = len(watch.calls), True
-                with torch.enable_grad():
+                with torch.enable_grad(), _ItemCount() as items:
                     value = report.call(what, train_epoch, model, optimizer, scaler, X_train, y_train, _BATCH_SIZE,
                                         amp_dtype)
                 losses.append(_loss(report, what, value))
                 if epoch == 1:
+                    batches = len(watch.calls) - calls_before
+                    if items.calls > 2 and items.calls >= batches // 2:
+                        report.problem(f"train_epoch gọi .item() (hoặc float(loss)) {items.calls} lần cho {batches} "
+                                       "batch: trên GPU, mỗi lần như vậy bắt CPU chờ GPU làm xong bước đó. Cộng trên "
+                                       "device (total += loss.detach().float() * len(idx)) và chỉ gọi .item() một "
+                                       "lần ở cuối epoch.")
                     grads.close()                      # one epoch tells enough about zero_grad and step
                     _check_first_epoch(report, watch.calls[calls_before:], len(X_train), grads, amp_dtype, short)
                     _check_learning(report, before, model, grads)
@@ -330,11 +371,10 @@ task2 = Exercise("task2", "Nhiệm vụ 2 · Vòng train một epoch (AMP)", _ev
 reference_evaluate = task1.solution_function("evaluate")
 reference_train_epoch = task2.solution_function("train_epoch")
 
-# Section 7's verdicts on the CPU times.
+# Section 8's verdicts on the CPU times (the learner answers q2/q3 first).
 
 _EQUAL_WITHIN = 1.1  # a ratio within 10% of 1 is "about equal" (a shared CPU often varies more between runs)
-_BUSY = ("số đo nhiễu (máy bận? Colab/Kaggle CPU miễn phí chỉ có 2 vCPU trên một máy chủ dùng chung): "
-         "chạy lại ô đo, đừng rút kết luận từ lần này")
+_BUSY = "số đo nhiễu (máy bận?): chạy lại ô đo, đừng rút kết luận từ lần này"
 
 
 def _check_times(times, gflop=None) -> tuple[str, str]:
@@ -409,7 +449,7 @@ def bf16_verdict(times: dict) -> list[str]:
          f"⚠️ Chưa kết luận được: mô hình {small} đo chậm hơn mô hình {wide} (xem dòng ⚠️ của ô đo), nên "
          f"các tỉ số trên không đáng tin; {_BUSY}."),
         (speedup[small] > _EQUAL_WITHIN and speedup[small] > speedup[wide] * _EQUAL_WITHIN,
-         f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do bên dưới (bf16 chỉ "
+         f"⚠️ bf16 giúp mô hình {small} nhiều hơn mô hình {wide}: ngược với lý do (bf16 chỉ "
          f"tiết kiệm ở phép nhân ma trận, mà phép nhân của mô hình {small} rất nhỏ). Nhiều khả năng là "
          f"{_BUSY}."),
         (speedup[wide] > _EQUAL_WITHIN, f"→ Trên CPU này bf16 có ích khi phép nhân đủ lớn (mô hình {wide})."),

@@ -76,7 +76,7 @@ def _evaluate_fetch(report: Report, fetch_predictions=None) -> None:
                 "torch.cuda.synchronize()).")
 
 
-ex3 = Exercise("ex3", "Bài 3 · Gỡ lỗi: đọc bản chép non_blocking quá sớm", _evaluate_fetch,
+ex3 = Exercise("ex3", "Nhiệm vụ 3 · Gỡ lỗi: đọc bản chép non_blocking quá sớm", _evaluate_fetch,
                starter=True, hints=[
     "non_blocking=True trả về ngay, trước khi dữ liệu tới nơi. Phải chờ GPU trước khi đọc.",
     "Sau vòng for, trước dòng return: sync() (trên GPU truyền sync=torch.cuda.synchronize).",
@@ -117,7 +117,7 @@ def _evaluate_epochs(report: Report, train_epochs=None) -> None:
     report.problem("có hai epoch cùng thứ tự: mỗi epoch gọi sampler.set_epoch(epoch) một lần, trước vòng for.")
 
 
-ex4 = Exercise("ex4", "Bài 4 · Gỡ lỗi: DistributedSampler thiếu set_epoch", _evaluate_epochs,
+ex4 = Exercise("ex4", "Nhiệm vụ 4 · Gỡ lỗi: DistributedSampler thiếu set_epoch", _evaluate_epochs,
                starter=True, hints=[
     "DistributedSampler không dùng bộ sinh số ngẫu nhiên toàn cục: nó xáo bằng seed + epoch của chính nó.",
     "Dòng đầu của mỗi epoch: sampler.set_epoch(epoch), trước `for xb, yb in loader:`.",

@@ -42,9 +42,18 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], ax=None, logy: bool 
     return ax
 
 
+def _course_number(value: float) -> str:
+    """Return 3 significant digits below 1000 ("12.5"), else the whole number grouped by spaces ("1 857")."""
+    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}".replace(",", " ")
+
+
 def plot_bar_comparison(values: Mapping[str, float], unit: str, ax=None, title: str | None = None,
-                        fmt: str = "{:.3g}"):
-    """Draw one labelled bar per configuration (e.g. step time in ms or peak memory in MiB); return the axes."""
+                        fmt: str | None = None):
+    """Draw one labelled bar per configuration (e.g. step time in ms or peak memory in MiB); return the axes.
+
+    `fmt` formats each label (e.g. "{:.0f}"); None: 3 significant digits below 1000, else the course's
+    grouping ("1 857"), never e-notation.
+    """
     _check_mapping("values", values)
     if not isinstance(unit, str):
         raise TypeError("unit phải là chuỗi đơn vị như 'ms' hoặc 'MiB'.")
@@ -53,12 +62,15 @@ def plot_bar_comparison(values: Mapping[str, float], unit: str, ax=None, title: 
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ValueError(f"values[{label!r}] phải là số hữu hạn ≥ 0, nhận {value!r}.")
         numbers.append(float(value))
+    if fmt is not None and not isinstance(fmt, str):
+        raise TypeError("fmt phải là chuỗi định dạng như '{:.0f}', hoặc None.")
+    show = fmt.format if fmt is not None else _course_number
     ax = get_ax(ax, figsize=(5.0, 3.5))
     labels = [str(k) for k in values]
     bars = ax.bar(labels, numbers, color=[PALETTE[i % len(PALETTE)] for i in range(len(labels))])
-    add_facts(ax, "; ".join(f"{label}: {fmt.format(n)} {unit}" for label, n in zip(labels, numbers, strict=True)))
+    add_facts(ax, "; ".join(f"{label}: {show(n)} {unit}" for label, n in zip(labels, numbers, strict=True)))
     for bar, number in zip(bars, numbers, strict=True):
-        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), fmt.format(number) + f" {unit}",
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), show(number) + f" {unit}",
                 ha="center", va="bottom", fontsize=9)
     ax.set_ylabel(unit)
     ax.set_ylim(0, max(numbers) * 1.18 or 1)
