@@ -134,11 +134,15 @@ def test_time_yardstick_counts_reading_cells_outputs_quizzes_tasks_and_setup():
             "```python\ndef f():\n    ### BEGIN SOLUTION\n    # a comment is not a line to write\n    return 1\n\n"
             "    ### BEGIN LEARNER\n    return ...\n    ### END\ntask1.check(f)\nex4_gpu.check(f)\n```\n")
     # 204 syllables: "T", "12 phút", 200 × "từ" and the link text (not its target); setup 3; three cells of 1, 1 and
-    # 4 learner lines (0.2 + 0.1/line + 1 s unmeasured each); one quiz; task1: 4 + 2 lines of its solution ("def f():"
-    # and "return 1"; the comment, the markers and the check calls are not written by the learner); the _gpu
-    # variant of a task is not counted twice
+    # 4 learner lines (0.2 + 0.1/line + 1 s unmeasured each); one quiz; task1: 4 + 1 line to write ("return 1": the
+    # starter already holds "def f():", and comments, markers and check calls are not written); the _gpu variant of
+    # a task is not counted twice
     cells = 3 * 0.2 + 0.1 * (1 + 1 + 4) + 3 / 60
-    assert build_course.estimate_minutes(text) == pytest.approx(204 / 100 + 3 + cells + 1 + 4 + 2)
+    assert build_course.estimate_minutes(text) == pytest.approx(204 / 100 + 3 + cells + 1 + 4 + 1)
+    debugging = ("```python\n### BEGIN SOLUTION\na = 1\nb = a + 1\nc = b * 2\n### BEGIN LEARNER\na = 1\nb = a - 1\n"
+                 "c = b * 2\n### END\ntask2.check(c)\n```\n")
+    # a debugging task counts the one line to fix; its 4 learner lines are read in the cell
+    assert build_course.estimate_minutes(debugging) == pytest.approx(0.2 + 0.1 * 4 + 1 / 60 + 4 + 1)
     code = "x = 1"
     measured = {build_course.cell_key(code): [30.0, 150, 2]}  # 30 s to run, 150 syllables printed, 2 figures
     one_cell = "```python\nx = 1\n```\n"

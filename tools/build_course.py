@@ -268,7 +268,8 @@ def has_variants(text: str) -> bool:
 #: The yardstick (docs/DEVELOPING.md, README "Thời gian học"): what a learner does, counted once per thing.
 #: Reading: prose and the text a cell prints, at 100 Vietnamese syllables a minute (technical text, with thinking).
 #: A code cell: 0.2 min to run it and find its output, 0.1 min per line of code read, its measured run time, and
-#: 1 min per figure. A quiz: 1 min. A checked task: 4 min plus 1 min per line of its solution. Each notebook: 3 min
+#: 1 min per figure. A quiz: 1 min. A checked task: 4 min plus 1 min per line of its solution that the starter does not
+#: already hold (a debugging task: the lines to fix). Each notebook: 3 min
 #: to open it, choose the runtime and run the setup cell. Run times and outputs come from MEASURED (one "Run all"
 #: of each learner notebook, `python tools/build_course.py --measure`); a cell not measured yet counts 1 s and no output.
 READ_PER_MIN, CELL_MIN, CODE_LINE_MIN, FIGURE_MIN, QUIZ_MIN, TASK_MIN, TASK_LINE_MIN, SETUP_MIN = (
@@ -297,9 +298,17 @@ def load_measured(path: Path = MEASURED) -> dict:
 
 
 def _solution_lines(text: str, task: str) -> int:
-    """Return the lines of code a learner writes for `task` (its SOLUTION regions, blanks and comments left out)."""
-    solution = task_solutions(text).get(task, "")
-    return sum(1 for line in solution.splitlines() if line.strip() and not line.strip().startswith("#"))
+    """Return the lines of code a learner writes for `task`: its solution's lines that the starter does not hold.
+
+    Blank lines and comments are left out; a fill-in task counts its whole solution, a debugging task (the starter
+    is the buggy code) the lines to fix.
+    """
+    def lines(variant: str) -> list[str]:
+        code = task_solutions(text, variant).get(task, "")
+        return [line.strip() for line in code.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+    given = set(lines("learner"))
+    return sum(1 for line in lines("solution") if line not in given)
 
 
 def estimate_minutes(text: str, measured: dict | None = None, full_text: str | None = None) -> float:
