@@ -1,4 +1,4 @@
-"""The glossary (course_src/glossary.json; docs/DEVELOPING.md): its table and page, first-use links, the lint."""
+"""The glossary (course_src/glossary.json; docs/DEVELOPING.md): its page, first-use links, the lint."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 GLOSSARY = ROOT / "course_src" / "glossary.json"
 PAGE = ROOT / "docs" / "glossary.md"  # generated: the site page "Thuật ngữ"
-REGION = re.compile(r"(<!-- glossary:start[^\n]*-->\n).*?(<!-- glossary:end -->)", re.S)
 _CODE = re.compile(r"```.*?^```|`[^`\n]*`|<!--.*?-->|\]\([^)]*\)|\$[^$\n]+\$", re.S | re.M)
 _NO_LINK = re.compile(r"^(?:#.*|.*⏱️.*|\|.*)$|\[[^\]]*\]", re.M)  # headings, the time line, tables, link texts
 _LINK_TEXT = re.compile(r"\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\](?=\()")  # a link's text: no link inside a link
@@ -34,13 +33,6 @@ def anchor(term: str) -> str:
     return "g-" + re.sub(r"[^a-z0-9]+", "-", plain.replace("đ", "d")).strip("-")
 
 
-def table(entries: list[dict]) -> str:
-    """Return the Markdown table of the glossary (lesson 01)."""
-    rows = ["| tiếng Việt | English | nghĩa | học ở |", "| --- | --- | --- | --- |"]
-    rows += [f"| **{e['vi']}** | *{e['en']}* | {e['meaning']} | Bài 14.{int(e['first'])} |" for e in entries]
-    return "\n".join(rows) + "\n"
-
-
 def page(entries: list[dict]) -> str:
     """Return docs/glossary.md, the site page "Thuật ngữ": one anchored item per term (readable on a phone)."""
     items = [f'- <a id="{anchor(e["vi"])}"></a>**{e["vi"]}** (*{e["en"]}*): {e["meaning"]} — học ở bài 14.{int(e["first"])}'
@@ -50,18 +42,13 @@ def page(entries: list[dict]) -> str:
             "liên kết về đây.\n\n" + "\n".join(items) + "\n")
 
 
-def with_table(text: str, entries: list[dict]) -> str:
-    """Return lesson text with its glossary region filled with the table."""
-    return REGION.sub(lambda m: m.group(1) + table(entries) + m.group(2), text, count=1)
-
-
 def _blank(found: re.Match) -> str:
     return re.sub(r"[^\n]", " ", found.group(0))
 
 
 def prose(text: str) -> str:
-    """Return `text` with code, comments, math, link targets and the glossary table blanked (positions hold)."""
-    return _CODE.sub(_blank, REGION.sub(_blank, text))
+    """Return `text` with code, comments, math and link targets blanked (positions hold)."""
+    return _CODE.sub(_blank, text)
 
 
 def _term(word: str) -> re.Pattern:
