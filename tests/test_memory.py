@@ -170,6 +170,16 @@ def test_meter_counts_saved_tensors_hand_computed():
     assert lin.weight.grad is not None
 
 
+def test_meter_prints_live_and_peak_readably():
+    lin = nn.Linear(4, 3)
+    with SavedTensorMeter(exclude=lin) as meter:
+        out = torch.relu(lin(torch.randn(5, 4))).sum()
+    assert repr(meter) == str(meter) == "SavedTensorMeter(live=140 B, peak=140 B)"
+    out.backward()
+    assert str(meter) == "SavedTensorMeter(live=0 B, peak=140 B)"
+    assert "object at 0x" not in str(SavedTensorMeter())
+
+
 def test_meter_counts_shared_storage_once():
     w = torch.randn(100, requires_grad=True)
     with SavedTensorMeter() as meter:
