@@ -402,6 +402,18 @@ def test_parse_this_process_allowed_and_fragmentation_verdict():
     assert "set_per_process_memory_fraction" in msg.explain()
 
 
+def test_parse_reads_the_private_pools_clause():
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity of "
+            "83.05 GiB of which 140.38 MiB is free. Including non-PyTorch memory, this process has 23.33 GiB memory in "
+            "use. Of the allocated memory 21.92 GiB is allocated by PyTorch, with 104.00 MiB allocated in private pools "
+            "(e.g., CUDA Graphs), and 797.79 MiB is reserved by PyTorch but unallocated.")
+    msg = parse_oom_message(text)
+    assert msg.private_pools == 104 * 2**20 and msg.reserved_unallocated == round(797.79 * 2**20)
+    assert "private pools" in msg.explain() and "CUDA Graphs" in msg.explain()
+    assert parse_oom_message(text.replace(", with 104.00 MiB allocated in private pools (e.g., CUDA Graphs)", "")
+                             ).private_pools is None
+
+
 def test_parse_old_format_from_the_seed():
     msg = parse_oom_message("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n(GPU 0; 24.00 GiB total "
                             "capacity; 22.10 GiB already allocated;\n 1.50 GiB free; 22.50 GiB reserved in total by PyTorch)")
