@@ -2,17 +2,19 @@
 
     nox -s wheel              the lessons_lib wheel for Kaggle without Internet (python -m build) -> dist/
     nox -s resolve            requirements.txt resolves for Linux, macOS 14+, Windows x Python 3.10-3.13
-    nox -s colab              the course in Colab's conditions: envs/colab-pins.txt, Colab's Python + torch
+    nox -s colab              the course in Colab's conditions: the first row (envs/colab-pins.txt, Python 3.13)
     nox -s matrix             every row of tools/version_matrix.py's COMBOS (one: nox -s "matrix(ID)")
     nox -s table              rewrite README's version table from docs/version-matrix.json
     nox -s release -- 0.3.0   bump the version, date the CHANGELOG entry, set the setup cell's ref, tag
 
 A row (`colab`, each `matrix(...)`) gets a fresh environment (uv keeps every downloaded wheel in its cache:
-only the first run downloads, ~3 GB per CUDA torch) holding envs/colab-pins.txt with the row's torch and
-swaps, exactly (`pip check`, no pin drifting). lessons_lib goes in as the notebooks' setup cell installs it
-(pip, the cell's options; nothing else may change). Then: what a learner sees (banner, environment_report(),
-a %%gpu cell), every notebook twice per kernel with its output checks (tests/test_rerun.py; Colab rows with
-Colab's environment variables), the unit tests, and on Colab rows the colab_env tests
+only the first run downloads, ~3 GB per CUDA torch) holding its notebook stack (envs/colab-pins.txt or
+envs/kaggle-pins.txt) with the row's torch and swaps, exactly (`pip check`, no pin drifting); a row with
+`find_links` takes torch from that folder (the CPU build for Colab's CPU runtime). lessons_lib goes in as the
+notebooks' setup cell installs it (pip, the cell's options; nothing else may change). Then: what a learner sees
+(banner, environment_report(), a %%gpu cell; the row fails unless its machine kind is the one it declares),
+every notebook twice per kernel with its output checks (tests/test_rerun.py; Colab and Kaggle rows with that
+platform's environment variables), the unit tests, and on Colab and Kaggle rows the colab_env tests
 (tests/test_colab_env.py, tests/test_setup_cell.py); the record is merged into docs/version-matrix.json.
 After `--`: `-k EXPR` (only the matching notebooks) or `--no-unit-tests` make a trial run that writes no
 record. `nox -s table` then rewrites README's table.
@@ -53,7 +55,7 @@ for _name in [name for name in os.environ if name.startswith("PIP_") and name no
 os.environ["PIP_CONFIG_FILE"] = os.devnull
 
 INDEX = "https://pypi.org/simple"
-COLAB = vm.COMBOS[0]  # Colab's own Python and torch (envs/colab-pins.txt's header)
+COLAB = vm.COMBOS[0]  # Colab's own Python and torch (envs/colab-pins.txt's header), from PyPI
 TEST_TOOLS = ("pytest", "nbval")  # pinned by requirements.txt; each row's unit tests need them
 # uv's names for the platforms the README claims (torch's Linux wheels are manylinux_2_28).
 PLATFORMS = {"linux-x86_64": "x86_64-manylinux_2_28", "macos-arm64": "aarch64-apple-darwin",
@@ -252,19 +254,24 @@ def _pytest(session: nox.Session, junit: Path, *args: str, env: dict | None = No
     return junit.read_text(encoding="utf-8")
 
 
+def _links(combo: vm.Combo) -> list[str]:
+    return ["--find-links", combo.find_links] if combo.find_links else []
+
+
 def _build_env(session: nox.Session, combo: vm.Combo, pins_file: Path) -> dict:
     """Install the row's pins (uv installs each name==version or fails); return its swaps, extras, build time."""
-    start, pins = time.perf_counter(), colab_pins.read_pins()
+    start, pins = time.perf_counter(), colab_pins.read_pins(combo.pins_file)
     expected = {**pins, "torch": combo.torch, **combo.swaps}
     pins_file.write_text("".join(f"{name}=={version}\n" for name, version in expected.items()))
-    session.install("--index-url", INDEX, "--only-binary", ":all:", "-r", str(pins_file))
+    session.install("--index-url", INDEX, *_links(combo), "--only-binary", ":all:", "-r", str(pins_file))
     installed = _installed(session)
     session.run("python", "-m", "pip", "check", silent=True)
     return {"swaps": [{"name": name, "pinned": pins[name], "version": version,
                        "reason": f"{name} {pins[name]} has no wheel for Python {combo.python}"}
                       for name, version in combo.swaps.items()],
             "extras": {name: v for name, v in sorted(installed.items()) if name not in expected},
-            "env_built_s": round(time.perf_counter() - start, 1), "installed": installed}
+            "env_built_s": round(time.perf_counter() - start, 1), "installed": installed,
+            "image": {**vm.stack_image(combo.stack), "torch_from": combo.find_links or INDEX}}
 
 
 def _learner_view(session: nox.Session, combo: vm.Combo, environ: dict) -> dict:
@@ -280,10 +287,12 @@ def _learner_view(session: nox.Session, combo: vm.Combo, environ: dict) -> dict:
     for cell in seen["view"]:
         session.log(f"{cell['source']}\n  > " + cell["shows"].rstrip().replace("\n", "\n  > "))
     cuda, hip = facts["cuda"], facts["hip"]
+    kind = output_checks.kind_of(bool(cuda or hip), facts["cuda_available"], facts["mps_available"])
+    if kind != combo.kind:
+        session.error(f"{combo.id}: the kernel's machine kind is {kind}, the row stands for {combo.kind}")
     return {"python": facts["python"], "torch": facts["torch"],
             "build": f"CUDA {cuda}" if cuda else f"ROCm {hip}" if hip else "CPU",
-            "cuda_available": facts["cuda_available"],
-            "kind": output_checks.kind_of(bool(cuda or hip), facts["cuda_available"], facts["mps_available"]),
+            "cuda_available": facts["cuda_available"], "kind": kind, "platform": combo.platform,
             "colab_environ": combo.colab, "output_checks": True, "learner_view": seen["view"]}
 
 
@@ -307,13 +316,13 @@ def _run_row(session: nox.Session, combo: vm.Combo) -> None:
     wheel = _build_wheel(session, tmp / "dist")
     record["lessons_lib_install"] = _install_like_setup_cell(session, wheel, record.pop("installed"))
     requirements = (ROOT / "requirements.txt").read_text(encoding="utf-8")
-    session.install("--index-url", INDEX, "-c", str(tmp / "pins.txt"),
+    session.install("--index-url", INDEX, *_links(combo), "-c", str(tmp / "pins.txt"),
                     *re.findall(rf"^((?:{'|'.join(TEST_TOOLS)})==\S+)", requirements, re.M))
-    colab_environ = vm.COLAB_RUNTIME_ENV if combo.colab else {}
+    platform_environ = combo.environ
     tests = ROOT / "tests"
     with session.chdir(tmp):  # never the checkout: its lessons_lib/ would shadow the installed wheel
-        record.update(_learner_view(session, combo, colab_environ))
-        nb_env = {"BAI14_EXECUTED_DIR": str(tmp / "executed"), **colab_environ}
+        record.update(_learner_view(session, combo, platform_environ))
+        nb_env = {"BAI14_EXECUTED_DIR": str(tmp / "executed"), **platform_environ}
         k = ["-k", args.k] if args.k else []
         record["notebooks"] = vm.notebook_rows(
             _pytest(session, tmp / "notebooks.xml", str(tests / "test_rerun.py"), *k, env=nb_env))
@@ -325,7 +334,7 @@ def _run_row(session: nox.Session, combo: vm.Combo) -> None:
             wall = round(time.perf_counter() - tests_start, 1)
             record["unit_tests"] = {**vm.parse_junit(xml), "wall_s": wall,
                                     "left_out": dict(vm.UNIT_TEST_LEFT_OUT), "markers": vm.UNIT_TEST_MARKERS}
-        if combo.colab:
+        if combo.platform:  # Colab's or Kaggle's notebook stack: the setup cell and the IPython features for real
             env = {"BAI14_COLAB_ROW": "1", "BAI14_WHEEL": str(wheel)}
             paths = [str(tests / "test_colab_env.py"), str(tests / "test_setup_cell.py")]
             xml = _pytest(session, tmp / "colab.xml", *paths, "-m", "colab_env", env=env)

@@ -337,3 +337,31 @@ def test_main_says_why_a_gpu_run_folder_is_unusable(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert build_site.main(["--gpu-run", str(tmp_path / "empty")]) == 1
     assert "needs environment.txt and executed/" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------- links
+
+
+def test_site_links_turn_repository_urls_back_into_site_pages():
+    """Notebooks link the repository on GitHub (for Colab); the site opens its own page where it has one."""
+    import build_course
+
+    config = build_course.CourseConfig(repo="o/r", branch="main", ref="v1.0.0")
+    repo = "https://github.com/o/r/blob/v1.0.0/"
+    source = (f"[kernel]({repo}docs/glossary.md#g-kernel) · [Bài 3]({repo}notebooks/03_x.ipynb) · "
+              f"[mục]({repo}notebooks/03_x.ipynb#muc-2) · [lộ trình]({repo}docs/core_path.md) · "
+              f"[phiên bản]({repo}docs/version_notes.md#bai-14-4) · [README]({repo}README.md) · "
+              f"[khác](https://github.com/o/r/blob/main/docs/glossary.md#g-x) · [web](https://e.org/docs/glossary.md)")
+    pages = build_site.site_pages(["notebooks/02_y.ipynb", "notebooks/03_x.ipynb",
+                                   "notebooks/solutions/02_y_solutions.ipynb"])
+    assert pages["docs/glossary.md"] == "docs/glossary.md" and pages["docs/core_path.md"] == "core_path.md"
+    kept = (f" · [phiên bản]({repo}docs/version_notes.md#bai-14-4) · [README]({repo}README.md) · "
+            "[khác](https://github.com/o/r/blob/main/docs/glossary.md#g-x) · [web](https://e.org/docs/glossary.md)")
+    for page, up in (("notebooks/02_y.ipynb", ""), ("notebooks/solutions/02_y_solutions.ipynb", "../")):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(source),
+                                             nbformat.v4.new_code_cell(f"# [k]({repo}docs/glossary.md#g-k)")])
+        build_site.site_links(nb, page, pages, config)
+        assert nb.cells[0].source == (
+            f'<a href="../{up}docs/glossary.html#g-kernel">kernel</a> · [Bài 3]({up}03_x.ipynb) · '
+            f'<a href="{up}03_x.html#muc-2">mục</a> · [lộ trình](../{up}core_path.md)' + kept)
+        assert nb.cells[1].source == f"# [k]({repo}docs/glossary.md#g-k)", "code cells are left alone"

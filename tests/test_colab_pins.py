@@ -1,7 +1,8 @@
-"""tools/colab_pins.py: regenerating envs/colab-pins.txt from Colab's published package list, offline.
+"""tools/colab_pins.py: regenerating envs/colab-pins.txt (and envs/kaggle-pins.txt) from the published lists, offline.
 
-The inputs are saved copies of googlecolab/backend-info (tests/fixtures/colab-backend-info/, two real commits);
-the git tests build a two-commit repository from them in a temporary folder.
+The inputs are saved copies of googlecolab/backend-info (tests/fixtures/colab-backend-info/, two real commits) and
+of Kaggle/docker-python (tests/fixtures/kaggle-docker-python/, one commit, trimmed); the git tests build a
+two-commit repository from the first, dated as the real commits, in a temporary folder.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import colab_pins  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "colab-backend-info"
+KAGGLE = ROOT / "tests" / "fixtures" / "kaggle-docker-python" / "78aaa43f"
 OLD, NEW = FIXTURES / "03a89033", FIXTURES / "a7240792"
 PINS_TEXT = (FIXTURES / "colab-pins.txt").read_text(encoding="utf-8")
 
@@ -34,11 +36,13 @@ def backend_info(tmp_path_factory) -> Path:
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t", GIT_CONFIG_GLOBAL=os.devnull)
     subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
-    for copy, subject in ((OLD, "Update transformers to 5.9.0"), (NEW, "Upgrade to Python 3.13")):
+    for copy, subject, date in ((OLD, "Update transformers to 5.9.0", "2026-06-03T12:00:00"),
+                                (NEW, "Upgrade to Python 3.13", "2026-08-19T12:00:00")):
         for file in copy.iterdir():
             shutil.copy(file, repo / file.name)
         subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
-        subprocess.run(["git", "-C", str(repo), "commit", "-qm", subject], check=True, env=env)
+        subprocess.run(["git", "-C", str(repo), "commit", "-qm", subject], check=True,
+                       env=dict(env, GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date))
     return repo
 
 
@@ -157,3 +161,97 @@ def test_main_reports_a_missing_source_or_pins_file(tmp_path, backend_info, caps
     assert "no such folder" in err and "p.txt" in err
     with pytest.raises(SystemExit):
         colab_pins.main([])  # --from is required
+
+
+# --------------------------------------------------------------------------- Kaggle's image
+
+
+def kaggle_copy(tmp_path: Path, tag_date: str = "20260514") -> Path:
+    """A folder holding the saved docker-python files, its Colab image tag dated `tag_date`."""
+    folder = tmp_path / "docker-python"
+    folder.mkdir()
+    for file in KAGGLE.iterdir():
+        shutil.copy(file, folder / file.name)
+    dockerfile = folder / "Dockerfile.tmpl"
+    dockerfile.write_text(dockerfile.read_text(encoding="utf-8").replace("20260514-", f"{tag_date}-"), encoding="utf-8")
+    return folder
+
+
+def test_parse_kaggle_reads_the_colab_image_python_and_exact_pins():
+    image = colab_pins.read_kaggle(KAGGLE)
+    assert image.base == "release-colab-external-images_20260514-060047_RC00" and image.base_date == "2026-05-14"
+    assert image.python == "3.12" and (image.commit, image.date) == (None, None)  # a copy outside git
+    assert image.pins == {"ipywidgets": "8.1.5", "jupyter-server": "2.12.5", "nbconvert": "6.4.5",
+                          "torchcodec": "0.10.0"}, "only `name==version` lines: not comm, fastcore<2, kagglehub>=..."
+
+
+@pytest.mark.parametrize("dockerfile, message", [
+    ("FROM python:3.12\nARG PACKAGE_PATH=/usr/local/lib/python3.12/dist-packages\n", "one Colab image tag"),
+    ("FROM x/colab-images/public/runtime:release_20260514-1_RC00\nFROM x/colab-images/public/cpu-runtime:"
+     "release_20260416-1_RC00\nARG PACKAGE_PATH=/usr/local/lib/python3.12/dist-packages\n", "found 2"),
+    ("FROM x/colab-images/public/runtime:release_20260514-1_RC00\n", "PACKAGE_PATH"),
+])
+def test_parse_kaggle_rejects_a_dockerfile_it_cannot_read(dockerfile, message):
+    with pytest.raises(ValueError, match=message):
+        colab_pins.parse_kaggle(dockerfile, "ipywidgets==8.1.5\n")
+
+
+def test_colab_commit_on_takes_the_last_commit_of_that_day_or_before(backend_info):
+    older = colab_pins.read_source(backend_info, rev="HEAD~1").commit
+    assert colab_pins.colab_commit_on(backend_info, "2026-07-01") == older
+    assert colab_pins.colab_commit_on(backend_info, "2026-06-03") == older  # the same day counts
+    assert colab_pins.colab_commit_on(backend_info, "2026-08-19") == colab_pins.read_source(backend_info).commit
+    with pytest.raises(FileNotFoundError, match="on or before 2026-05-14"):
+        colab_pins.colab_commit_on(backend_info, "2026-05-14")
+
+
+def test_regenerate_for_kaggle_applies_its_pins_and_names_the_image(backend_info, tmp_path):
+    snap, image = colab_pins.read_source(backend_info, rev="HEAD~1"), colab_pins.read_kaggle(KAGGLE)
+    text, rows = colab_pins.regenerate(PINS_TEXT, snap, "2026-12-07", image)
+    assert "ipywidgets==8.1.5  # Kaggle: Kaggle/docker-python kaggle_requirements.txt at a copy pins it " \
+           "(Colab: 7.7.1)" in text
+    assert ("the notebook stack (the pins the course cares about)", "ipywidgets", "7.7.1", "8.1.5", "kaggle") in rows
+    path = tmp_path / "kaggle-pins.txt"
+    path.write_text(text, encoding="utf-8")
+    pins = colab_pins.read_pins(path)
+    assert (pins["jupyter-server"], pins["nbconvert"], pins["numpy"]) == ("2.12.5", "6.4.5", "2.0.2")
+    assert "torchcodec" not in pins, "Kaggle's pins of packages the file does not list are not added"
+    assert "FROM Colab's image release-colab-external-images_20260514-060047_RC00" in " ".join(line[2:] for line in text.splitlines())
+    seen = colab_pins.describe(path)
+    assert seen["kaggle_base"] == "release-colab-external-images_20260514-060047_RC00"
+    assert (seen["colab_commit"], seen["python"], seen["torch"]) == (snap.commit, "3.12.13", "2.11.0+cu128")
+    again, rows = colab_pins.regenerate(text, snap, "2026-12-08")  # without --kaggle: Kaggle's pins stay
+    assert "ipywidgets==8.1.5  # Kaggle:" in again and ("the notebook stack (the pins the course cares about)",
+                                                         "ipywidgets", "8.1.5", "8.1.5", "departure") in rows
+    unpinned = colab_pins.KaggleImage(image.base, image.base_date, image.python, {"nbconvert": "6.4.5"})
+    back, _ = colab_pins.regenerate(text, snap, "2026-12-08", unpinned)
+    assert "\nipywidgets==7.7.1\n" in back, "a pin Kaggle dropped follows Colab again, its comment gone"
+    assert back.count("# Kaggle image:") == 1 and "(Colab: 7.17.1)" in back
+
+
+def test_describe_reads_the_committed_pins_files_and_rejects_others(tmp_path):
+    colab, kaggle = colab_pins.describe(), colab_pins.describe(ROOT / "envs" / "kaggle-pins.txt")
+    assert colab["python"].startswith("3.13.") and colab["kaggle_commit"] is None
+    assert kaggle["python"].startswith("3.12.") and kaggle["kaggle_base"] and kaggle["kaggle_date"]
+    bad = tmp_path / "bad.txt"
+    bad.write_text("# no header\nnumpy==2.1.3\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="Source:"):
+        colab_pins.describe(bad)
+
+
+def test_main_out_writes_a_kaggle_file_from_the_colab_template(tmp_path, backend_info, capsys):
+    template, out = tmp_path / "colab-pins.txt", tmp_path / "kaggle-pins.txt"
+    template.write_text(PINS_TEXT, encoding="utf-8")
+    assert colab_pins.main(["--from", str(backend_info), "--kaggle", str(kaggle_copy(tmp_path, "20260701")),
+                            "--pins", str(template), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "FROM Colab's release-colab-external-images_20260701-060047_RC00" in printed
+    assert "ipywidgets: 7.7.1 → 8.1.5, Kaggle's pin" in printed and f"Wrote {out}" in printed
+    assert template.read_text(encoding="utf-8") == PINS_TEXT, "--out leaves the template alone"
+    older = colab_pins.read_source(backend_info, rev="HEAD~1").commit
+    assert colab_pins.describe(out)["colab_commit"] == older, "the last Colab commit on or before 2026-07-01"
+    assert colab_pins.read_pins(out)["ipywidgets"] == "8.1.5" and not Path(f"{out}.new").exists()
+    # the real tag's date (2026-05-14) predates both test commits: said, nothing written
+    assert colab_pins.main(["--from", str(backend_info), "--kaggle", str(KAGGLE), "--pins", str(template),
+                            "--out", str(tmp_path / "none.txt")]) == 2
+    assert "on or before 2026-05-14" in capsys.readouterr().err and not (tmp_path / "none.txt").exists()

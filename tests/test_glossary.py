@@ -49,3 +49,14 @@ def test_only_the_first_prose_use_is_linked():
     text = "## Kernel\n\n`kernel` rồi kernel, lại kernel.\n"
     linked = glossary.link_first_uses(text, ENTRIES, "g.md")
     assert linked == "## Kernel\n\n`kernel` rồi [kernel](g.md#g-kernel), lại kernel.\n"
+
+
+@pytest.mark.parametrize("prose, bad", [("T4 đạt 8,1 TFLOP/s", "'8,1'"), ("1 GiB ≈ 1,074 GB", "'1,074'"),
+                                         ("67,108,864 số", "'67,108,864'")])
+def test_the_lint_rejects_a_number_written_with_a_comma(prose, bad):
+    (problem,) = glossary.lint(prose + "\n", [])
+    assert bad in problem and "decimal point" in problem
+
+
+def test_the_lint_accepts_points_spaces_lists_and_code():
+    assert glossary.lint("8.1 TFLOP/s, 6 500 tham số, N = 64, 128, 256 và `f(1,2)` $a_{1,2}$\n", []) == []

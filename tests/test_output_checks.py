@@ -143,3 +143,20 @@ def test_a_notebook_file_read_as_plain_json_works_too(tmp_path):
     assert isinstance(raw["cells"][1]["source"], list)
     (problem,) = output_checks.check_outputs(raw, "cpu-build")
     assert "`a`" in problem and "W1201 x" in problem
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("<lessons_lib.memory.meter.SavedTensorMeter object at 0x7f59f320bd10>\n", "object at 0x7f59f320bd10"),
+    ("⚠️ N=64 chậm hơn (đến 2,185×)\n", "'2,185'"),
+    ("1,857.5 mẫu/s\n", "'1,857.5'"),
+    ("67,108,864 số\n", "'67,108,864'"),
+])
+def test_an_unreadable_repr_or_an_english_grouped_number_fails(text, shown):
+    (problem,) = output_checks.check_outputs(notebook(cell([stdout(text)])), "cpu-build")
+    assert shown in problem and ("printable form" in problem or "format_count" in problem)
+
+
+@pytest.mark.parametrize("text", ["tensor([1, 2, 3])\n", "2 185×\n", "(64, 784)\n", "[1000, 2000]\n", "7.41 ms\n",
+                                  "torch.Size([32, 512, 512])\n", "0.1,0.2\n", "SavedTensorMeter(live=163.00 KiB)\n"])
+def test_readable_values_and_code_like_lists_pass(text):
+    assert output_checks.check_outputs(notebook(cell([stdout(text)])), "cpu-build") == []

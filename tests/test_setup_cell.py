@@ -4,7 +4,9 @@ The cell is taken from a generated notebook and run by IPython 7.34 in a Colab r
 (`nox -s colab`: its own environment, BAI14_COLAB_ROW=1, the row's wheel in BAI14_WHEEL) after lessons_lib is
 uninstalled there, as on a fresh Colab/Kaggle runtime; elsewhere those tests skip. "No network"
 is made by pointing http_proxy/https_proxy (which both pip and git obey) at a closed local port: the cell's
-first attempt, `pip install git+https://github.com/...`, fails at once, as on a Kaggle notebook with Internet off.
+first attempts, `pip install git+https://github.com/...` at the pinned ref then at the default branch, fail at once,
+as on a Kaggle notebook with Internet off. tests/test_setup_fallback.py runs the same logic against a local git
+repository (with the tag, without it, none) anywhere.
 `LESSONS_WHEEL_DIR` points the wheel lookup at a temporary folder instead of /kaggle/input.
 """
 
@@ -28,7 +30,7 @@ import build_course  # noqa: E402
 import course  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").rglob("*.ipynb"))
-MAX_SETUP_LINES = 17
+MAX_SETUP_LINES = 21
 _DRIVER = """
 import json, sys
 from IPython.core.interactiveshell import InteractiveShell
@@ -113,7 +115,8 @@ def test_setup_cell_installs_like_the_tested_install():
     assert parts[:3] == [None, "-m", "pip"] and parts[-1] is None
     assert "-e" not in parts and "--upgrade" not in parts and "-U" not in parts
     config = build_course.load_config()
-    assert f'"git+https://github.com/{config.repo}@{config.ref}"' in cell, "install from [tool.course]'s repo and ref"
+    assert f'repo = "git+https://github.com/{config.repo}"' in cell, "install from [tool.course]'s repo"
+    assert f'[repo + "@{config.ref}", repo, *sorted(' in cell, "its pinned ref first, then its default branch"
     assert 'os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input")' in cell and "recursive=True" in cell
 
 
@@ -169,7 +172,7 @@ def test_offline_the_cell_installs_the_newest_working_wheel_it_finds(bare_colab_
 
     config = build_course.load_config()
     assert attempts(stdout) == [f"git+https://github.com/{config.repo}@{config.ref}",
-                                str(inputs / "a-broken" / "lessons_lib-99.10.0-py3-none-any.whl"),
+                                f"git+https://github.com/{config.repo}", str(inputs / "a-broken" / "lessons_lib-99.10.0-py3-none-any.whl"),
                                 str(inputs / "b-broken" / "lessons_lib-99.9.0-py3-none-any.whl"), str(real)]
     assert result["error"] is None and "❌" not in stdout, stdout
     assert "lessons_lib.notebook" in result["loaded"]
@@ -187,7 +190,7 @@ def test_offline_without_a_wheel_the_cell_prints_the_two_ways_out(bare_colab_env
     empty = tmp_path / "input"
     empty.mkdir()
     stdout, result, seconds = run_setup_cell_offline(python, empty, tmp_path)
-    assert len(attempts(stdout)) == 1 and attempts(stdout)[0].startswith("git+https://github.com/")
+    assert len(attempts(stdout)) == 2 and all(a.startswith("git+https://github.com/") for a in attempts(stdout))
     assert "❌ Không cài được lessons_lib" in stdout
     assert "Settings → Internet → On" in stdout and "xác minh số điện thoại" in stdout, "way out 1: Internet on"
     assert "lessons_lib-*.whl" in stdout and "Add Input" in stdout, "way out 2: attach the wheel"

@@ -44,8 +44,13 @@ def test_parse_junit_counts_and_names_failures():
     assert counts["failures"] == ["tests.test_a::test_bad: assert 1 == 2 | more", "tests.test_b::test_err: ImportError: x"]
 
 
-def _record(combo_id="py3.12-torch2.11.0", ok=True, swaps=(), checked=True):
-    checks = {"output_checks": True, "kind": "cuda-no-gpu", "colab_environ": combo_id.startswith("py3.12")} if checked else {}
+COLAB, CPU, KAGGLE, FLOOR, NEWEST, PY310 = (combo.id for combo in vm.COMBOS)
+
+
+def _record(combo_id=COLAB, ok=True, swaps=(), checked=True, platform=None):
+    platform = platform or ("colab" if combo_id == COLAB else None)
+    checks = {"output_checks": True, "kind": "cuda-no-gpu", "platform": platform,
+              "colab_environ": platform == "colab"} if checked else {}
     return {"id": combo_id, "who": "Colab", "date": "2026-12-01", "ok": ok, "repeat": 2, "cpus": 2, **checks,
             "checkout": {"commit": "abc123def456", "uncommitted": ["notebooks/03.ipynb"] if swaps else []},
             "python": "3.12.1", "torch": "2.11.0+cu130", "build": "CUDA 13.0", "cuda_available": False,
@@ -56,25 +61,74 @@ def _record(combo_id="py3.12-torch2.11.0", ok=True, swaps=(), checked=True):
             "loadavg": [3.2, 5.9], "wall_s": 300}
 
 
-def test_markdown_table_shows_each_combination_and_how_it_was_measured():
+def test_the_rows_stand_for_the_platforms_and_their_notebook_stacks():
+    rows = {combo.id: combo for combo in vm.COMBOS}
+    assert list(rows) == ["py3.13-torch2.11.0", "py3.11-torch2.13.0-cpu", "py3.12-torch2.10.0-kaggle",
+                          "py3.11-torch2.4.1", "py3.13-torch2.14.1", "py3.10-torch2.14.1"]
+    colab, cpu, kaggle = rows[COLAB], rows[CPU], rows[KAGGLE]
+    assert (colab.platform, colab.kind, colab.stack, colab.find_links) == ("colab", "cuda-no-gpu", "colab", None)
+    assert (cpu.platform, cpu.kind, cpu.stack, cpu.torch) == ("colab", "cpu-build", "colab", "2.13.0+cpu")
+    assert cpu.find_links and "2.13.0+cpu" in cpu.who and "2.11.0+cpu" in cpu.who, "the label says which build, and why"
+    assert (kaggle.platform, kaggle.stack, kaggle.kind) == ("kaggle", "kaggle", "cuda-no-gpu")
+    assert kaggle.environ == vm.KAGGLE_RUNTIME_ENV and colab.environ == vm.COLAB_RUNTIME_ENV
+    assert not any(c.platform or c.find_links for c in vm.COMBOS[3:]), "the version rows: no platform, PyPI's torch"
+    import colab_pins
+
+    for combo in vm.COMBOS:  # a platform row runs its platform's Python (X.Y) and, from PyPI, its torch release
+        image = colab_pins.describe(combo.pins_file)
+        if combo.platform and not combo.find_links:
+            assert image["python"].startswith(combo.python + ".") and image["torch"].startswith(combo.torch + "+")
+            assert colab_pins.read_pins(combo.pins_file)["torch"] == combo.torch, combo.id
+    assert bool(colab_pins.describe(kaggle.pins_file)["kaggle_base"]) and colab_pins.describe()["kaggle_base"] is None
+
+
+def test_kaggle_runtime_env_makes_the_course_see_kaggle(monkeypatch):
+    from lessons_lib.platforms import detect_platform
+
+    for name in vm.COLAB_RUNTIME_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in vm.KAGGLE_RUNTIME_ENV.items():
+        monkeypatch.setenv(name, value)
+    assert detect_platform() == "kaggle"
+
+
+def test_markdown_table_shows_every_row_run_or_not_and_how_it_was_measured():
     swap = {"name": "numpy", "pinned": "2.0.2", "version": "2.1.0", "reason": "r"}
-    data = {"combos": {"py3.12-torch2.11.0": _record(),
-                       "py3.13-torch2.14.1": _record("py3.13-torch2.14.1", ok=False, swaps=[swap]),
-                       "py3.10-torch2.14.1": _record("py3.10-torch2.14.1", checked=False),
-                       "py3.11-torch2.4.1": {"id": "py3.11-torch2.4.1", "who": "floor", "error": "no network\nmore"}}}
+    image = {"stack": "kaggle", "colab_commit": "0f0755b80800f62863b81348b000c97417f87bbd", "colab_date": "2026-05-14",
+             "kaggle_commit": "78aaa43f8cc8e6b01bbaa5a56c39b4a2f61a8277", "kaggle_date": "2026-08-12"}
+    data = {"combos": {COLAB: _record(),
+                       KAGGLE: dict(_record(KAGGLE, platform="kaggle"), image=image),
+                       NEWEST: _record(NEWEST, ok=False, swaps=[swap]),
+                       PY310: _record(PY310, checked=False),
+                       FLOOR: {"id": FLOOR, "who": "floor", "error": "no network\nmore"}}}
     table = vm.markdown_table(data)
     header, rule, *rows = [line for line in table.splitlines() if line.startswith("| ")]
-    assert header.startswith("| Python | torch (bản build) |") and rule.startswith("| --- |") and len(rows) == 4
+    assert header.startswith("| Python | torch (bản build) | hàng này là ai | bộ gói notebook (ảnh gốc) |")
+    assert rule.startswith("| --- |") and len(rows) == len(vm.COMBOS), "every row of COMBOS, in order"
     assert "đầu ra đúng lời bài" in header
-    assert rows[0] == ("| 3.12.1 | 2.11.0+cu130 (CUDA 13.0, không có driver) | Colab (2026-06), runtime CPU | 2/2 "
-                       "(như Colab) | 700 / 0 / 9 | 30 s · 120 s | — |"), "the label comes from COMBOS, the numbers from the run"
-    assert "1/2 ❌ |" in rows[1] and "700 / 2 / 9 ❌" in rows[1] and "numpy 2.0.2 → 2.1.0" in rows[1]
-    assert "2/2 (chỉ kiểm không lỗi, chưa kiểm đầu ra)" in rows[2], "a record from before the output checks says so"
+    who = vm.COMBOS[0].who
+    assert rows[0] == (f"| 3.12.1 | 2.11.0+cu130 (CUDA 13.0, không có driver) | {who} | Colab (ảnh không ghi: chạy "
+                       "trước khi bản ghi có ảnh) | 2/2 (như Colab) | 700 / 0 / 9 | 30 s · 120 s | — |"), \
+        "the label comes from COMBOS, the numbers from the run"
+    assert rows[1].startswith(f"| 3.11 | 2.13.0+cpu | {vm.COMBOS[1].who} | Colab `") and \
+        f'chưa chạy (`nox -s "matrix({CPU})"`)' in rows[1], "a row not yet run: its label, its stack, how to run it"
+    assert "| Kaggle `78aaa43` (2026-08-12) trên ảnh Colab `0f0755b` (2026-05-14) | 2/2 (như Kaggle) |" in rows[2]
     assert "**lỗi:** no network |" in rows[3]
+    assert "1/2 ❌ |" in rows[4] and "700 / 2 / 9 ❌" in rows[4] and "numpy 2.0.2 → 2.1.0" in rows[4]
+    assert "2/2 (chỉ kiểm không lỗi, chưa kiểm đầu ra)" in rows[5], "a record from before the output checks says so"
     assert "`tools/output_checks.py`" in table and "(ở đây `cuda-no-gpu`)" in table and "COLAB_RELEASE_TAG" in table
+    assert "KAGGLE_KERNEL_RUN_TYPE" in table
     assert "2026-12-01" in table and "2 lõi" in table and "3–6" in table and "2 lần" in table
     assert "(commit `?`, `abc123def456` cộng thay đổi chưa commit ở `notebooks/03.ipynb`)" in table
     assert "test_ruff_finds_no_syntax_newer_than_python310" in table, "what the matrix leaves out is said"
+    notes = [line for line in table.splitlines() if line.startswith("- `envs/")]
+    assert len(notes) == 2 and "googlecolab/backend-info commit `" in notes[0], "the image of each stack"
+    assert "Kaggle/docker-python commit `" in notes[1] and "`FROM` ảnh Colab `release-colab-external-images_" in notes[1]
+
+
+def test_markdown_table_of_no_record_lists_every_row_as_not_run():
+    rows = [line for line in vm.markdown_table({"combos": {}}).splitlines() if line.startswith("| ")][2:]
+    assert len(rows) == len(vm.COMBOS) and all("chưa chạy" in row for row in rows)
 
 
 def test_checkout_state_names_the_commit_and_uncommitted_files(tmp_path):
@@ -86,10 +140,10 @@ def test_checkout_state_names_the_commit_and_uncommitted_files(tmp_path):
 def test_results_merge_per_combination_in_matrix_order(tmp_path):
     path = tmp_path / "results.json"
     assert vm.load_results(path) == {"combos": {}}
-    vm.save_results([_record("py3.13-torch2.14.1")], path)
-    data = vm.save_results([_record("py3.12-torch2.11.0"), _record("py3.13-torch2.14.1", ok=False)], path)
-    assert list(data["combos"]) == ["py3.12-torch2.11.0", "py3.13-torch2.14.1"]
-    assert data["combos"]["py3.13-torch2.14.1"]["ok"] is False and vm.load_results(path) == data
+    vm.save_results([_record(NEWEST)], path)
+    data = vm.save_results([_record(COLAB), _record(NEWEST, ok=False)], path)
+    assert list(data["combos"]) == [COLAB, NEWEST]
+    assert data["combos"][NEWEST]["ok"] is False and vm.load_results(path) == data
 
 
 def test_replace_readme_table_needs_both_markers():  # a good README: test_readme_table_is_the_committed_results
@@ -102,7 +156,7 @@ def test_readme_table_is_the_committed_results():
     expected = vm.replace_readme_table(readme, vm.markdown_table(vm.load_results(vm.RESULTS)))
     assert readme == expected, "README's version table is stale: run `nox -s table`"
     data = vm.load_results(vm.RESULTS)
-    assert set(data["combos"]) == {combo.id for combo in vm.COMBOS}, "the results must cover every combination"
+    assert set(data["combos"]) <= {combo.id for combo in vm.COMBOS}, "a record of a row no longer in COMBOS: drop it"
     assert all(record["ok"] for record in data["combos"].values()), "the README shows only a run that passed"
 
 
@@ -133,11 +187,11 @@ def test_notebook_rows_fail_a_notebook_that_raised_or_broke_the_lessons_promise(
     assert rows[three]["problems"] == [], "a notebook that raised is reported by its error"
 
 
-def test_each_swap_replaces_a_colab_pin_other_than_torch():
+def test_each_swap_replaces_a_pin_of_its_stack_other_than_torch():
     import colab_pins
 
-    pins = colab_pins.read_pins()
     for combo in vm.COMBOS:
+        pins = colab_pins.read_pins(combo.pins_file)
         assert all(name in pins and name != "torch" and version != pins[name]
                    for name, version in combo.swaps.items()), combo.id
 

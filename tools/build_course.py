@@ -23,11 +23,13 @@ import argparse
 import hashlib
 import itertools
 import json
+import os
+import posixpath
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "course_src"
@@ -36,6 +38,8 @@ BADGES_MD = ROOT / "colab_badges.md"
 SOLUTIONS = ROOT / "lessons_lib" / "exercises" / "solutions.json"  # generated: each task's solution() and starter
 CORE_PATH = ROOT / "docs" / "core_path.md"  # generated: the core path, lesson by lesson
 GUIDE = ROOT / "docs" / "teaching_guide.md"  # its lesson-times region is generated
+README = ROOT / "README.md"  # its notebook table's study-time column is generated
+VERSION_NOTES = ROOT / "docs" / "version_notes.md"  # the reference page lessons link to (version history, tool internals)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import glossary  # noqa: E402
@@ -90,11 +94,12 @@ def load_config(pyproject: Path = ROOT / "pyproject.toml") -> CourseConfig:
 
 SETUP_TEMPLATE = '''\
 # Ô cài đặt: giống hệt nhau ở mọi bài, sinh bởi tools/build_course.py (đừng sửa tay).
-import glob, importlib, importlib.util, os, re, subprocess, sys
+import glob, importlib.metadata, importlib.util, json, os, re, subprocess, sys
 if importlib.util.find_spec("lessons_lib") is None:  # cài từ GitHub, không được thì từ file .whl đã gắn
+    repo = "git+{url}"  # bản {ref}; không cài được (thẻ chưa đẩy?) thì nhánh mặc định
     found = glob.glob(os.environ.get("LESSONS_WHEEL_DIR", "/kaggle/input") + "/**/lessons_lib-*.whl", recursive=True)
     version = lambda path: [int(n) for n in re.findall(r"\\d+", os.path.basename(path).split("-")[1])]
-    for source in ["git+https://github.com/{repo}@{ref}", *sorted(found, key=version, reverse=True)]:
+    for source in [repo + "@{ref}", repo, *sorted(found, key=version, reverse=True)]:
         print("⏳ Đang cài lessons_lib từ", source)
         pip = [sys.executable, "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "10", source]
         if subprocess.run(pip, capture_output=True, text=True).returncode == 0:
@@ -105,12 +110,21 @@ if importlib.util.find_spec("lessons_lib") is None:  # cài từ GitHub, không 
               "  2) Gắn file lessons_lib-*.whl làm dataset (Add Input), rồi chạy lại ô này.")
         raise SystemExit("Dừng lại: thiếu lessons_lib.")
     importlib.invalidate_caches()
+    if source == repo:
+        got = json.loads(importlib.metadata.distribution("lessons_lib").read_text("direct_url.json"))
+        print("⚠️ Không cài được bản {ref}, nên đã cài nhánh mặc định của kho, commit", got["vcs_info"]["commit_id"][:12])
 %reload_ext lessons_lib.notebook'''
 
 
-def setup_cell_source(config: CourseConfig) -> str:
-    """Return the setup cell's code for this course configuration."""
-    return SETUP_TEMPLATE.format(repo=config.repo, ref=config.ref)
+def setup_cell_source(config: CourseConfig, url: str | None = None) -> str:
+    """Return the setup cell's code for this course configuration.
+
+    Args:
+        config: The course's repository and pinned ref.
+        url: The git repository to install from (default: the course's on GitHub); tests pass a local
+            ``file://`` one.
+    """
+    return SETUP_TEMPLATE.format(url=url or f"https://github.com/{config.repo}", ref=config.ref)
 
 
 def colab_url(config: CourseConfig, path: str) -> str:
@@ -251,10 +265,16 @@ def has_variants(text: str) -> bool:
 
 # --------------------------------------------------------------------------- time estimates
 
-#: The yardstick of the "⏱️ ~N phút" line (docs/DEVELOPING.md): prose read at 100 Vietnamese syllables a minute
-#: (technical text, with thinking; it puts the old one-part notebook 06 at the 80 minutes learners took), one
-#: minute per code cell (run it, read its output), one per quiz, eight per checked task (GPU variants not counted).
-READING_SYLLABLES_PER_MIN, MIN_PER_CODE_CELL, MIN_PER_QUIZ, MIN_PER_TASK = 100, 1, 1, 8
+#: The yardstick (docs/DEVELOPING.md, README "Thời gian học"): what a learner does, counted once per thing.
+#: Reading: prose and the text a cell prints, at 100 Vietnamese syllables a minute (technical text, with thinking).
+#: A code cell: 0.2 min to run it and find its output, 0.1 min per line of code read, its measured run time, and
+#: 1 min per figure. A quiz: 1 min. A checked task: 4 min plus 1 min per line of its solution. Each notebook: 3 min
+#: to open it, choose the runtime and run the setup cell. Run times and outputs come from MEASURED (one "Run all"
+#: of each learner notebook, `python tools/build_course.py --measure`); a cell not measured yet counts 1 s and no output.
+READ_PER_MIN, CELL_MIN, CODE_LINE_MIN, FIGURE_MIN, QUIZ_MIN, TASK_MIN, TASK_LINE_MIN, SETUP_MIN = (
+    100, 0.2, 0.1, 1.0, 1.0, 4.0, 1.0, 3.0)
+MEASURED = SRC / "measured.json"  # {lesson: {cell key: [seconds, output syllables, figures]}}
+_UNMEASURED = (1.0, 0, 0)
 _STATED_TIME = re.compile(r"⏱️ ~(\d+)(?:[–-](\d+))? phút")
 
 
@@ -266,24 +286,50 @@ def prose_syllables(text: str) -> int:
     return len(re.findall(r"\w+", prose))
 
 
-def estimate_minutes(text: str) -> float:
-    """Return the yardstick's minutes for a course source's learner version (reading, cells, quizzes, tasks)."""
+def cell_key(source: str) -> str:
+    """Return the key of a code cell's measurement: a digest of its source."""
+    return hashlib.sha1(source.encode()).hexdigest()[:12]
+
+
+def load_measured(path: Path = MEASURED) -> dict:
+    """Return the measured cells ({lesson: {key: [s, syllables, figures]}}), empty without the file."""
+    return json.loads(path.read_text(encoding="utf-8"))["cells"] if path.exists() else {}
+
+
+def _solution_lines(text: str, task: str) -> int:
+    """Return the lines of code a learner writes for `task` (its SOLUTION regions, blanks and comments left out)."""
+    solution = task_solutions(text).get(task, "")
+    return sum(1 for line in solution.splitlines() if line.strip() and not line.strip().startswith("#"))
+
+
+def estimate_minutes(text: str, measured: dict | None = None, full_text: str | None = None) -> float:
+    """Return the yardstick's minutes for a course source's learner version.
+
+    Args:
+        text: The lesson source (or the part of it to count, e.g. its core).
+        measured: {cell key: [seconds, output syllables, figures]} of this lesson (load_measured()[stem]).
+        full_text: The whole source when `text` is a part of it: tasks are sized from its solutions.
+    """
+    measured = measured or {}
     body = select_variant(text, "learner") if has_variants(text) else text
     cells = parse_source(body)
-    syllables = prose_syllables(body)
     code = [c.source for c in cells if c.kind == "code"]
-    quizzes = sum(len(re.findall(r"\b(?:yes_no|choice)\(", c)) for c in code)
-    tasks = {name for c in code for name in re.findall(r"\b((?:task|ex)\w*)\.check\(", c)
-             if not name.endswith("_gpu")}
-    return (syllables / READING_SYLLABLES_PER_MIN + MIN_PER_CODE_CELL * len(code) + MIN_PER_QUIZ * quizzes
-            + MIN_PER_TASK * len(tasks))
+    minutes = prose_syllables(body) / READ_PER_MIN + (SETUP_MIN if any(c.kind == "setup" for c in cells) else 0)
+    for source in code:
+        seconds, out_syllables, figures = measured.get(cell_key(source), _UNMEASURED)
+        minutes += (CELL_MIN + CODE_LINE_MIN * len(source.splitlines()) + seconds / 60
+                    + out_syllables / READ_PER_MIN + FIGURE_MIN * figures)
+    minutes += QUIZ_MIN * sum(len(re.findall(r"\b(?:yes_no|choice)\(", c)) for c in code)
+    tasks = {name for c in code for name in re.findall(r"\b((?:task|ex)\w*)\.check\(", c) if not name.endswith("_gpu")}
+    minutes += sum(TASK_MIN + TASK_LINE_MIN * _solution_lines(full_text or text, task) for task in tasks)
+    return minutes
 
 
 #: The core path: a section heading (## or ###) that starts with ⭐ is core, with 🔭 an extension ("Mở rộng");
 #: a ### inherits its ## unless marked itself. Unmarked ## sections (Mục tiêu, Cài đặt, Tóm tắt...) frame every
 #: path. The whole course's core must fit a weekend by the same yardstick as the ⏱️ line.
 CORE, EXTENSION = "⭐", "🔭"
-CORE_BUDGET_MINUTES = 360
+CORE_GOAL_MINUTES = 360  # a weekend's core (COURSE_DESIGN.md); the yardstick above is not fitted to it
 _HEADING = re.compile(r"^(#{2,3}) (.*)$")
 _STATED_CORE = re.compile(r"⭐ cốt lõi ~(\d+) phút")
 
@@ -319,9 +365,30 @@ def core_source(text: str) -> str:
     return "".join(body for _, ext, body in sections(text) if not ext)
 
 
-def core_minutes(text: str) -> float:
+def core_minutes(text: str, measured: dict | None = None) -> float:
     """Return the yardstick's minutes for the core path of a course source."""
-    return estimate_minutes(core_source(text))
+    learner = select_variant(text, "learner") if has_variants(text) else text
+    core = core_source(learner)
+    return estimate_minutes(core, measured, full_text=text) if core else 0.0
+
+
+def lesson_minutes(text: str, cells: dict | None = None) -> tuple[int, int]:
+    """Return a lesson's (whole, core) minutes by the yardstick, rounded to 5 (core 0: all extension).
+
+    `cells` is the lesson's measurements (load_measured()[stem]).
+    """
+    whole, core = estimate_minutes(text, cells), core_minutes(text, cells)
+    return 5 * round(whole / 5), (5 * max(1, round(core / 5)) if core else 0)
+
+
+_STATED_CORE_SUB = re.compile(r"(⭐ cốt lõi ~)\d+( phút)")
+
+
+def with_times(text: str, cells: dict | None = None) -> str:
+    """Return a lesson source whose ⏱️ line states the yardstick's whole and core minutes."""
+    whole, core = lesson_minutes(text, cells)
+    text = _STATED_TIME.sub(f"⏱️ ~{whole} phút", text, count=1)
+    return _STATED_CORE_SUB.sub(rf"\g<1>{core}\g<2>", text, count=1) if core else text
 
 
 def stated_core_minutes(text: str) -> int | None:
@@ -388,40 +455,78 @@ def _dump(nb: dict) -> str:
     return json.dumps(nb, ensure_ascii=False, indent=1) + "\n"
 
 
-_SIBLING_NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[^/()\s]+\.ipynb(?:#[^()\s]*)?)\)")
+#: Where a lesson source's relative links start from: the folder of its learner notebook (``02_x.ipynb``,
+#: ``../docs/glossary.md#g-flops``), as the author sees it in the repository.
+LINK_BASE = "notebooks"
+_MD_LINK = re.compile(r'(\]\()([^()\s]+)((?:[ \t]+"[^"\n]*")?\))')  # [text](target "title"), ![alt](target)
+_MD_LINK_DEF = re.compile(r"^([ \t]{0,3}\[[^\]\n]+\]:[ \t]*)(\S+)()", re.M)  # [name]: target
+_HTML_LINK = re.compile(r"(<(?:a|img)\b[^>]*?\b(?:href|src)=\")([^\"]+)(\")", re.I)
+_NOT_PROSE = re.compile(r"^```.*?^```|`[^`\n]*`|<!--.*?-->", re.S | re.M)  # code and comments keep their text
+_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
-def relink_from_subfolder(text: str) -> str:
-    """Point Markdown links to a sibling notebook (``](03_x.ipynb)``) one folder up (``](../03_x.ipynb)``)."""
-    return _SIBLING_NOTEBOOK_LINK.sub(r"](../\1)", text)
+def repo_file_url(config: CourseConfig, path: str) -> str:
+    """Return the GitHub page of the repository file at `path` (``docs/glossary.md#g-x``) at the pinned ref."""
+    path, hash_, anchor = path.partition("#")
+    return f"https://github.com/{config.repo}/blob/{quote(config.ref, safe='')}/{quote(path)}{hash_}{anchor}"
+
+
+def absolute_links(text: str, config: CourseConfig, base: str = LINK_BASE) -> str:
+    """Return Markdown `text` with every relative link made the repository's file at the pinned ref.
+
+    A notebook opened from a badge lives at a Colab or Kaggle address, where ``../docs/glossary.md`` or
+    ``03_x.ipynb`` lead nowhere: each relative target (Markdown links and definitions, HTML href/src) is read
+    from `base` (a folder of the repository) and becomes ``repo_file_url``. Absolute URLs (any scheme), in-page
+    anchors (``#x``) and anything in code or comments stay. tools/build_site.py turns them back into the site's
+    own pages. Raise ValueError for a link that leaves the repository.
+    """
+    skip: list[tuple[int, int]] = []
+
+    def rewrite(found: re.Match) -> str:
+        target = found.group(2)
+        if _SCHEME.match(target) or target.startswith(("#", "//")) or any(a <= found.start() < b for a, b in skip):
+            return found.group(0)
+        path, hash_, anchor = target.partition("#")
+        resolved = posixpath.normpath(posixpath.join(base, unquote(path)))
+        if resolved == ".." or resolved.startswith("../"):
+            raise ValueError(f"link {target!r} (from {base}/) points outside the repository")
+        return found.group(1) + repo_file_url(config, resolved + hash_ + anchor) + found.group(3)
+
+    for pattern in (_MD_LINK, _MD_LINK_DEF, _HTML_LINK):
+        skip[:] = [m.span() for m in _NOT_PROSE.finditer(text)]
+        text = pattern.sub(rewrite, text)
+    return text
 
 
 def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
     """Return every generated file (notebooks and colab_badges.md) with its expected text."""
     config = config or load_config()
     files: dict[Path, str] = {}
-    terms = glossary.load()
+    terms, measured = glossary.load(), load_measured()
     for src in sorted(SRC.glob("[0-9][0-9]_*.md")):
         text = src.read_text(encoding="utf-8")
         if glossary.REGION.search(text):  # lesson 01's terminology table is the glossary's rendering
-            files[src] = text = glossary.with_table(text, terms)
+            text = glossary.with_table(text, terms)
+        files[src] = text = with_times(text, measured.get(src.stem))  # the ⏱️ line states the yardstick
         name = src.stem
         variants = [("learner", NOTEBOOKS / f"{name}.ipynb")]
         if has_variants(text):
             variants.append(("solution", NOTEBOOKS / "solutions" / f"{name}_solutions.ipynb"))
         for variant, target in variants:
             body = select_variant(text, variant) if has_variants(text) else text
-            body = glossary.link_first_uses(body, terms, "../" * (variant == "solution") + "../docs/glossary.md")
-            if variant == "solution":  # it lives one folder down: links to sibling notebooks go up
-                body = relink_from_subfolder(body)
+            body = glossary.link_first_uses(body, terms, "../docs/glossary.md")
+            body = absolute_links(body, config)  # opened in Colab/Kaggle, a relative link leads nowhere
             repo_path = target.relative_to(ROOT).as_posix()
             files[target] = _dump(build_notebook(parse_source(body), target.stem, repo_path, config))
     files[SOLUTIONS] = solutions_json()
     files[BADGES_MD] = badges_markdown(config, sorted(p for p in files if p.suffix == ".ipynb"))
-    files[CORE_PATH] = core_path_markdown()
+    lessons = {src: text for src, text in files.items() if src.parent == SRC}
+    files[CORE_PATH] = core_path_markdown(lessons)
     files[glossary.PAGE] = glossary.page(terms)
     if GUIDE.is_file():
-        files[GUIDE] = guide_with_times(GUIDE.read_text(encoding="utf-8"))
+        files[GUIDE] = guide_with_times(GUIDE.read_text(encoding="utf-8"), lessons)
+    if README.is_file():
+        files[README] = readme_with_study_times(README.read_text(encoding="utf-8"), lessons)
     return files
 
 
@@ -466,15 +571,22 @@ def solutions_json(sources: list[Path] | None = None) -> str:
     return json.dumps(table, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 
-def lesson_times_table(sources: list[Path] | None = None) -> str:
-    """Return the Markdown table of every lesson: title, stated time, GPU need and checked tasks."""
-    rows = ["| bài | thời gian (dòng ⏱️) | ⭐ cốt lõi | GPU | nhiệm vụ có chấm (⭐: thuộc phần cốt lõi) |",
+def _lessons(lessons: dict[Path, str] | None) -> dict[Path, str]:
+    return lessons or {src: src.read_text(encoding="utf-8") for src in sorted(SRC.glob("[0-9][0-9]_*.md"))}
+
+
+def _minutes_text(whole: int, core: int) -> str:
+    return f"~{whole} phút" + (f" (⭐ ~{core})" if core else " (🔭 cả bài mở rộng)")
+
+
+def lesson_times_table(lessons: dict[Path, str] | None = None) -> str:
+    """Return the Markdown table of every lesson: title, yardstick minutes, GPU need and checked tasks."""
+    rows = ["| bài | thời gian (thước đo) | ⭐ cốt lõi | GPU | nhiệm vụ có chấm (⭐: thuộc phần cốt lõi) |",
             "| --- | --- | --- | --- | --- |"]
-    for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
-        text = src.read_text(encoding="utf-8")
+    measured = load_measured()
+    for src, text in _lessons(lessons).items():
         title = text.splitlines()[0].removeprefix("# ").strip()
-        low, high = stated_minutes(text) or (0, 0)
-        minutes = f"~{low} phút" if low == high else f"~{low}–{high} phút"
+        whole, core = lesson_minutes(text, measured.get(src.stem))
         time_line = next((line for line in text.splitlines() if line.startswith("⏱️")), "")
         gpu = re.search(r"GPU: \**([^*(·]+?)\**\s*(?:\(|$)", time_line)
         learner = select_variant(text, "learner") if has_variants(text) else text
@@ -484,32 +596,46 @@ def lesson_times_table(sources: list[Path] | None = None) -> str:
             label = f"⭐ `{answer}`" if answer in core_tasks else f"`{answer}`"
             if not name.endswith("_gpu") and label not in tasks:
                 tasks.append(label)
-        core = stated_core_minutes(text)
-        rows.append(f"| {title} | {minutes} | {f'~{core} phút' if core else '— (mở rộng)'} | "
+        rows.append(f"| {title} | ~{whole} phút | {f'~{core} phút' if core else '— (mở rộng)'} | "
                     f"{gpu.group(1).strip() if gpu else '?'} | {', '.join(tasks) or '—'} |")
     return "\n".join(rows) + "\n"
 
 
-def core_path_markdown(sources: list[Path] | None = None) -> str:
+def readme_with_study_times(readme: str, lessons: dict[Path, str] | None = None) -> str:
+    """Return README with each notebook row's study-time cell ("~N phút (⭐ ~M)") from the yardstick."""
+    measured, texts = load_measured(), _lessons(lessons)
+    minutes = {src: lesson_minutes(text, measured.get(src.stem)) for src, text in texts.items()}
+    core, whole = sum(m[1] for m in minutes.values()), sum(m[0] for m in minutes.values())
+    readme = re.sub(r"\*\*Lộ trình cốt lõi \([^)\n]*\):\*\*",
+                    f"**Lộ trình cốt lõi (~{core // 60} giờ {core % 60} phút, cả khoá ~{round(whole / 60)} giờ):**",
+                    readme, count=1)
+    for src, text in texts.items():
+        cell = _minutes_text(*minutes[src])
+        row = re.compile(rf"^(\| [^\n]*\(notebooks/{re.escape(src.stem)}\.ipynb\)[^\n]*\| )~\d+ phút \([^)]*\)( \|)", re.M)
+        readme = row.sub(lambda m, cell=cell: m.group(1) + cell + m.group(2), readme, count=1)
+    return readme
+
+
+def core_path_markdown(lessons: dict[Path, str] | None = None) -> str:
     """Return docs/core_path.md: every lesson's core sections and tasks, in order, with core and full minutes."""
-    sources = sources or sorted(SRC.glob("[0-9][0-9]_*.md"))
-    texts = {src: src.read_text(encoding="utf-8") for src in sources}
-    core_total = sum(stated_core_minutes(t) or 0 for t in texts.values())
-    full_total = sum((stated_minutes(t) or (0, 0))[0] for t in texts.values())
+    texts, measured = _lessons(lessons), load_measured()
+    minutes = {src: lesson_minutes(text, measured.get(src.stem)) for src, text in texts.items()}
+    core_total = sum(core for _, core in minutes.values())
+    full_total = sum(whole for whole, _ in minutes.values())
     lines = ["# Lộ trình cốt lõi", "",
              "Sinh bởi `python tools/build_course.py` từ các mục ⭐ của course_src/; đừng sửa tay.", "",
              f"Cả khoá mất khoảng {full_total / 60:.0f} giờ; **lộ trình cốt lõi** khoảng {core_total / 60:.1f} giờ "
              f"(~{core_total} phút, một cuối tuần): trong mỗi bài, học các mục ⭐ theo thứ tự và làm các nhiệm vụ ⭐; "
-             "bỏ qua các mục 🔭 *mở rộng* (không ô cốt lõi nào cần đến chúng) và quay lại đọc khi cần.", ""]
+             "bỏ qua các mục 🔭 *mở rộng* (không ô cốt lõi nào cần đến chúng) và quay lại đọc khi cần. "
+             "Số phút theo thước đo ở README (mục \"Thời gian học\").", ""]
     for src, text in texts.items():
         title = text.splitlines()[0].removeprefix("# ").strip()
-        core, full = stated_core_minutes(text), stated_minutes(text) or (0, 0)
-        full_text = f"~{full[0]} phút" if full[0] == full[1] else f"~{full[0]}–{full[1]} phút"
+        full, core = minutes[src]
         link = f"[{title}](../notebooks/{src.stem}.ipynb)"
         if not core:
-            lines += [f"## {link}", "", f"🔭 Cả bài là phần mở rộng ({full_text}).", ""]
+            lines += [f"## {link}", "", f"🔭 Cả bài là phần mở rộng (~{full} phút).", ""]
             continue
-        lines += [f"## {link}", "", f"⭐ ~{core} phút (cả bài {full_text})", ""]
+        lines += [f"## {link}", "", f"⭐ ~{core} phút (cả bài ~{full} phút)", ""]
         learner = select_variant(text, "learner") if has_variants(text) else text
         for heading, ext, body in sections(learner):
             if ext or not heading.lstrip("#").strip().startswith(CORE) and not heading.startswith("### "):
@@ -523,11 +649,42 @@ def core_path_markdown(sources: list[Path] | None = None) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def guide_with_times(text: str) -> str:
-    """Return the teaching guide with its lesson-times region filled from the lesson sources."""
-    if not _TIMES_REGION.search(text):
-        raise ValueError(f"{GUIDE.relative_to(ROOT)} has no <!-- lesson-times:start --> … <!-- lesson-times:end --> region")
-    return _TIMES_REGION.sub(lambda m: m.group(1) + lesson_times_table() + m.group(2), text, count=1)
+_PLANS_REGION = re.compile(r"(<!-- class-plans:start[^\n]*-->\n).*?(<!-- class-plans:end -->)", re.S)
+#: A 3-hour class slot: 15 min to open the notebooks and run the setup cells, a 10-min break, 10 min to sum up.
+SLOT_MIN, SLOT_TEACHING_MIN = 180, 145
+
+
+def class_plans(lessons: dict[Path, str] | None = None) -> str:
+    """Return the class plans of the teaching guide: the core path cut into 3-hour slots by the yardstick's minutes."""
+    texts, measured = _lessons(lessons), load_measured()
+    slots: list[list[tuple[str, int, list[str]]]] = [[]]
+    for src, text in texts.items():
+        core = lesson_minutes(text, measured.get(src.stem))[1]
+        if not core:
+            continue
+        if slots[-1] and sum(m for _, m, _ in slots[-1]) + core > SLOT_TEACHING_MIN:
+            slots.append([])
+        learner = select_variant(text, "learner") if has_variants(text) else text
+        tasks = sorted({answer for _, answer in _TASK_CALL.findall(core_source(learner))})
+        slots[-1].append((text.splitlines()[0].removeprefix("# ").strip(), core, tasks))
+    rows = [f"Lộ trình cốt lõi chia thành {len(slots)} buổi {SLOT_MIN // 60} giờ theo số phút ⭐ ở bảng trên (mỗi buổi: "
+            f"15 phút mở notebook và chạy ô cài đặt, nghỉ 10 phút, tóm tắt 10 phút, còn {SLOT_TEACHING_MIN} phút học). "
+            "Dạy một buổi duy nhất: dùng buổi 1, phần còn lại là bài về nhà; các bài 🔭 là phần đọc thêm.", "",
+            "| buổi | bài (mục ⭐) | phút ⭐ | nhiệm vụ ⭐ làm trong lớp |", "| --- | --- | --- | --- |"]
+    for number, slot in enumerate(slots, 1):
+        for title, core, tasks in slot:
+            rows.append(f"| {number} | {title} | ~{core} | {', '.join(f'`{t}`' for t in tasks) or '—'} |")
+        rows.append(f"| {number} | **cộng** | **~{sum(m for _, m, _ in slot)}** | |")
+    return "\n".join(rows) + "\n"
+
+
+def guide_with_times(text: str, lessons: dict[Path, str] | None = None) -> str:
+    """Return the teaching guide with its lesson-times and class-plans regions filled from the lesson sources."""
+    if not _TIMES_REGION.search(text) or not _PLANS_REGION.search(text):
+        raise ValueError(f"{GUIDE.relative_to(ROOT)} needs the <!-- lesson-times:start --> … <!-- lesson-times:end --> "
+                         "and <!-- class-plans:start --> … <!-- class-plans:end --> regions")
+    text = _TIMES_REGION.sub(lambda m: m.group(1) + lesson_times_table(lessons) + m.group(2), text, count=1)
+    return _PLANS_REGION.sub(lambda m: m.group(1) + class_plans(lessons) + m.group(2), text, count=1)
 
 
 def badges_markdown(config: CourseConfig, notebooks: list[Path]) -> str:
@@ -554,25 +711,67 @@ def stats_table(sources: list[Path] | None = None) -> str:
     """Return a table of each lesson's prose syllables and yardstick minutes, whole and core, with totals."""
     rows = [f"{'bài':<28} {'âm tiết':>8} {'⭐ âm tiết':>10} {'phút':>6} {'⭐ phút':>7}"]
     totals = [0, 0, 0.0, 0.0]
+    measured = load_measured()
     for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
         text = src.read_text(encoding="utf-8")
         learner = select_variant(text, "learner") if has_variants(text) else text
-        core = core_source(learner)
-        row = [prose_syllables(text), prose_syllables(core) if core else 0, estimate_minutes(text),
-               estimate_minutes(core) if core else 0.0]
+        core, cells = core_source(learner), measured.get(src.stem)
+        row = [prose_syllables(text), prose_syllables(core) if core else 0, estimate_minutes(text, cells),
+               core_minutes(text, cells)]
         totals = [a + b for a, b in zip(totals, row, strict=True)]
         rows.append(f"{src.stem:<28} {row[0]:>8} {row[1]:>10} {row[2]:>6.0f} {row[3]:>7.0f}")
     rows.append(f"{'tổng':<28} {totals[0]:>8} {totals[1]:>10} {totals[2]:>6.0f} {totals[3]:>7.0f}")
     return "\n".join(rows) + "\n"
 
 
+def measure(sources: list[Path] | None = None, timeout: int = 600) -> dict:
+    """Run each learner notebook once ("Run all") and return its code cells' [seconds, output syllables, figures]."""
+    import time
+
+    from run_notebooks import execute_notebook
+
+    cells: dict[str, dict] = {}
+    for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
+        path = NOTEBOOKS / f"{src.stem}.ipynb"
+        run = execute_notebook(path, "pass", timeout=timeout)
+        if run.error:
+            raise RuntimeError(f"{path.name} stops, nothing measured:\n{run.error}")
+        sources_in_order = [c.source for c in parse_source(select_variant(src.read_text(encoding="utf-8"), "learner"))
+                            if c.kind == "code"]
+        code = [c for c in run.nb.cells[:-1] if c.cell_type == "code"][1:]  # the setup cell is counted once per notebook
+        found = {}
+        for source, cell in zip(sources_in_order, code, strict=True):
+            timing = cell.metadata.get("execution", {})
+            start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+            seconds = (_iso_seconds(end) - _iso_seconds(start)) if start and end else 0.0
+            text = "".join(o.get("text", "") if o.get("output_type") == "stream" else o.get("data", {}).get("text/plain", "")
+                           for o in cell.outputs if "image/png" not in o.get("data", {}))
+            figures = sum("image/png" in o.get("data", {}) for o in cell.outputs)
+            found[cell_key(source)] = [round(seconds, 1), len(re.findall(r"\w+", text)), figures]
+        cells[src.stem] = found
+    return {"about": f"python tools/build_course.py --measure, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} lõi, "
+                     f"tải trung bình {os.getloadavg()[0]:.1f} lúc bắt đầu", "cells": cells}
+
+
+def _iso_seconds(stamp: str) -> float:
+    import datetime
+
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stats", action="store_true",
                         help="print each lesson's prose syllables and minutes (whole, ⭐ core) and write nothing")
-    if parser.parse_args(argv).stats:
+    parser.add_argument("--measure", action="store_true",
+                        help=f"run every learner notebook once and write its cells' run times and outputs to "
+                             f"{MEASURED.relative_to(ROOT)} (the yardstick reads them), then build")
+    args = parser.parse_args(argv)
+    if args.stats:
         print(stats_table(), end="")
         return 0
+    if args.measure:
+        MEASURED.write_text(json.dumps(measure(), ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     stale = []
     for path, text in planned_outputs().items():
         if not path.exists() or path.read_text(encoding="utf-8") != text:

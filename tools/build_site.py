@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import html
+import posixpath
 import re
 import shutil
 import subprocess
@@ -31,6 +32,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import nbformat
 
@@ -39,7 +41,7 @@ import atlas  # noqa: E402
 import glossary  # noqa: E402
 import site_epub  # noqa: E402
 import verified  # noqa: E402
-from build_course import CORE_PATH, GUIDE, colab_url, kaggle_url, load_config  # noqa: E402
+from build_course import CORE_PATH, GUIDE, VERSION_NOTES, CourseConfig, colab_url, kaggle_url, load_config  # noqa: E402
 from execute_course import RUN_KEY, execute_cached  # noqa: E402
 from gpu_validate import needed_gpus  # noqa: E402
 from run_notebooks import course_notebooks  # noqa: E402
@@ -267,6 +269,42 @@ def prepare_notebook(nb, colab: str, kaggle: str, *, gpu_nb=None, gpu_run: GpuRu
 # ----------------------------------------------------------------------------------------------- the site
 
 
+def site_pages(notebooks: list[str]) -> dict[str, str]:
+    """Return {repository path: its page's source in the stage} for every repository file the site shows."""
+    pages = {path: path for path in notebooks}
+    for file, staged in ((glossary.PAGE, f"docs/{glossary.PAGE.name}"), (CORE_PATH, CORE_PATH.name),
+                         (GUIDE, GUIDE.name), (VERSION_NOTES, f"docs/{VERSION_NOTES.name}")):
+        pages[file.relative_to(ROOT).as_posix()] = staged
+    return pages
+
+
+def site_links(nb, page: str, pages: dict[str, str], config: CourseConfig) -> None:
+    """Turn a notebook's links to repository files at the pinned ref back into the site's own pages.
+
+    The notebooks link the repository's files on GitHub (build_course.absolute_links), which works in Colab; on
+    the site a file it shows (`pages`, from site_pages) opens its page: a Markdown link relative to `page` (the
+    notebook's own stage path; Sphinx checks it), or, with an #anchor, an HTML link to the .html page (MyST checks
+    only heading anchors). Any other file keeps its GitHub URL.
+    """
+    prefix = re.escape(f"https://github.com/{config.repo}/blob/{quote(config.ref, safe='')}/")
+    link = re.compile(rf"\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\({prefix}([^()\s#]+)(?:#([^()\s]*))?\)")
+
+    def local(found: re.Match) -> str:
+        text, path, anchor = found.groups()
+        staged = pages.get(unquote(path))
+        if staged is None:
+            return found.group(0)
+        relative = quote(posixpath.relpath(staged, posixpath.dirname(page)))
+        if anchor is None:
+            return f"[{text}]({relative})"
+        return f'<a href="{html.escape(posixpath.splitext(relative)[0])}.html#{html.escape(anchor)}">{text}</a>'
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = link.sub(local, cell.source)
+
+
+
 def index_markdown(lessons: list[str], solutions: list[str], runs: list[dict], gpu_run: GpuRun | None,
                    measured: int, skipped: int) -> str:
     """Return the home page: the course intro (site/intro.md), how the outputs were made, and the tables of contents."""
@@ -285,7 +323,8 @@ def index_markdown(lessons: list[str], solutions: list[str], runs: list[dict], g
     lines += ["```{toctree}", ":caption: Bài học", ":maxdepth: 1", "", *lessons, "```", ""]
     if solutions:
         lines += ["```{toctree}", ":caption: Lời giải", ":maxdepth: 1", "", *solutions, "```", ""]
-    lines += ["```{toctree}", ":caption: Tra cứu", ":maxdepth: 1", "", "docs/glossary", atlas.PAGE, "```", ""]
+    lines += ["```{toctree}", ":caption: Tra cứu", ":maxdepth: 1", "", "docs/glossary", atlas.PAGE,
+              f"docs/{VERSION_NOTES.stem}", "```", ""]
     lines += ["```{toctree}", ":caption: Cho giảng viên", ":maxdepth: 1", "", GUIDE.stem, "```", ""]
     return "\n".join(lines)
 
@@ -320,7 +359,9 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
     written: set[Path] = set()
     lessons, solutions, runs, failed, shown = [], [], [], [], []
     executed = cached = measured = skipped = 0
-    for path in notebooks or course_notebooks():
+    paths = notebooks or course_notebooks()
+    pages = site_pages([path.resolve().relative_to(ROOT).as_posix() for path in paths])
+    for path in paths:
         result = execute_cached(path)
         if result.error is not None:
             failed.append(f"{path.relative_to(ROOT)}:\n{result.error}")
@@ -343,7 +384,7 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
         for reason, count in Counter(prepared.notes).items():
             print(f"note: {repo_path}: {count} %%gpu cell(s) not from the GPU run: {reason}", file=sys.stderr)
         runs.append(result.run)
-        glossary.site_links(prepared.nb)
+        site_links(prepared.nb, repo_path, pages, config)
         _write_if_changed(stage_dir / repo_path, nbformat.writes(prepared.nb).encode(), written)
         (solutions if is_solution else lessons).append(repo_path.removesuffix(".ipynb"))
         shown += [] if is_solution else atlas.shown_errors(prepared.nb, repo_path)
@@ -359,13 +400,14 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
     core_path = CORE_PATH.read_text(encoding="utf-8").replace("](../notebooks/", "](notebooks/")  # staged one level up
     _write_if_changed(stage_dir / CORE_PATH.name, core_path.encode(), written)
     _write_if_changed(stage_dir / "docs" / glossary.PAGE.name, glossary.PAGE.read_bytes(), written)
+    _write_if_changed(stage_dir / "docs" / VERSION_NOTES.name, VERSION_NOTES.read_bytes(), written)
     for name, site_name in LICENCE_FILES.items():
         if (ROOT / name).is_file():
             _write_if_changed(stage_dir / EXTRA / site_name, (ROOT / name).read_bytes(), written)
     for stale in [p for p in stage_dir.rglob("*") if p.is_file() and p not in written]:
         stale.unlink()
     return SiteBuild(out=OUT, pages=["index", CORE_PATH.stem, "docs/glossary", *lessons, *solutions, atlas.PAGE,
-                                      GUIDE.stem], executed=executed, cached=cached,
+                                      f"docs/{VERSION_NOTES.stem}", GUIDE.stem], executed=executed, cached=cached,
                      gpu_run=gpu_run, gpu_measured=measured, gpu_skipped=skipped,
                      seconds={"notebooks": executed_s, "stage": time.perf_counter() - start - executed_s})
 

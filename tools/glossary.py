@@ -13,6 +13,7 @@ PAGE = ROOT / "docs" / "glossary.md"  # generated: the site page "Thuật ngữ"
 REGION = re.compile(r"(<!-- glossary:start[^\n]*-->\n).*?(<!-- glossary:end -->)", re.S)
 _CODE = re.compile(r"```.*?^```|`[^`\n]*`|<!--.*?-->|\]\([^)]*\)|\$[^$\n]+\$", re.S | re.M)
 _NO_LINK = re.compile(r"^(?:#.*|.*⏱️.*|\|.*)$|\[[^\]]*\]", re.M)  # headings, the time line, tables, link texts
+_LINK_TEXT = re.compile(r"\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\](?=\()")  # a link's text: no link inside a link
 
 
 def load(path: Path = GLOSSARY) -> list[dict]:
@@ -70,6 +71,8 @@ def _term(word: str) -> re.Pattern:
 def link_first_uses(text: str, entries: list[dict], target: str) -> str:
     """Link the first prose use of each term in a lesson to its entry at `target` (the page, from the notebook)."""
     masked = _NO_LINK.sub(_blank, prose(text))
+    for found in _LINK_TEXT.finditer(text):  # read on the text itself: prose() blanks the "]" that ends it
+        masked = masked[:found.start()] + _blank(found) + masked[found.end():]
     links = []
     for e in sorted(entries, key=lambda e: -len(e["vi"])):  # "bất đồng bộ" before "đồng bộ"
         if found := _term(e["vi"]).search(masked):
@@ -80,16 +83,20 @@ def link_first_uses(text: str, entries: list[dict], target: str) -> str:
     return text
 
 
+#: One way to write a number, in prose as in outputs: a decimal point (as Python prints) and thousands grouped by a
+#: space ("1.07 GB", "6 500"); a comma between digits ("1,074" or "8,1") reads one way in Vietnamese, another in code.
+_COMMA_NUMBER = re.compile(r"(?<![\w,])\d+(?:,\d+)+(?![\w])")
+
+
 def lint(text: str, entries: list[dict]) -> list[str]:
-    """Return "line N: 'variant' → 'term'" for each rejected variant used in the prose of a lesson source."""
+    """Return "line N: 'variant' → 'term'" for each rejected variant or comma-written number in a lesson's prose."""
     masked = prose(text)
-    return [f"line {masked.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r} → {e['vi']!r}"
-            for e in entries for variant in e.get("avoid", []) for m in _term(variant).finditer(masked)]
 
+    def line(m: re.Match) -> int:
+        return masked.count(chr(10), 0, m.start()) + 1
 
-def site_links(nb) -> None:
-    """Turn a notebook's glossary links into HTML links to the site page (MyST checks only heading anchors)."""
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            cell.source = re.sub(r"\[([^\]]+)\]\(((?:\.\./)+docs/glossary)\.md#([\w-]+)\)",
-                                 r'<a href="\2.html#\3">\1</a>', cell.source)
+    return ([f"line {line(m)}: {m.group(0)!r} → {e['vi']!r}"
+             for e in entries for variant in e.get("avoid", []) for m in _term(variant).finditer(masked)]
+            + [f"line {line(m)}: {m.group(0)!r} → a decimal point and space-grouped thousands (1.07, 6 500)"
+               for m in _COMMA_NUMBER.finditer(masked)])
+

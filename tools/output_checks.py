@@ -7,7 +7,8 @@ line a learner would read as a warning or an error fails: each stderr line, and 
 ``W1201 12:00:00.1 …]`` / ``ERROR`` line printed anywhere. An indented line under another (a warning's source
 line) goes with that line. Both passes of a notebook run twice count for stderr (a warning often shows on
 the first pass only; tools/run_notebooks.py keeps it in the cell's ``metadata["first_pass_streams"]``); the
-expectations are checked on the last pass, the one that is kept and published.
+expectations are checked on the last pass, the one that is kept and published. Every cell's text output also fails
+when it shows a default object repr (``<… object at 0x…>``) or a comma-grouped number (``2,185``).
 
 Usage: ``python tools/output_checks.py`` prints this interpreter's machine kind.
 """
@@ -21,6 +22,12 @@ META_KEY = "course"
 FIRST_PASS_KEY = "first_pass_streams"
 # Read as a warning or an error by a learner even on stdout: a Python warning, a glog/c10 or torch logging line.
 _PREFIX = re.compile(r"/\S*/(?:site|dist)-packages/")  # the environment's folder: noise in a report
+# What a learner cannot read: a default object repr (a class without a printable form) and a number written the
+# English way ("2,185×" reads as 2.185 in Vietnamese; the course groups thousands with a space: bench.format_count).
+_UNREADABLE = {
+    "default object repr": re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>"),
+    "comma-grouped number": re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?"),
+}
 _ALARM = re.compile(r"\b[A-Z]\w*Warning: |^[IWEF]\d{4} \d\d:\d\d:\d\d[.\d]* +\d+ \S+:\d+\]|^\[?(?:ERROR|WARNING)\b")
 
 
@@ -105,6 +112,10 @@ def check_outputs(nb, kind: str) -> list[str]:
             if found:
                 problems.append(f"{where}: on {kind} its output must not match /{pattern}/, it shows {found.group(0)!r}"
                                 f" in: {shown!r}")
+        for what, pattern in _UNREADABLE.items():
+            if found := pattern.search(text):
+                problems.append(f"{where}: a learner sees a {what} {found.group(0)!r} (give it a printable form, or "
+                                "format numbers with lessons_lib.bench.format_count)")
         allowed = [re.compile(pattern) for pattern in meta.get("allow_stderr", [])]
         lines = []
         for streams in (cell.get("metadata", {}).get(FIRST_PASS_KEY) or [], outputs):

@@ -69,22 +69,27 @@ def insert_block(nb, notebook: str, run: dict, gpu_run=None, gpu_nb=None) -> Non
 
 def readme_table(data: dict) -> str:
     """Return README's compact table: per lesson, each matrix row's result (both notebooks of the lesson)."""
-    combos = list(data["combos"].values())
-    head = [f"Python {r['python'].rsplit('.', 1)[0]} · torch {r['torch'].split('+')[0]}" for r in combos]
+    combos = [(combo, data["combos"].get(combo.id)) for combo in vm.COMBOS]  # every row, run or not yet
+    head = [(f"{vm.PLATFORM_NAMES[c.platform]} · " if c.platform else "") + f"Python {c.python} · torch {c.torch}"
+            for c, _ in combos]
     lines = ["| bài | " + " | ".join(head) + " |", "| --- |" + " --- |" * len(combos)]
     stale = False
     for source in sorted(ROOT.glob("course_src/[0-9][0-9]_*.md")):
         cells = []
-        for record in combos:
+        for _, record in combos:
+            if record is None:
+                cells.append("chưa chạy")
+                continue
             rows = [r for r in record.get("notebooks", []) if source_of(r["notebook"]) == f"course_src/{source.name}"]
             changed = changed_after((record.get("checkout") or {}).get("commit"), f"course_src/{source.name}")
             stale |= bool(rows and changed)
             cells.append("—" if not rows else ("✅" if all(r["ok"] for r in rows) else "❌")
                          + f" {record.get('date', '?')}" + (" ⚠️" if changed else ""))
         lines.append(f"| {source.stem} | " + " | ".join(cells) + " |")
-    lines += ["", "Sinh từ `docs/version-matrix.json` (`nox -s table`): ✅ cả bản học viên lẫn bản lời giải chạy hết, "
-              "đầu ra đúng lời bài, kèm ngày chạy" + ("; ⚠️ bài đã đổi (commit sửa `course_src/`) sau commit của lần "
-                                                     "chạy đó" if stale else "") + ". Lần chạy GPU không nằm trong "
+    lines += ["", "Sinh từ `docs/version-matrix.json` và các hàng của `tools/version_matrix.py` (`nox -s table`): ✅ cả "
+              "bản học viên lẫn bản lời giải chạy hết, đầu ra đúng lời bài, kèm ngày chạy; \"chưa chạy\": hàng chưa có "
+              "bản ghi" + ("; ⚠️ bài đã đổi (commit sửa `course_src/`) sau commit của lần chạy đó" if stale else "")
+              + ". Lần chạy GPU không nằm trong "
               "repo (`gpu-validation-*/` bị git bỏ qua): trang web của khoá học ghi nó ở đầu mỗi bài khi có."]
     return "\n".join(lines)
 
