@@ -75,6 +75,18 @@ def test_typical_slips_fail_with_their_message(tmp_path, code, fragment):
     assert_fails(task1.evaluate(answer), fragment)
 
 
+def test_adam_state_counted_as_float32_for_a_bf16_model_is_named(tmp_path):
+    """Issue 38: 4 bytes per Adam number on the bfloat16 model is not "added params and grads"."""
+    code = ("params = sum(p.numel() * p.element_size() for p in model.parameters())\n"
+            "    grads = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)\n"
+            "    return params, grads, 2 * 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)")
+    report = task1.evaluate(load(f"def training_bytes(model):\n    {code}\n", tmp_path, "training_bytes"))
+    assert_fails(report, "cùng dtype với tham số")
+    assert_fails(report, "bfloat16")
+    text = str(report)
+    assert "không cộng tham số" not in text
+
+
 def test_blank_answers_are_not_done_yet(tmp_path):
     assert_missing(task1.evaluate(None), "training_bytes")
     blank = load("def training_bytes(model):\n    params = grads = adam = ...\n    return params, grads, adam\n",

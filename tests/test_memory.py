@@ -170,6 +170,16 @@ def test_meter_counts_saved_tensors_hand_computed():
     assert lin.weight.grad is not None
 
 
+def test_meter_prints_live_and_peak_readably():
+    lin = nn.Linear(4, 3)
+    with SavedTensorMeter(exclude=lin) as meter:
+        out = torch.relu(lin(torch.randn(5, 4))).sum()
+    assert repr(meter) == str(meter) == "SavedTensorMeter(live=140 B, peak=140 B)"
+    out.backward()
+    assert str(meter) == "SavedTensorMeter(live=0 B, peak=140 B)"
+    assert "object at 0x" not in str(SavedTensorMeter())
+
+
 def test_meter_counts_shared_storage_once():
     w = torch.randn(100, requires_grad=True)
     with SavedTensorMeter() as meter:
@@ -390,6 +400,18 @@ def test_parse_this_process_allowed_and_fragmentation_verdict():
     assert msg.free == 0 and msg.this_process == round(2.10 * 2**30) and msg.allowed == 2 * 2**30
     assert "expandable_segments" in msg.explain()  # 300 MiB of cache >= the 20 MiB asked: fragmentation
     assert "set_per_process_memory_fraction" in msg.explain()
+
+
+def test_parse_reads_the_private_pools_clause():
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity of "
+            "83.05 GiB of which 140.38 MiB is free. Including non-PyTorch memory, this process has 23.33 GiB memory in "
+            "use. Of the allocated memory 21.92 GiB is allocated by PyTorch, with 104.00 MiB allocated in private pools "
+            "(e.g., CUDA Graphs), and 797.79 MiB is reserved by PyTorch but unallocated.")
+    msg = parse_oom_message(text)
+    assert msg.private_pools == 104 * 2**20 and msg.reserved_unallocated == round(797.79 * 2**20)
+    assert "private pools" in msg.explain() and "CUDA Graphs" in msg.explain()
+    assert parse_oom_message(text.replace(", with 104.00 MiB allocated in private pools (e.g., CUDA Graphs)", "")
+                             ).private_pools is None
 
 
 def test_parse_old_format_from_the_seed():

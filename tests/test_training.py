@@ -1,3 +1,4 @@
+import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
@@ -478,3 +479,17 @@ def test_amp_speed_verdict_rejects_bad_input():
         amp_speed_verdict(fp32, bf16, flops_per_step="many")
     with pytest.raises(ValueError, match="dương"):
         amp_speed_verdict(fp32, bf16, flops_per_step=0)
+
+
+def test_noise_warnings_are_labelled_and_shown_once(data, capsys, monkeypatch):
+    """Colab-cpu-outputs 05 c82: unlabelled warnings printed while measuring, then the fp32 one again."""
+    x, y = data
+    profile = profile_train_step(make_mlp(16, 3), x[:64], y[:64])
+    assert capsys.readouterr().out == ""                       # nothing printed while measuring
+    noisy = dataclasses.replace(_fake_profile("off", [1e-3, 1e-3, 5e-3]), noise="⚠️ số đo nhiễu (máy bận?): x.")
+    assert str(noisy).count("⚠️") == 1 and "bước fp32: ⚠️" in str(noisy)
+    text = amp_speed_verdict(noisy, _fake_profile("bf16", [1e-3] * 3))
+    assert "bước fp32: ⚠️" not in text and "xem dòng ⚠️ của bước fp32 ở trên" in text
+    both = amp_speed_verdict(_fake_profile("off", [1e-3, 1e-3, 5e-3]), _fake_profile("bf16", [1e-3, 5e-3, 1e-3]))
+    assert both.count("bước fp32: ⚠️") == 1 and both.count("bước bf16: ⚠️") == 1
+    assert profile.noise is None or "bước fp32: ⚠️" in str(profile)

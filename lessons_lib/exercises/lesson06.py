@@ -64,6 +64,7 @@ def _diagnose(report: Report, where: str, model: nn.Module, got: tuple[float, fl
     all_numel = sum(p.numel() for p in model.parameters())
     trainable_numel = sum(p.numel() for p in model.parameters() if p.requires_grad)
     size = next(model.parameters()).element_size()
+    model_dtype = next(model.parameters()).dtype
     weights_only = sum(m.weight.numel() * m.weight.element_size() for m in model.modules() if isinstance(m, nn.Linear))
     g_params, g_grads, g_adam = got
     steps = 4 * sum(1 for p in model.parameters() if p.requires_grad)   # one float32 `step` counter per tensor
@@ -96,6 +97,11 @@ def _diagnose(report: Report, where: str, model: nn.Module, got: tuple[float, fl
             (g_adam == 2 * params and params != grads,
              "adam = 2 × params, nhưng Adam chỉ giữ trạng thái cho tham số được train (requires_grad): "
              "2 × grads."),
+            (g_adam in (8 * trainable_numel, 8 * trainable_numel + steps) and size != 4,
+             f"adam tính hai buffer ở float32 (4 byte/số), nhưng mô hình này là {str(model_dtype)[6:]}: "
+             "torch.optim.Adam tạo exp_avg và exp_avg_sq cùng dtype với tham số "
+             f"({size} byte/số), nên adam = 2 × grads. Chỉ khi optimizer giữ bản chép FP32 của trọng số "
+             "(master weights, như vài thư viện mixed precision) thì trạng thái mới là 4 byte/số."),
             (g_adam in (2 * adam, adam + grads + params, adam + params),
              "adam quá lớn: chỉ tính hai buffer exp_avg và exp_avg_sq (2 × grads), không cộng tham số hay "
              "gradient vào."),

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
-from .sizes import _check_module, _storage_key_and_bytes
+from .sizes import _check_module, _storage_key_and_bytes, format_bytes
 
 
 def _exclusion_keys(exclude) -> set:
@@ -56,6 +56,10 @@ class SavedTensorMeter:
         self._hooks = None
         self.live_bytes = self.peak_bytes = 0
         self.timeline: list[int] = [0]
+
+    def __repr__(self) -> str:
+        return (f"SavedTensorMeter(live={format_bytes(self.live_bytes)}, "
+                f"peak={format_bytes(self.peak_bytes)})")
 
     def _record(self) -> None:
         if len(self.timeline) < self.TIMELINE_LIMIT:

@@ -44,6 +44,7 @@ class OomMessage:
     allowed: int | None = None
     allocated_by_pytorch: int | None = None
     reserved_unallocated: int | None = None
+    private_pools: int | None = None
 
     def explain(self) -> str:
         """Return the message read field by field, with what each means and what it suggests."""
@@ -67,6 +68,9 @@ class OomMessage:
         if self.allocated_by_pytorch is not None:
             out.append(f"• {f(self.allocated_by_pytorch)} allocated by PyTorch: tensor đang sống "
                        "(= torch.cuda.memory_allocated()).")
+        if self.private_pools is not None:
+            out.append(f"• {f(self.private_pools)} allocated in private pools: phần của số trên nằm trong các "
+                       "vùng riêng (CUDA Graphs, torch.compile mode='reduce-overhead'), không dùng chung được.")
         if self.reserved_unallocated is not None:
             out.append(f"• {f(self.reserved_unallocated)} reserved but unallocated: cache PyTorch giữ mà "
                        "không dùng được cho yêu cầu này (các mẩu rời rạc).")
@@ -130,4 +134,5 @@ def parse_oom_message(text: str) -> OomMessage:
         allowed=size(_NUM + " allowed;"),
         allocated_by_pytorch=size(_NUM + " is allocated by PyTorch"),
         reserved_unallocated=size(_NUM + " is reserved by PyTorch but unallocated"),
+        private_pools=size(r"with " + _NUM + r" allocated in private pools"),
     )

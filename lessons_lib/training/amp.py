@@ -204,6 +204,11 @@ _FLOOR_FLOPS_PER_S = 1e9   # even a busy CPU core multiplies small matrices at >
 _FLOOR_STEP_S = 2e-3       # a small model's training step costs at most ~2 ms of framework overhead on a CPU
 
 
+def expected_step_s(flops_per_step: float) -> float:
+    """Return the seconds a CPU training step of `flops_per_step` should take at most on a busy core."""
+    return max(flops_per_step / _FLOOR_FLOPS_PER_S, _FLOOR_STEP_S)
+
+
 def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
     """Return lines comparing a measured FP32 step with an AMP step (``profile_train_step`` results): the speed
     ratio, whether it matches what the hardware predicts, and a "⚠️ số đo nhiễu" line when the repeats disagree or
@@ -227,14 +232,15 @@ def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
         lines = [f"→ {label} và FP32 gần như bằng nhau (±10%) trên {device}, với mô hình này"]
     expected_s = None
     if flops_per_step is not None and device.type == "cpu":
-        expected_s = max(flops_per_step / _FLOOR_FLOPS_PER_S, _FLOOR_STEP_S)
-    warnings_ = [f"bước {name}: {w}" for name, p in (("fp32", fp32), (label, amp))
-                 if (w := noise_warning(p.timing.times_s, expected_s=expected_s))]
+        expected_s = expected_step_s(flops_per_step)
+    noisy = [(name, w, bool(getattr(p, "noise", None))) for name, p in (("fp32", fp32), (label, amp))
+             if (w := noise_warning(list(p.timing.times_s), expected_s=expected_s))]
+    warnings_ = [f"bước {name}: {w}" for name, w, shown in noisy if not shown]   # each mode's warning once
     if device.type == "cpu" and label == "bf16" and ratio >= 1.1:
         hardware = has_native_bf16(device)
         if hardware is False:
             lines.append("Trái với dự đoán: CPU này không báo lệnh bf16 (AVX512_BF16/AMX), nên bf16 thường chậm hơn. "
-                         + ("Số đo ở trên bị nhiễu, đó là lời giải thích đầu tiên." if warnings_ else
+                         + ("Số đo ở trên bị nhiễu, đó là lời giải thích đầu tiên." if noisy else
                             "Với mô hình nhỏ, khác biệt nằm ở overhead chứ không ở phép nhân: chạy lại để xem có lặp lại không."))
         elif hardware is None:
             lines.append("Khoá học không kiểm tra được CPU này có lệnh bf16 hay không, nên không biết trước bf16 "
@@ -242,7 +248,9 @@ def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
     if device.type == "cpu" and label == "bf16" and ratio <= 1 / 1.1 and has_native_bf16(device) is True:
         lines.append("CPU này có lệnh bf16, nhưng với mô hình nhỏ thời gian nằm ở overhead (ép kiểu, gọi từng phép) "
                      "chứ không ở phép nhân ma trận, nên bf16 vẫn có thể chậm hơn"
-                     + (". Lần này số đo còn bị nhiễu (dòng dưới), nên chưa kết luận được." if warnings_ else "."))
-    if warnings_:
-        lines.append(warnings_[0])
+                     + (". Lần này số đo còn bị nhiễu (dòng dưới), nên chưa kết luận được." if noisy else "."))
+    if noisy and not warnings_:
+        lines.append("⚠️ số đo nhiễu: xem dòng ⚠️ của " + " và ".join(f"bước {name}" for name, _, _ in noisy)
+                     + " ở trên.")
+    lines.extend(warnings_)
     return "\n".join(lines)

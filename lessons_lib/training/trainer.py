@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -10,8 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import check_int, check_number
-from ..bench import Timing, measure, synchronize
-from .amp import AmpPlan, plan_amp
+from ..bench import Timing, measure, noise_warning, synchronize
+from .amp import AmpPlan, expected_step_s, plan_amp
 
 _PROFILE_WARMUP, _PROFILE_REPEATS, _PROFILE_LR = 2, 10, 1e-3
 
@@ -165,6 +167,7 @@ class StepProfile:
     timing: Timing
     peak_memory_bytes: int | None
     baseline_memory_bytes: int | None
+    noise: str | None = None   # the "⚠️ số đo nhiễu" line for these repeats, shown once under the result
 
     @property
     def median_s(self) -> float:
@@ -177,6 +180,8 @@ class StepProfile:
         if self.peak_memory_bytes is not None:
             text += (f" · đỉnh bộ nhớ {self.peak_memory_bytes / 2**20:.0f} MiB (nền "
                      f"{self.baseline_memory_bytes / 2**20:.0f} MiB: trọng số, gradient, optimizer, dữ liệu)")
+        if self.noise:
+            text += f"\n      bước {label}: {self.noise}"
         return text
 
 
@@ -199,8 +204,12 @@ def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
         torch.cuda.reset_peak_memory_stats(where)
         baseline = torch.cuda.memory_allocated(where)
     label = f"train step {plan.amp if plan.enabled else 'fp32'}"
-    timing = measure(lambda: trainer.step(inputs, targets), device=where, repeats=_PROFILE_REPEATS,
-                     warmup=_PROFILE_WARMUP, number=1, label=label)
+    with contextlib.redirect_stdout(io.StringIO()):   # the warning is shown once, labelled, by StepProfile
+        timing = measure(lambda: trainer.step(inputs, targets), device=where, repeats=_PROFILE_REPEATS,
+                         warmup=_PROFILE_WARMUP, number=1, label=label)
     if where.type == "cuda":
         peak = torch.cuda.max_memory_allocated(where)
-    return StepProfile(plan, timing, peak, baseline)
+    expected_s = None
+    if where.type == "cpu":   # ~6 FLOP per parameter per sample (forward 2, backward 4)
+        expected_s = expected_step_s(6 * sum(p.numel() for p in model.parameters()) * inputs.shape[0])
+    return StepProfile(plan, timing, peak, baseline, noise_warning(list(timing.times_s), expected_s=expected_s))
