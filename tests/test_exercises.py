@@ -334,7 +334,7 @@ def test_groups_keep_lesson_tasks_apart(capsys):
         capsys.readouterr()
         ex.progress("lesson99")
         out = capsys.readouterr().out
-        assert "Tiến độ: 1/1 bài đạt" in out and "Nhiệm vụ thử" in out
+        assert "Tiến độ: 1/1 nhiệm vụ đạt" in out and "Nhiệm vụ thử" in out
         ex.progress()
         assert "Nhiệm vụ thử" not in capsys.readouterr().out
     finally:
@@ -422,7 +422,7 @@ def test_solutions_notebook_passes_every_check(fresh_registry):
     exercises = list(_core.REGISTRY.values())
     assert out.count("✅ Bài") >= len(exercises), out
     assert all(e.last_status == "pass" for e in exercises)
-    assert f"Tiến độ: {len(exercises)}/{len(exercises)} bài đạt" in out
+    assert f"Tiến độ: {len(exercises)}/{len(exercises)} nhiệm vụ đạt" in out
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
@@ -435,3 +435,13 @@ def test_learner_notebook_runs_and_reports_not_done(fresh_registry):
 
 def test_nothing_leaks_between_tests():
     assert sys.modules["lessons_lib.exercises"] is ex
+
+
+def test_progress_marks_the_core_tasks_and_counts_them_apart(fresh_registry, capsys):
+    import lessons_lib.exercises.lesson04  # noqa: F401 - registers the lesson's tasks
+
+    _core.progress("lesson04")
+    out = capsys.readouterr().out
+    assert "Tiến độ: 0/3 nhiệm vụ đạt (⭐ cốt lõi: 0/1)" in out
+    core_line = next(line for line in out.splitlines() if "Nhiệm vụ 1 ·" in line)
+    assert core_line.lstrip().startswith("⭐") and "Nhiệm vụ 2" not in core_line

@@ -298,7 +298,7 @@ def test_solutions_notebook_passes_both_tasks(fresh_statuses):
     out, ns = _run_cells(SOLUTION_NB)
     assert "❌" not in out and "⏳" not in out, out
     assert L.task1.last_status == L.task2.last_status == "pass"
-    assert "Tiến độ: 2/2 bài đạt" in out
+    assert "Tiến độ: 2/2 nhiệm vụ đạt" in out
     torch.manual_seed(0)
     notebook_model = ns["make_model"]()
     checker_model = L._make_digits_model()  # the checkers train the notebook's model, with the same weights

@@ -567,14 +567,19 @@ def task_solutions(text: str, variant: str = "solution") -> dict[str, str]:
 
 
 def solutions_json(sources: list[Path] | None = None) -> str:
-    """Return solutions.json: {"solution" | "learner": {group: {task: code}}} from every lesson source's regions."""
-    table: dict[str, dict] = {"solution": {}, "learner": {}}
+    """Return solutions.json from every lesson source: {"solution" | "learner": {group: {task: code}}} from the
+    regions, and {"core": {group: [task, ...]}}, the tasks of its ⭐ sections (progress() marks them)."""
+    table: dict[str, dict] = {"solution": {}, "learner": {}, "core": {}}
     for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
         group = "exercises" if src.name.startswith("10_") else f"lesson{src.name[:2]}"
         text = src.read_text(encoding="utf-8")
         if has_variants(text):
-            for variant, tasks in table.items():
-                tasks[group] = task_solutions(text, variant)
+            for variant in ("solution", "learner"):
+                table[variant][group] = task_solutions(text, variant)
+            core = sorted({name for name, _ in _TASK_CALL.findall(core_source(select_variant(text, "learner")))
+                           if not name.endswith("_gpu")})
+            if core:
+                table["core"][group] = core
     return json.dumps(table, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 

@@ -277,12 +277,15 @@ def progress(group: str = "exercises") -> None:
     if group not in GROUPS:
         raise ValueError(f"group must be one of {sorted(GROUPS)}, got {group!r}")
     exercises = sorted(GROUPS[group].values(), key=_order)
+    core = set(_solutions().get("core", {}).get(group, []))
     width = max((len(ex.title) for ex in exercises), default=0)
     done = sum(ex.last_status == PASS for ex in exercises)
-    print(f"Tiến độ: {done}/{len(exercises)} bài đạt")
+    core_done = sum(ex.last_status == PASS for ex in exercises if ex.key in core)
+    print(f"Tiến độ: {done}/{len(exercises)} nhiệm vụ đạt"
+          + (f" (⭐ cốt lõi: {core_done}/{len(core)})" if core else ""))
     for ex in exercises:
         label = _HEADS.get(ex.last_status, "· chưa chấm")
-        print(f"  {ex.title:<{width}}  {label}")
+        print(f"  {'⭐' if ex.key in core else '  '} {ex.title:<{width}}  {label}")
 
 
 def _order(exercise: Exercise) -> tuple[int, str]:

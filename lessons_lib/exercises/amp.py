@@ -90,7 +90,7 @@ def _evaluate_accum(report: Report, train_accum=None) -> None:
                 "micro-batch thì một lần inf làm S giảm giữa chừng và các phần gradient bị chia sai hệ số.")
 
 
-ex5 = Exercise("ex5", "Bài 5 · Gỡ lỗi: AMP cùng gradient accumulation", _evaluate_accum,
+ex5 = Exercise("ex5", "Nhiệm vụ 5 · Gỡ lỗi: AMP cùng gradient accumulation", _evaluate_accum,
                starter=True, hints=[
     "Có 2 lỗi: loss của mỗi micro-batch chưa chia cho accum_steps, và scaler.step/update chạy mỗi micro-batch.",
     "loss = F.cross_entropy(...) / accum_steps; scaler.scale(loss).backward() mỗi micro-batch; "
@@ -155,7 +155,7 @@ def _evaluate_resume(report: Report, save_checkpoint=None, load_checkpoint=None)
     report.success(f"model, optimizer và scaler (S = {scaler.get_scale():.0f}) đều đi qua torch.save/torch.load.")
 
 
-ex6 = Exercise("ex6", "Bài 6 · Gỡ lỗi: chạy tiếp từ checkpoint mà quên GradScaler", _evaluate_resume,
+ex6 = Exercise("ex6", "Nhiệm vụ 6 · Gỡ lỗi: chạy tiếp từ checkpoint mà quên GradScaler", _evaluate_resume,
                starter=True, hints=[
     "GradScaler cũng có trạng thái (hệ số S, bộ đếm tăng S), lưu và nạp như model và optimizer.",
     'save: thêm "scaler": scaler.state_dict(); load: scaler.load_state_dict(ckpt["scaler"]).',
