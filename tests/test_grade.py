@@ -200,10 +200,12 @@ def test_course_sh_grade_hands_over_to_tools_grade(monkeypatch, tmp_path):
 
 def test_relative_folders_are_read_from_where_course_sh_was_started(tmp_path, monkeypatch):
     seen = {}
-    monkeypatch.setattr(grade, "grade", lambda folder, out, *args: seen.update(folder=folder, out=out))
+    monkeypatch.setattr(grade, "grade", lambda folder, out, *args, **kwargs: seen.update(folder=folder, out=out,
+                                                                                       **kwargs))
     monkeypatch.setenv("COURSE_CALLER_CWD", str(tmp_path))
     assert grade.main(["bai_nop", "--out", "ket_qua"]) == 0
-    assert seen == {"folder": tmp_path / "bai_nop", "out": tmp_path / "ket_qua"}
+    assert seen == {"folder": tmp_path / "bai_nop", "out": tmp_path / "ket_qua", "sandbox": "auto",
+                    "disk_mb": grade.DISK_MB}
 
 
 # --------------------------------------------------------------------------- a whole class, graded for real
