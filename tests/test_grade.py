@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import grade  # noqa: E402
+from _grading import run_grader  # noqa: E402
 
 from lessons_lib.exercises import _core  # noqa: E402
 
@@ -314,21 +314,16 @@ def graded(tmp_path_factory):
     before_repo, before_tmp = _repo_state(), {p.name for p in Path("/tmp").glob("bai14-grade-*")}
     before_folder = _folder_state(folder)
     env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp), "SECRET_TOKEN": "không-được-lộ"}
-    import resource
-
-    started, cpu = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run([sys.executable, "tools/grade.py", str(folder), "--out", str(out), "--jobs", "2",
-                           "--timeout", "45", "--memory-mb", "1500"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
-    seconds, after = time.monotonic() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_s = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
-    print(f"graded {len(want)} submissions in {seconds:.0f} s (CPU {cpu_s:.0f} s, load {os.getloadavg()[0]:.1f})"
-          f"\n{proc.stdout}\n{proc.stderr}")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sandbox = os.environ.get("BAI14_GRADE_TEST_SANDBOX", "auto")  # off: the same class without the sandbox
+    run = run_grader([sys.executable, "tools/grade.py", str(folder), "--out", str(out), "--jobs", "2",
+                      "--timeout", "45", "--memory-mb", "1500", "--sandbox", sandbox], env, ROOT)
+    print(f"graded {len(want)} submissions in {run.wall_s:.0f} s ({run.idle_s:.0f} s of an idle machine; the "
+          f"command: {run.reported}, load {os.getloadavg()[0]:.1f})\n{run.stdout}\n{run.stderr}")
+    assert run.returncode == 0, run.stdout + run.stderr
     with open(out / "grades.csv", encoding="utf-8-sig", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    return {"want": want, "rows": rows, "out": out, "tmp": tmp, "folder": folder, "seconds": seconds,
-            "before_repo": before_repo, "before_folder": before_folder, "before_tmp": before_tmp, "stdout": proc.stdout}
+    return {"want": want, "rows": rows, "out": out, "tmp": tmp, "folder": folder, "run": run, "sandbox": sandbox,
+            "before_repo": before_repo, "before_folder": before_folder, "before_tmp": before_tmp, "stdout": run.stdout}
 
 
 def _rows_of(graded, rel):
@@ -385,3 +380,11 @@ def test_nothing_is_left_behind(graded):
     assert {p.name for p in Path("/tmp").glob("bai14-grade-*")} <= graded["before_tmp"]
     assert _repo_state() == graded["before_repo"]
     assert _folder_state(graded["folder"]) == graded["before_folder"]  # the submissions themselves untouched
+
+
+def test_the_last_line_reports_the_class_wall_and_cpu_time(graded):
+    wall, cpu = graded["run"].reported  # "Cả lớp: 22 file, 183 s thời gian thực, 95 s CPU (trong sandbox)."
+    assert 0 < wall <= graded["run"].wall_s + 1 and cpu > 20  # 15 notebooks ran, each a few seconds of CPU
+    sandboxed = graded["sandbox"] != "off" and grade.prepare_sandbox("auto", 64)[0] is not None
+    assert ("🔒 Sandbox bubblewrap" in graded["stdout"]) == sandboxed
+    assert ("(trong sandbox)" in graded["stdout"].splitlines()[-1]) == sandboxed
