@@ -350,3 +350,25 @@ def test_filling_the_disk(hostile):
         assert int(log.split("ghi được ")[1].split()[0]) < DISK_MB
     else:  # documents: without the sandbox only the disk's own size stops it (this notebook stops at 200 MiB)
         assert f"ghi được {FILL_CAP_MB} MiB" in log and "rồi dừng" not in log
+
+
+def test_the_test_command_installs_bubblewrap_after_one_apt_update(monkeypatch):
+    import types
+
+    import course
+
+    sandbox_group = ("sandbox của lệnh chấm bài", ["bubblewrap"])
+    assert course.missing_test_packages(exists=lambda path: True, which=lambda name: None) == [sandbox_group]
+    assert course.missing_test_packages(exists=lambda path: True, which=lambda name: "/usr/bin/bwrap") == []
+    calls = []
+    monkeypatch.setattr(course, "missing_test_packages", lambda: [("test trình duyệt", ["chromium"]), sandbox_group])
+    monkeypatch.setattr(course.sys, "platform", "linux")
+    monkeypatch.setattr(course.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(course.shutil, "which", lambda name: "/usr/bin/" + name)
+    course.ensure_test_packages(run=lambda cmd, **kwargs: calls.append(cmd) or types.SimpleNamespace(returncode=0))
+    assert calls == [["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"],
+                     ["apt-get", "install", "-y", "-qq", "bubblewrap"]]
+    calls.clear()
+    monkeypatch.setattr(course.os, "geteuid", lambda: 1000)  # not root: nothing installed, the tests skip
+    course.ensure_test_packages(run=lambda cmd, **kwargs: calls.append(cmd))
+    assert calls == []
