@@ -69,6 +69,16 @@ def test_without_bwrap_auto_says_so_in_one_line_and_required_refuses(platform, w
         grade.prepare_sandbox("required", 64, which=which, platform=platform)
 
 
+def test_the_command_refuses_to_grade_without_a_sandbox_when_one_is_required(tmp_path, monkeypatch, capsys):
+    import functools
+
+    monkeypatch.setattr(grade, "prepare_sandbox", functools.partial(grade.prepare_sandbox, which=lambda name: None))
+    (tmp_path / "bai_nop").mkdir()
+    assert grade.main([str(tmp_path / "bai_nop"), "--out", str(tmp_path / "kq"), "--sandbox", "required"]) == 2
+    assert "--sandbox required nhưng không có sandbox" in capsys.readouterr().err
+    assert not (tmp_path / "kq").exists()
+
+
 def test_a_bwrap_that_cannot_start_is_named_with_the_fix(tmp_path):
     fake = tmp_path / "bwrap"  # what bwrap says where user namespaces are disabled
     fake.write_text("#!/bin/sh\n[ \"$1\" = --help ] && exit 0\n"
