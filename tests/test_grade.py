@@ -3,7 +3,10 @@
 The slow test builds a folder of 21 realistic submissions from the generated notebooks of lesson 02 (the lightest)
 (solved, half solved, blank, wrong, raising, looping, exhausting memory, crashing the kernel, deleting its folder,
 printing megabytes, renamed, reordered, with stale outputs, Colab-style without cell ids, not notebooks at all),
-grades them in one run of the command with two jobs, and checks every row and that nothing is left behind.
+grades them in one run of the command with two jobs (in the sandbox where bwrap runs; BAI14_GRADE_TEST_SANDBOX=off
+grades them without it), and checks every row and that nothing is left behind. Its time limit counts seconds of an
+idle machine (tests/_grading.py), so a machine busy with other work does not fail it. Hostile submissions:
+tests/test_grade_sandbox.py.
 """
 
 from __future__ import annotations
