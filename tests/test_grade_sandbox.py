@@ -20,8 +20,10 @@ import secrets
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -382,3 +384,41 @@ def test_the_test_command_installs_bubblewrap_after_one_apt_update(monkeypatch):
     monkeypatch.setattr(course.os, "geteuid", lambda: 1000)  # not root: nothing installed, the tests skip
     course.ensure_test_packages(run=lambda cmd, **kwargs: calls.append(cmd))
     assert calls == []
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "grader-killed"])
+def test_stopping_the_grader_ends_every_sandboxed_process(tmp_path, how):
+    """Ctrl+C stops every notebook and removes its folder; a grader killed outright still takes its sandboxes along."""
+    if grade.prepare_sandbox("auto", DISK_MB)[0] is None:
+        pytest.skip(grade.prepare_sandbox("auto", DISK_MB)[1])
+    marker = f"{300 + secrets.randbelow(10**6) / 10**6:.6f}"
+    folder, tmp = tmp_path / "bai_nop", tmp_path / "tmp"
+    (folder / "an").mkdir(parents=True)
+    tmp.mkdir()
+    (folder / "an" / "bai02.ipynb").write_text(json.dumps(_hostile(
+        f'import subprocess\nsubprocess.Popen(["sleep", "{marker}"], start_new_session=True)\nwhile True:\n    pass')),
+        encoding="utf-8")
+    env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tools" / "grade.py"), str(folder), "--out",
+                             str(tmp_path / "kq"), "--sandbox", "required", "--timeout", "300"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while not _marked_processes([marker]) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        assert _marked_processes([marker]), "the notebook never started its background process"
+        proc.send_signal(how)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 10  # the kernel ends the sandbox's PID namespace as bwrap goes
+        while _marked_processes([marker]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _marked_processes([marker]) == {}
+        if how == signal.SIGINT:
+            assert list(tmp.iterdir()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in _marked_processes([marker]):
+            os.kill(pid, signal.SIGKILL)
