@@ -190,16 +190,34 @@ def ensure_env(system_torch: bool, environ=os.environ) -> Path:
     return python
 
 
-def ensure_chromium() -> None:
-    """Install Debian's chromium for the browser test when running as root with apt (else that test skips)."""
-    if (sys.platform.startswith("linux") and not Path("/usr/bin/chromium").exists() and hasattr(os, "geteuid")
-            and os.geteuid() == 0 and shutil.which("apt-get")):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        ok = subprocess.run(["apt-get", "update", "-qq"], env=env).returncode == 0 and subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "chromium", "fonts-noto-color-emoji"], env=env,
-            stdout=subprocess.DEVNULL).returncode == 0
-        if not ok:
-            print("course.sh: không cài được chromium; test trình duyệt sẽ được bỏ qua", file=sys.stderr)
+def missing_test_packages(exists=os.path.exists, which=shutil.which) -> list[tuple[str, list[str]]]:
+    """Return the Debian packages the tests use that this machine lacks: (what they are for, package names).
+
+    Chromium runs the browser test; bubblewrap (`bwrap`) is the grading sandbox the hostile-submission tests
+    check (tests/test_grade_sandbox.py). Without them those tests skip.
+    """
+    missing = []
+    if not exists("/usr/bin/chromium"):
+        missing.append(("test trình duyệt", ["chromium", "fonts-noto-color-emoji"]))
+    if which("bwrap") is None:
+        missing.append(("sandbox của lệnh chấm bài", ["bubblewrap"]))
+    return missing
+
+
+def ensure_test_packages(run=subprocess.run) -> None:
+    """Install the missing test packages when running as root with apt: one `apt-get update`, then each group."""
+    if not (sys.platform.startswith("linux") and hasattr(os, "geteuid") and os.geteuid() == 0
+            and shutil.which("apt-get")):
+        return
+    missing = missing_test_packages()
+    if not missing:
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    updated = run(["apt-get", "update", "-qq"], env=env).returncode == 0
+    for what, packages in missing:
+        if not updated or run(["apt-get", "install", "-y", "-qq", *packages], env=env,
+                              stdout=subprocess.DEVNULL).returncode != 0:
+            print(f"course.sh: không cài được {' '.join(packages)}; {what} sẽ được bỏ qua", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- JupyterLab
@@ -359,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         if command == "lab":
             return lab(python, rest)
         if command == "test":
-            ensure_chromium()
+            ensure_test_packages()
             return _hand_over([str(python), "-m", "pytest", *test_workers(rest), *rest], dict(os.environ))
         if command == "nox":
             return _hand_over([str(python), "-m", "uv", "tool", "run", "nox", *rest], dict(os.environ))

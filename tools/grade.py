@@ -7,11 +7,14 @@ Every ``taskN.check(...)`` / ``exN.check(...)`` the notebook runs appends its re
 (``lessons_lib.exercises._core.record_check``), which survives the kernel dying. The results go to
 ``grades.csv`` and ``grades.html`` (and each submission's capped output to ``logs/``).
 
-This executes the learners' code: run it in a container or as a throwaway user, with no secrets around
-(README, "Chấm bài cả lớp").
+This executes the learners' code. On Linux with bubblewrap (``bwrap``) each submission runs sealed off by default:
+no network, the repository read-only, its own empty HOME and /tmp, nothing else of the machine's files, every
+process it starts ended with it (``--sandbox auto|required|off``; README, "Chấm bài cả lớp", says what it does not
+stop). Without it, run the command in a container or as a throwaway user, with no secrets around.
 
 Usage:
-    bash tools/course.sh grade FOLDER [--out DIR] [--timeout S] [--memory-mb M] [--jobs N]
+    bash tools/course.sh grade FOLDER [--out DIR] [--timeout S] [--memory-mb M] [--jobs N] [--sandbox MODE]
+                                      [--disk-mb M]
 """
 
 from __future__ import annotations
@@ -264,6 +267,16 @@ def _set_limits(memory_mb: int) -> str | None:
     return None
 
 
+def cpu_seconds() -> float:
+    """Return the CPU time of this process and of every child it has waited for (the workers and their kernels)."""
+    try:
+        import resource
+    except ImportError:  # Windows: this process only
+        return time.process_time()
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 class _Capped:
     """Text kept up to a limit; the rest is counted."""
 
@@ -394,8 +407,176 @@ def worker_main(job_path: str) -> int:
     warning = _set_limits(job["memory_mb"])
     result = run_cells(job)
     result["warning"] = warning
+    result["cpu"] = round(cpu_seconds(), 2)  # the worker and its kernel (reaped by now): a sandbox does not pass it on
     Path(job["result_file"]).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
     return 0
+
+
+# --------------------------------------------------------------------------- the sandbox (bubblewrap)
+
+
+SANDBOX_MODES = ("auto", "required", "off")
+SANDBOX_HOME = "/home/hocvien"  # the kernel's own empty HOME inside the sandbox
+SANDBOX_SMALL_MB = 256  # size of the sandbox's own /tmp, HOME and /dev/shm (tmpfs: they live in memory)
+DISK_MB = 1024  # default size of a submission's writable folder inside the sandbox (--disk-mb)
+INSTALL_BWRAP = "sudo apt-get install bubblewrap"
+_SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")  # programs and libraries, read-only
+_ETC = ("alternatives", "ca-certificates", "ca-certificates.conf", "crypto-policies", "debian_version", "fonts",
+        "gai.conf", "group", "host.conf", "hostname", "hosts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+        "locale.alias", "locale.conf", "localtime", "lsb-release", "matplotlibrc", "mime.types", "nsswitch.conf",
+        "os-release", "passwd", "pki", "protocols", "resolv.conf", "services", "ssl", "timezone", "xdg")
+_DEVICES = ("/dev/nvidia*", "/dev/kfd", "/dev/dri")  # GPUs (NVIDIA, AMD), passed through when the machine has them
+_SANDBOX_FILES = ("job.json", "checks.jsonl", "result.json")  # all a sandboxed worker shares with the grader
+
+
+def _inside(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How each submission's worker (and the kernel it starts) runs under bubblewrap.
+
+    The worker sees the system's programs and libraries, the Python installation, the environment and this
+    repository read-only at their own paths, and nothing else of the machine: no network (its own network
+    namespace), no other process (its own PID namespace: all its processes end with it), an empty HOME and /tmp,
+    and its temp folder as a tmpfs of `disk_mb` MiB; only the job, the check log and the result file are shared
+    with the grader.
+    """
+
+    bwrap: str
+    read_only: tuple[str, ...]  # host paths seen at the same place, read-only
+    hidden: tuple[str, ...] = ()  # paths inside those that must look empty (submissions, results, other temp folders)
+    disk_mb: int = DISK_MB
+    sized: bool = True  # this bwrap knows --size (0.7+); without it a tmpfs may grow to half the memory
+
+    def _tmpfs(self, path: str, mb: int) -> list[str]:
+        return [*(["--size", str(mb * 2**20)] if self.sized else []), "--tmpfs", path]
+
+    def command(self, root: Path, argv: list[str]) -> list[str]:
+        """Return the bwrap command that runs `argv` sealed off, `root` (the submission's temp folder) its only own."""
+        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        for name in _SYSTEM:
+            path = "/" + name
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+        for name in _ETC:
+            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        args += ["--proc", "/proc", "--dev", "/dev", "--ro-bind-try", "/sys", "/sys"]
+        for pattern in _DEVICES:
+            for device in sorted(Path("/").glob(pattern.lstrip("/"))):
+                args += ["--dev-bind-try", str(device), str(device)]
+        args += [*self._tmpfs("/tmp", SANDBOX_SMALL_MB), *self._tmpfs(SANDBOX_HOME, SANDBOX_SMALL_MB),
+                 *self._tmpfs("/dev/shm", SANDBOX_SMALL_MB)]
+        for path in self.read_only:
+            args += ["--ro-bind", path, path]
+        for hidden in self.hidden:  # an empty folder instead, then what must stay visible inside it again
+            args += [*self._tmpfs(hidden, 1)]
+            for path in self.read_only:
+                if path != hidden and _inside(path, hidden):
+                    args += ["--ro-bind", path, path]
+        where = str(root)
+        args += self._tmpfs(where, self.disk_mb)
+        for sub_dir in ("work", "tmp", "runtime", "ipython", "no-wheels"):
+            args += ["--dir", f"{where}/{sub_dir}"]
+        args += ["--ro-bind", f"{where}/job.json", f"{where}/job.json"]
+        for name in _SANDBOX_FILES[1:]:
+            args += ["--bind", f"{where}/{name}", f"{where}/{name}"]
+        for path in (*self.hidden, "/"):  # the sandbox's own root and the empty folders: nothing to write there
+            args += ["--remount-ro", path]
+        return [*args, "--chdir", f"{where}/work", "--", *argv]
+
+
+def _read_only_paths(environ: Mapping[str, str], python_paths: Iterable[str], home: str) -> tuple[str, ...]:
+    """Return the host folders a sandboxed kernel needs read-only: this repository, Python and its packages."""
+    candidates = [str(ROOT), sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *python_paths,
+                  *[p for name in ("PYTHONPATH", "LD_LIBRARY_PATH") for p in environ.get(name, "").split(os.pathsep)],
+                  environ.get("CUDA_HOME", ""), environ.get("CUDA_PATH", ""), environ.get("VIRTUAL_ENV", ""),
+                  environ.get("CONDA_PREFIX", "")]
+    found = set()
+    for path in candidates:
+        if not path or not os.path.isabs(path) or not os.path.exists(path):
+            continue
+        for variant in (os.path.normpath(path), os.path.realpath(path)):
+            if os.path.isfile(variant):  # a zipped standard library: its folder
+                variant = os.path.dirname(variant)
+            # never the file system's root, the system folders (already there) or a folder holding the HOME
+            if variant == "/" or _inside(home, variant) or any(_inside(variant, "/" + d) for d in (*_SYSTEM, "etc")):
+                continue
+            found.add(variant)
+    keep: list[str] = []
+    for path in sorted(found, key=lambda p: (p.count("/"), p)):
+        if not any(_inside(path, kept) for kept in keep):
+            keep.append(path)
+    return tuple(sorted(keep))
+
+
+def _probe(sandbox: Sandbox) -> str | None:
+    """Start a trivial Python in the sandbox; return why it cannot start, or None when it runs."""
+    root = Path(tempfile.mkdtemp(prefix="bai14-grade-probe-"))
+    try:
+        for name in _SANDBOX_FILES:
+            (root / name).write_text("", encoding="utf-8")
+        proc = subprocess.run(sandbox.command(root, [sys.executable, "-c", "import encodings"]),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if proc.returncode == 0:
+        return None
+    lines = [line.strip() for line in (proc.stderr or "").splitlines() if line.strip()]
+    return (lines[-1] if lines else f"mã thoát {proc.returncode}")[:300]
+
+
+def prepare_sandbox(mode: str, disk_mb: int, hidden: Iterable[Path] = (), environ: Mapping[str, str] = os.environ,
+                    which=shutil.which, platform: str = sys.platform) -> tuple[Sandbox | None, str]:
+    """Return the sandbox to grade in (None: none) and the one line that says so.
+
+    Args:
+        mode: "auto" (the sandbox where bwrap runs, else none, said in the line), "required" (no sandbox is a
+            GradeError) or "off".
+        disk_mb: MiB each submission may write inside the sandbox.
+        hidden: Folders a kernel must not see even where they lie inside a read-only one (submissions, results).
+        environ: The grader's environment (HOME, PYTHONPATH, CUDA paths).
+        which: ``shutil.which`` (tests pass a fake).
+        platform: ``sys.platform``.
+    """
+    if mode not in SANDBOX_MODES:
+        raise GradeError(f"sandbox phải là một trong {', '.join(SANDBOX_MODES)}, không phải {mode!r}")
+    if mode == "off":
+        return None, ("🔓 Không sandbox (--sandbox off): code của học viên chạy với quyền của bạn, thấy được file của "
+                      "bạn và mạng.")
+    bwrap = which("bwrap") if platform.startswith("linux") else None
+    why = None
+    if not platform.startswith("linux"):
+        why = "sandbox bubblewrap chỉ có trên Linux"
+    elif bwrap is None:
+        why = f"máy này chưa có bubblewrap (bwrap); cài: {INSTALL_BWRAP}"
+    else:
+        try:
+            sized = "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            sized = False
+        home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
+        read_only = _read_only_paths(environ, sys.path, home)
+        masks = {os.path.realpath(p) for p in (*hidden, home, tempfile.gettempdir())}
+        masks = tuple(sorted(p for p in masks if os.path.isdir(p) and p not in read_only
+                             and any(_inside(p, ro) for ro in read_only)))
+        sandbox = Sandbox(bwrap, read_only, masks, int(disk_mb), sized)
+        failed = _probe(sandbox)
+        if failed is None:
+            size = f"ghi tối đa {disk_mb} MiB" if sized else "bwrap này không giới hạn được dung lượng ghi"
+            return sandbox, (f"🔒 Sandbox bubblewrap: mỗi notebook không có mạng, không thấy thư mục nhà của bạn, "
+                             f"repo chỉ đọc, HOME và /tmp riêng, {size}; mọi tiến trình của nó dừng khi chấm xong.")
+        why = (f"bwrap không chạy được ({failed}); nếu máy tắt user namespace: sudo sysctl "
+               "kernel.unprivileged_userns_clone=1 (Debian) hoặc kernel.apparmor_restrict_unprivileged_userns=0 "
+               "(Ubuntu 24.04), hoặc chấm bằng root")
+    if mode == "required":
+        raise GradeError(f"--sandbox required nhưng không có sandbox: {why}")
+    return None, f"⚠️ Không có sandbox ({why}): chấm như --sandbox off, code của học viên chạy với quyền của bạn."
 
 
 # --------------------------------------------------------------------------- supervising one submission
@@ -405,13 +586,19 @@ _ACTIVE: dict[str, list] = {}  # temp folder → [worker process, kernel pid fil
 _ACTIVE_LOCK = threading.Lock()
 
 
-def kernel_env(root: Path, threads: int, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+def kernel_env(root: Path, threads: int, environ: Mapping[str, str] = os.environ,
+               sandboxed: bool = False) -> dict[str, str]:
     """Return the environment of a grading kernel: no secrets of this shell, nothing to install, temp files in `root`.
 
     Only a short list of this shell's variables is kept (PATH, HOME, locale, CUDA, ...). The setup cell finds
     lessons_lib (this repository on PYTHONPATH) and installs nothing; pip and git cannot download either.
+    In the sandbox, HOME is the sandbox's own empty one and no configuration folder of this shell is named.
     """
     env = {name: environ[name] for name in _KEEP_ENV if name in environ}
+    if sandboxed:
+        for name in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+            env.pop(name, None)
+        env["HOME"] = SANDBOX_HOME
     paths = [str(ROOT), *[p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     tmp = str(root / "tmp")
     env.update({
@@ -426,14 +613,21 @@ def kernel_env(root: Path, threads: int, environ: Mapping[str, str] = os.environ
     return env
 
 
-def run_submission(sub: Submission, timeout: float, memory_mb: int, threads: int) -> tuple[dict | None, list[dict]]:
+def run_submission(sub: Submission, timeout: float, memory_mb: int, threads: int,
+                   sandbox: Sandbox | None = None) -> tuple[dict | None, list[dict]]:
     """Run one submission in its own worker, kernel and temp folder; return (run result or None, its checks).
 
     The temp folder is removed whatever happens; the worker and the kernel's process group are killed at the end.
+    With a sandbox, the worker runs in it: only the job, the check log and the result file are in the temp folder
+    here (the rest is the sandbox's tmpfs), and the sandbox's PID namespace ends every process the kernel started.
     """
     root = Path(tempfile.mkdtemp(prefix="bai14-grade-"))
-    for sub_dir in ("work", "tmp", "runtime", "ipython", "no-wheels"):
-        (root / sub_dir).mkdir()
+    if sandbox is None:
+        for sub_dir in ("work", "tmp", "runtime", "ipython", "no-wheels"):
+            (root / sub_dir).mkdir()
+    else:
+        for name in _SANDBOX_FILES[1:]:
+            (root / name).write_text("", encoding="utf-8")
     code_cells = [[i, cell_text(cell)] for i, cell in enumerate(sub.nb["cells"], start=1)
                   if cell.get("cell_type") == "code"]
     job = {"cells": code_cells, "timeout": timeout, "memory_mb": memory_mb,
@@ -441,11 +635,15 @@ def run_submission(sub: Submission, timeout: float, memory_mb: int, threads: int
     (root / "job.json").write_text(json.dumps(job), encoding="utf-8")
     proc = None
     try:
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", str(root / "job.json")],
-                                cwd=root / "work", env=kernel_env(root, threads), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        with _ACTIVE_LOCK:
-            _ACTIVE[str(root)] = [proc, root / "kernel.pid"]
+        command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(root / "job.json")]
+        if sandbox is not None:
+            command = sandbox.command(root, command)
+        proc = subprocess.Popen(command, cwd=root if sandbox else root / "work",
+                                env=kernel_env(root, threads, sandboxed=sandbox is not None),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        with _ACTIVE_LOCK:  # in the sandbox the kernel's pid is one of its own namespace: never signalled from here
+            _ACTIVE[str(root)] = [proc, None if sandbox else root / "kernel.pid"]
         try:
             proc.wait(timeout=timeout + KERNEL_START_S + 30)
         except subprocess.TimeoutExpired:
@@ -453,16 +651,16 @@ def run_submission(sub: Submission, timeout: float, memory_mb: int, threads: int
         result = _read_json(root / "result.json")
         return result, read_checks(root / "checks.jsonl")
     finally:
-        _cleanup(root, proc)
+        _cleanup(root, proc, sandbox is not None)
 
 
-def _cleanup(root: Path, proc) -> None:
-    pid_file = root / "kernel.pid"
-    try:
-        kernel = int(pid_file.read_text(encoding="utf-8") or 0)
-    except (OSError, ValueError):
-        kernel = 0
-    _kill_group(kernel)
+def _cleanup(root: Path, proc, sandboxed: bool = False) -> None:
+    if not sandboxed:
+        try:
+            kernel = int((root / "kernel.pid").read_text(encoding="utf-8") or 0)
+        except (OSError, ValueError):
+            kernel = 0
+        _kill_group(kernel)
     if proc is not None:
         _kill_group(proc.pid)
         try:
@@ -586,7 +784,7 @@ def write_csv(rows: Iterable[dict], path: Path) -> None:
                              r["status"], r["message"]])
 
 
-def write_html(rows: list[dict], path: Path, seconds: float) -> None:
+def write_html(rows: list[dict], path: Path, seconds: float, cpu: float | None = None) -> None:
     """Write an HTML page: a summary per learner and lesson, then every row with the checker's message."""
     e = html.escape
     summary: dict[tuple[str, str], list[dict]] = {}
@@ -599,7 +797,8 @@ def write_html(rows: list[dict], path: Path, seconds: float) -> None:
             ".passed{background:#e6f6e6}.wrong{background:#fde8e8}.error{background:#fbe3c9}",
             ".not_done{background:#f3f3f3}</style>",
             "<h1>Kết quả chấm bài</h1>",
-            f"<p>{len({k[0] for k in summary})} học viên, {len(summary)} bài nộp, chấm trong {seconds:.0f} s. "
+            f"<p>{len({k[0] for k in summary})} học viên, {len(summary)} bài nộp, chấm trong {seconds:.0f} s"
+            f"{f' ({cpu:.0f} s CPU)' if cpu is not None else ''}. "
             "Mỗi notebook chạy từ trên xuống (như “Chạy tất cả”) bằng bộ chấm của khoá; output cũ trong file bị bỏ "
             "qua.</p>", "<h2>Tóm tắt</h2><table><tr><th>Học viên</th><th>Bài</th><th>Đạt</th><th>Nhiệm vụ</th>"
             "<th>Notebook</th></tr>"]
@@ -627,7 +826,7 @@ def write_html(rows: list[dict], path: Path, seconds: float) -> None:
 
 
 def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, jobs: int = 1,
-          notebooks: Path = NOTEBOOKS, echo=print) -> list[dict]:
+          notebooks: Path = NOTEBOOKS, echo=print, sandbox: str = "auto", disk_mb: int = DISK_MB) -> list[dict]:
     """Grade every file under `folder`; write grades.csv, grades.html and logs/ into `out`; return the rows.
 
     Args:
@@ -638,31 +837,39 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
         jobs: Notebooks graded at the same time.
         notebooks: The course's generated notebooks (to recognise lessons).
         echo: Where progress lines go.
+        sandbox: "auto" (bubblewrap where it runs, else none: one line says so), "required" or "off".
+        disk_mb: MiB each notebook may write inside the sandbox.
     """
     if not folder.is_dir():
         raise GradeError(f"thư mục bài nộp không tồn tại: {folder}")
-    for name, value, low in (("timeout", timeout, 1), ("memory_mb", memory_mb, 256), ("jobs", jobs, 1)):
+    for name, value, low in (("timeout", timeout, 1), ("memory_mb", memory_mb, 256), ("jobs", jobs, 1),
+                             ("disk_mb", disk_mb, 16)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
             raise GradeError(f"{name} phải là một số ≥ {low}, không phải {value!r}")
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), cpu_seconds()
     lessons = load_lessons(notebooks)
     info = task_info(lessons)
     folder, out = folder.resolve(), out.resolve()
+    box, line = prepare_sandbox(sandbox, int(disk_mb), hidden=(folder, out))
     subs = [read_submission(path, folder, lessons) for path in find_files(folder, exclude=out)]
     echo(f"Chấm {len(subs)} file trong {folder} ({jobs} notebook cùng lúc, tối đa {timeout:g} s và "
          f"{memory_mb} MiB mỗi notebook)")
+    echo(line)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     threads = max(1, cpus // int(jobs))
     logs: dict[int, str] = {}
+    sandboxed_cpu: list[float] = []  # what sandboxed workers report: their CPU time does not reach this process
     done = [0]
     lock = threading.Lock()
 
     def one(index: int) -> list[dict]:
         sub = subs[index]
         t0 = time.monotonic()
-        result, checks = (None, []) if sub.problem else run_submission(sub, timeout, int(memory_mb), threads)
+        result, checks = (None, []) if sub.problem else run_submission(sub, timeout, int(memory_mb), threads, box)
         if result:
             logs[index] = result.pop("log", "")
+            if box is not None and isinstance(result.get("cpu"), (int, float)):
+                sandboxed_cpu.append(float(result["cpu"]))
         rows = rows_for(sub, result, checks, info, timeout, int(memory_mb))
         passed = sum(r["status"] == "passed" for r in rows)
         tasks = sum(r["task"] != NOTEBOOK_TASK for r in rows)
@@ -681,7 +888,7 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
         for proc, pid_file in active:
             _kill_group(proc.pid)
             try:
-                _kill_group(int(pid_file.read_text(encoding="utf-8") or 0))
+                _kill_group(int(pid_file.read_text(encoding="utf-8") or 0) if pid_file else 0)
             except (OSError, ValueError):
                 pass
         pool.shutdown(wait=True, cancel_futures=True)
@@ -693,10 +900,12 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
     for i, text in logs.items():
         slug = re.sub(r"[^\w.-]+", "_", f"{i + 1:03d}_{subs[i].learner}_{subs[i].path.stem}")[:80]
         (out / "logs" / f"{slug}.txt").write_text(text, encoding="utf-8")
-    seconds = time.monotonic() - started
+    seconds, cpu = time.monotonic() - started, cpu_seconds() - cpu_started + sum(sandboxed_cpu)
     write_csv(rows, out / "grades.csv")
-    write_html(rows, out / "grades.html", seconds)
-    echo(f"Xong sau {seconds:.0f} s: {out / 'grades.csv'} · {out / 'grades.html'}")
+    write_html(rows, out / "grades.html", seconds, cpu)
+    echo(f"Xong: {out / 'grades.csv'} · {out / 'grades.html'}")
+    echo(f"Cả lớp: {len(subs)} file, {seconds:.0f} s thời gian thực, {cpu:.0f} s CPU "
+         f"({'trong sandbox' if box else 'không sandbox'}).")
     return rows
 
 
@@ -715,10 +924,17 @@ def main(argv: list[str] | None = None) -> int:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     parser.add_argument("--jobs", type=int, default=max(1, cpus // 2),
                         help=f"số notebook chấm cùng lúc (mặc định {max(1, cpus // 2)}: nửa số nhân CPU)")
+    parser.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto",
+                        help="auto (mặc định): chạy mỗi notebook trong sandbox bubblewrap nếu máy có (không mạng, "
+                             "không thấy thư mục nhà của bạn, repo chỉ đọc), không có thì báo một dòng và chấm như "
+                             "off; required: không có sandbox thì không chấm; off: không sandbox")
+    parser.add_argument("--disk-mb", type=int, default=DISK_MB,
+                        help=f"MiB mỗi notebook được ghi trong sandbox (mặc định {DISK_MB}; nằm trong bộ nhớ)")
     args = parser.parse_args(argv)
     here = Path(os.environ.get("COURSE_CALLER_CWD") or os.getcwd())  # course.sh runs this from the repository
     try:
-        grade(here / args.folder, here / args.out, args.timeout, args.memory_mb, args.jobs)
+        grade(here / args.folder, here / args.out, args.timeout, args.memory_mb, args.jobs, sandbox=args.sandbox,
+              disk_mb=args.disk_mb)
     except GradeError as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return 2
