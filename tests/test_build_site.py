@@ -355,7 +355,7 @@ def test_site_links_turn_repository_urls_back_into_site_pages():
     pages = build_site.site_pages(["notebooks/02_y.ipynb", "notebooks/03_x.ipynb",
                                    "notebooks/solutions/02_y_solutions.ipynb"])
     assert pages["docs/glossary.md"] == "docs/glossary.md" and pages["docs/core_path.md"] == "core_path.md"
-    kept = (f" · [phiên bản]({repo}docs/version_notes.md#bai-14-4) · [README]({repo}README.md) · "
+    kept = (f" · [README]({repo}README.md) · "
             "[khác](https://github.com/o/r/blob/main/docs/glossary.md#g-x) · [web](https://e.org/docs/glossary.md)")
     for page, up in (("notebooks/02_y.ipynb", ""), ("notebooks/solutions/02_y_solutions.ipynb", "../")):
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(source),
@@ -363,5 +363,6 @@ def test_site_links_turn_repository_urls_back_into_site_pages():
         build_site.site_links(nb, page, pages, config)
         assert nb.cells[0].source == (
             f'<a href="../{up}docs/glossary.html#g-kernel">kernel</a> · [Bài 3]({up}03_x.ipynb) · '
-            f'<a href="{up}03_x.html#muc-2">mục</a> · [lộ trình](../{up}core_path.md)' + kept)
+            f'<a href="{up}03_x.html#muc-2">mục</a> · [lộ trình](../{up}core_path.md) · '
+            f'<a href="../{up}docs/version_notes.html#bai-14-4">phiên bản</a>' + kept)
         assert nb.cells[1].source == f"# [k]({repo}docs/glossary.md#g-k)", "code cells are left alone"
