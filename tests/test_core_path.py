@@ -103,16 +103,16 @@ def test_every_numbered_section_is_marked_and_the_time_line_gives_the_core(src):
     assert stated == core, f"{src.name}: the ⏱️ line needs '⭐ cốt lõi ~{core} phút' (python tools/build_course.py)"
 
 
-def _run_core(src: Path, variant: str, tmp_path: Path):
-    """Execute the core cells of a lesson's `variant` ("learner" or "solution") alone, top to bottom."""
+def _run_solutions_core(src: Path, tmp_path: Path):
+    """Execute the core cells of a lesson's solutions alone, top to bottom."""
     import nbformat
     import run_notebooks
 
     text = src.read_text(encoding="utf-8")
-    body = build_course.select_variant(text, variant) if build_course.has_variants(text) else text
+    body = build_course.select_variant(text, "solution") if build_course.has_variants(text) else text
     cells = build_course.parse_source(build_course.core_source(body))
     nb = build_course.build_notebook(cells, src.stem, f"notebooks/{src.stem}.ipynb", build_course.load_config())
-    path = tmp_path / f"{src.stem}_core_{variant}.ipynb"
+    path = tmp_path / f"{src.stem}_core.ipynb"
     nbformat.write(nbformat.from_dict(nb), path)
     return run_notebooks.execute_notebook(path, "pass", timeout=300)
 
@@ -121,14 +121,10 @@ CORE_LESSONS = [s for s in SOURCES if build_course.core_source(s.read_text(encod
 
 
 @pytest.mark.parametrize("src", CORE_LESSONS, ids=lambda p: p.stem)
-def test_core_cells_run_alone_top_to_bottom(src, tmp_path):
-    run = _run_core(src, "learner", tmp_path)
-    assert run.error is None, f"the core path of {src.stem} stops:\n{run.error}"
-
-
-@pytest.mark.parametrize("src", CORE_LESSONS, ids=lambda p: p.stem)
-def test_every_core_task_is_solved_from_core_material_alone(src, tmp_path):
-    run = _run_core(src, "solution", tmp_path)
+def test_core_cells_run_alone_and_every_core_task_is_solved_there(src, tmp_path):
+    """The solutions' core cells, alone and in order (the learner's differ only inside task regions, and
+    test_no_core_cell_needs_a_name_only_an_extension_defines covers what they read): every ⭐ check passes."""
+    run = _run_solutions_core(src, tmp_path)
     assert run.error is None, f"the core path of {src.stem}'s solutions stops:\n{run.error}"
     checked = [c for c in run.nb.cells if c.cell_type == "code" and re.search(r"^\s*\w+\.check\(", c.source, re.M)
                and not c.source.startswith("%%gpu")]

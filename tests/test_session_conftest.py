@@ -19,7 +19,7 @@ _spec.loader.exec_module(root_conftest)
 @pytest.mark.parametrize("nodeid, scope", [
     ("tests/test_bench.py::test_x[a]", "tests/test_bench.py"),
     ("tests/test_rerun.py::Test_01_device_basics::test_runs_twice_in_one_kernel", "notebook-kernels"),
-    ("tests/test_core_path.py::test_core_cells_run_alone_top_to_bottom[01_device_basics]", "notebook-kernels"),
+    ("tests/test_core_path.py::test_core_cells_run_alone_and_every_core_task_is_solved_there[01_device_basics]", "notebook-kernels"),
     ("tests/test_setup_cell.py::test_offline", "colab-env"),
     ("tests/test_colab_env.py::test_notebook_runs_top_to_bottom_in_colab_env[01.ipynb]", "colab-env"),
 ])
