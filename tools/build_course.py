@@ -720,16 +720,15 @@ def badges_markdown(config: CourseConfig, notebooks: list[Path]) -> str:
 
 
 def stats_table(sources: list[Path] | None = None) -> str:
-    """Return a table of each lesson's prose syllables and yardstick minutes, whole and core, with totals."""
+    """Return a table of each lesson's prose syllables and minutes (as its ⏱️ line states them), with totals."""
     rows = [f"{'bài':<28} {'âm tiết':>8} {'⭐ âm tiết':>10} {'phút':>6} {'⭐ phút':>7}"]
-    totals = [0, 0, 0.0, 0.0]
+    totals = [0, 0, 0, 0]
     measured = load_measured()
     for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
         text = src.read_text(encoding="utf-8")
         learner = select_variant(text, "learner") if has_variants(text) else text
         core, cells = core_source(learner), measured.get(src.stem)
-        row = [prose_syllables(text), prose_syllables(core) if core else 0, estimate_minutes(text, cells),
-               core_minutes(text, cells)]
+        row = [prose_syllables(text), prose_syllables(core) if core else 0, *lesson_minutes(text, cells)]
         totals = [a + b for a, b in zip(totals, row, strict=True)]
         rows.append(f"{src.stem:<28} {row[0]:>8} {row[1]:>10} {row[2]:>6.0f} {row[3]:>7.0f}")
     rows.append(f"{'tổng':<28} {totals[0]:>8} {totals[1]:>10} {totals[2]:>6.0f} {totals[3]:>7.0f}")
