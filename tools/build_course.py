@@ -613,6 +613,10 @@ def lesson_times_table(lessons: dict[Path, str] | None = None) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _grouped(number: int) -> str:
+    return f"{number:,}".replace(",", " ")  # the course's way: thousands grouped by a space (bench.format_count)
+
+
 def readme_with_study_times(readme: str, lessons: dict[Path, str] | None = None) -> str:
     """Return README with each notebook row's study-time cell ("~N phút (⭐ ~M)") from the yardstick."""
     measured, texts = load_measured(), _lessons(lessons)
@@ -621,6 +625,11 @@ def readme_with_study_times(readme: str, lessons: dict[Path, str] | None = None)
     readme = re.sub(r"\*\*Lộ trình cốt lõi \([^)\n]*\):\*\*",
                     f"**Lộ trình cốt lõi (~{core // 60} giờ {core % 60} phút, cả khoá ~{round(whole / 60)} giờ):**",
                     readme, count=1)
+    syllables = sum(prose_syllables(text) for text in texts.values())
+    core_syllables = sum(prose_syllables(core_source(select_variant(text, "learner") if has_variants(text) else text))
+                         for text in texts.values())
+    readme = re.sub(r"\(hiện: [\d ]+ âm tiết lời bài, [\d ]+ ở phần ⭐\)",
+                    f"(hiện: {_grouped(syllables)} âm tiết lời bài, {_grouped(core_syllables)} ở phần ⭐)", readme, count=1)
     for src in texts:
         cell = _minutes_text(*minutes[src])
         row = re.compile(rf"^(\| [^\n]*\(notebooks/{re.escape(src.stem)}\.ipynb\)[^\n]*\| )~\d+ phút \([^)]*\)( \|)", re.M)
