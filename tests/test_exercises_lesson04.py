@@ -102,6 +102,17 @@ def test_task0_typical_wrong_answers_fail_with_their_message(fn, message):
     assert_fails(task0.evaluate(fn), message, in_lines=True)
 
 
+@pytest.mark.parametrize("error", ["Torch not compiled with CUDA enabled",  # a CPU build
+                                   "Found no NVIDIA driver on your system."])  # a CUDA build without a driver
+def test_task0_names_a_real_synchronize_the_same_way_on_every_build(monkeypatch, error):
+    def synchronize(device=None):
+        raise RuntimeError(error)
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)  # the matrix's CUDA-build row found the second
+    fn, message = WRONG_TASK0["torch.cuda.synchronize"]
+    assert_fails(task0.evaluate(fn), message, in_lines=True)
+
+
 # --------------------------------------------------------------------------- task 1: split_time
 
 

@@ -121,13 +121,20 @@ def fake_cuda() -> tuple[_FakeTensor, object]:
 _GPU_TIME = "gpu_time(x, sync, repeats=5)"
 
 
+class _RealSynchronize(RuntimeError):
+    """Raised by torch.cuda.synchronize while a check runs: the fake GPU only knows the `sync` it hands out."""
+
+
 def _evaluate_gpu_time(report: Report, gpu_time=None) -> None:
     report.require_function(gpu_time, _GPU_TIME)
     gpu = _FakeGpu()
-    with mock.patch.multiple(time, perf_counter=gpu.now, monotonic=gpu.now, time=gpu.now):
+    # torch.cuda.synchronize fails differently on each build (CPU build, CUDA build without a driver, a real GPU that
+    # has nothing queued): patched, the same mistake gets the same message everywhere
+    with (mock.patch.multiple(time, perf_counter=gpu.now, monotonic=gpu.now, time=gpu.now),
+          mock.patch.object(torch.cuda, "synchronize", side_effect=_RealSynchronize("torch.cuda.synchronize"))):
         result = report.call(_GPU_TIME, gpu_time, _FakeTensor(gpu, on_gpu=True), gpu.sync, repeats=_REPEATS,
-                             mistakes=[(Exception, "CUDA|cuda", "đừng gọi torch.cuda.synchronize() ở đây: dùng hàm "
-                                                                "sync được truyền vào (GPU giả chỉ hiểu nó).")])
+                             mistakes=[(Exception, "CUDA|cuda|NVIDIA", "đừng gọi torch.cuda.synchronize() ở đây: dùng "
+                                                                       "hàm sync được truyền vào (GPU giả chỉ hiểu nó).")])
     report.require_return(result, "gpu_time", "giây")
     seconds = number(result)
     if seconds is None:
