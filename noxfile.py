@@ -37,12 +37,10 @@ from pathlib import Path
 
 import nox
 
+from tools import colab_pins, output_checks, verified
+from tools import version_matrix as vm
+
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT / "tools"))
-import colab_pins  # noqa: E402
-import output_checks  # noqa: E402
-import verified  # noqa: E402
-import version_matrix as vm  # noqa: E402
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["wheel", "resolve"]
@@ -163,7 +161,7 @@ def release(session: nox.Session) -> None:
     changelog.write_text(text[:entry.start(1)] + today + text[entry.end(1):], encoding="utf-8")
     _replace(ROOT / "lessons_lib" / "__init__.py", r'^__version__ = "[^"]*"', f'__version__ = "{version}"')
     _replace(ROOT / "pyproject.toml", r'^ref = "[^"]*"', f'ref = "{tag}"')
-    session.run(sys.executable, "tools/build_course.py", external=True)
+    session.run(sys.executable, "-m", "tools.build_course", external=True)
     session.run("git", "commit", "-qam", f"Release {version}", external=True)
     session.run("git", "tag", "-a", tag, "-m", f"lessons_lib {version}", external=True)
     session.log(f"tagged {tag}; publish it: git push origin main {tag}")

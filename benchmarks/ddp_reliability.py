@@ -33,10 +33,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from lessons_lib.ddp import DDPRunError, find_processes, launch
 
-from lessons_lib.ddp import DDPRunError, find_processes, launch  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 NOTEBOOK_SRC = ROOT / "course_src" / "08_multi_gpu_preview.md"
 _WRITEFILE = re.compile(r'```python\n%%writefile "\{work\}/([\w.]+)"\n(.*?)```', re.S)

@@ -1,22 +1,19 @@
 """Sphinx configuration of the course website (Sphinx + MyST-NB + sphinx-book-theme).
 
 The pages are the executed notebooks that tools/build_site.py prepares in build/site-src/; build the site with
-``python tools/build_site.py`` (it calls Sphinx with ``-c site``). Nothing here reaches the network: the theme,
+``python -m tools.build_site`` (it calls Sphinx with ``-c site``). Nothing here reaches the network: the theme,
 fonts and MathJax are local files, and notebooks are never executed by Sphinx (MyST-NB only renders outputs).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+
+from tools.build_course import load_config
+from tools.lessons_site import course_version
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE / "_ext"))
-sys.path.insert(0, str(ROOT / "tools"))
-
-from build_course import load_config  # noqa: E402
-from lessons_site import course_version  # noqa: E402
 
 COURSE = load_config()
 
@@ -24,7 +21,7 @@ project = "Bài 14: GPU và CUDA trong PyTorch"
 author = "Các tác giả khoá học"
 version = release = course_version(ROOT)
 language = "vi"
-extensions = ["myst_nb", "lessons_site", "site_epub"]
+extensions = ["myst_nb", "tools.lessons_site", "tools.site_epub"]  # Sphinx runs with the repository as cwd
 exclude_patterns = ["_extra", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
 

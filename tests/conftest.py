@@ -27,8 +27,7 @@ def course_env_vars():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    import course
+    from tools import course
 
     stamp = Path(sys.prefix) / course.STAMP
     recorded = stamp.read_text(encoding="utf-8").strip() if stamp.exists() else None

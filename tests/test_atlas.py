@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
-import atlas  # noqa: E402
-from execute_course import course_notebooks, execute_cached  # noqa: E402
+from lessons_lib.errors import explain
+from tools import atlas
+from tools.execute_course import execute_cached
+from tools.run_notebooks import course_notebooks
 
-from lessons_lib.errors import explain  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests of tools/build_site.py and site/_ext/lessons_site.py (no browser: tests/e2e/test_site.py has that).
+"""Tests of tools/build_site.py and tools/lessons_site.py (no browser: tests/e2e/test_site.py has that).
 
 The GPU-run merge is tested with fake GPU runs: folders laid out as tools/gpu_validate.sh saves them
 (environment.txt + executed/<notebook path>), whose %%gpu cells hold made-up outputs.
@@ -7,22 +7,19 @@ The GPU-run merge is tested with fake GPU runs: folders laid out as tools/gpu_va
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from lessons_lib.gpu_cells import SKIP_MARK, missing_hardware
+from tools import build_site, lessons_site
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-sys.path.insert(0, str(ROOT / "site" / "_ext"))
-import build_site  # noqa: E402
 
 # The site's Sphinx extension needs Sphinx: requirements.txt installs it; Colab's package set (the version matrix) does not.
 pytest.importorskip("sphinx", reason="Sphinx builds the website; it is in requirements.txt, not in Colab's packages")
-import lessons_site  # noqa: E402
 
-from lessons_lib.gpu_cells import SKIP_MARK, missing_hardware  # noqa: E402
 
 ENVIRONMENT = """date: 2026-11-30 09:15 UTC
 name, driver_version, memory.total [MiB], compute_cap
@@ -259,7 +256,7 @@ def test_stage_keeps_time_stamps_of_unchanged_files_and_removes_stale_ones(tmp_p
 
 
 def test_stage_refuses_to_build_when_a_notebook_fails(tmp_path, monkeypatch):
-    from execute_course import Executed
+    from tools.execute_course import Executed
 
     failed = Executed(Path("x.ipynb"), None, "ValueError: boom", False, 0.1)
     monkeypatch.setattr(build_site, "execute_cached", lambda path: failed)
@@ -344,7 +341,7 @@ def test_main_says_why_a_gpu_run_folder_is_unusable(tmp_path, capsys):
 
 def test_site_links_turn_repository_urls_back_into_site_pages():
     """Notebooks link the repository on GitHub (for Colab); the site opens its own page where it has one."""
-    import build_course
+    from tools import build_course
 
     config = build_course.CourseConfig(repo="o/r", branch="main", ref="v1.0.0")
     repo = "https://github.com/o/r/blob/v1.0.0/"

@@ -7,7 +7,6 @@ elsewhere they skip. The others check the pins file and Colab's environment vari
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import nbformat
@@ -15,11 +14,10 @@ import pytest
 import torch
 
 from lessons_lib.errors import explain
+from tools import colab_pins
+from tools import version_matrix as vm
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import colab_pins  # noqa: E402
-import version_matrix as vm  # noqa: E402
 
 in_colab_row = pytest.mark.skipif(os.environ.get("BAI14_COLAB_ROW") != "1",
                                   reason="runs in a Colab row of the matrix: nox -s colab")

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tools import colab_pins
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import colab_pins  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "colab-backend-info"
 KAGGLE = ROOT / "tests" / "fixtures" / "kaggle-docker-python" / "78aaa43f"

@@ -5,15 +5,14 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from tools import build_course
 
-import build_course  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 SOURCES = sorted((ROOT / "course_src").glob("[0-9][0-9]_*.md"))
 
@@ -100,13 +99,14 @@ def test_every_numbered_section_is_marked_and_the_time_line_gives_the_core(src):
     if core == 0:
         assert stated is None and "🔭" in text.splitlines()[0], f"{src.name}: a lesson with no core says so in its title"
         return
-    assert stated == core, f"{src.name}: the ⏱️ line needs '⭐ cốt lõi ~{core} phút' (python tools/build_course.py)"
+    assert stated == core, f"{src.name}: the ⏱️ line needs '⭐ cốt lõi ~{core} phút' (python -m tools.build_course)"
 
 
 def _run_solutions_core(src: Path, tmp_path: Path):
     """Execute the core cells of a lesson's solutions alone, top to bottom."""
     import nbformat
-    import run_notebooks
+
+    from tools import run_notebooks
 
     text = src.read_text(encoding="utf-8")
     body = build_course.select_variant(text, "solution") if build_course.has_variants(text) else text
@@ -145,7 +145,7 @@ def test_readme_table_gives_each_lesson_its_core_time():
 
 def test_the_core_path_page_lists_every_lesson_and_core_task_in_order():
     page = (ROOT / "docs" / "core_path.md").read_text(encoding="utf-8")
-    assert page == build_course.core_path_markdown(), "run python tools/build_course.py"
+    assert page == build_course.core_path_markdown(), "run python -m tools.build_course"
     positions = [page.index(f"(../notebooks/{src.stem}.ipynb)") for src in SOURCES]
     assert positions == sorted(positions)
     for src in SOURCES:

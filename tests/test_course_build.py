@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import sys
 import tokenize
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -13,9 +12,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import nbformat
 import pytest
 
+from tools import build_course
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import build_course  # noqa: E402
 
 NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in str(p))
 MAX_CODE_LINES = 16
@@ -53,7 +52,7 @@ def test_generated_files_are_up_to_date():
     planned = build_course.planned_outputs()
     stale = [p.relative_to(ROOT).as_posix() for p, text in planned.items()
              if not p.exists() or p.read_text(encoding="utf-8") != text]
-    assert not stale, f"run `python tools/build_course.py`; out of date: {stale}"
+    assert not stale, f"run `python -m tools.build_course`; out of date: {stale}"
 
 
 def test_every_notebook_has_a_source():
@@ -166,7 +165,7 @@ def test_every_code_cell_has_a_measurement():
         cells = [c.source for c in build_course.parse_source(learner) if c.kind == "code"]
         missing = [c.splitlines()[0] for c in cells if build_course.cell_key(c) not in measured.get(src.stem, {})]
         assert not missing, (f"{src.stem}: {len(missing)} code cell(s) changed since the last measurement (first lines: "
-                             f"{missing[:3]}): run python tools/build_course.py --measure on a quiet machine")
+                             f"{missing[:3]}): run python -m tools.build_course --measure on a quiet machine")
 
 
 _LINK = re.compile(r"\]\((https://[^)\s]+)\)")

@@ -27,10 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import course, workspace
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import course  # noqa: E402
-import workspace  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.name == "nt" or shutil.which("bash") is None, reason="needs bash on POSIX")
 UNPRIVILEGED = "nobody"

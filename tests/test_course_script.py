@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import course
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import course  # noqa: E402
 
 REQUIREMENTS = (ROOT / "requirements.txt").read_text(encoding="utf-8")
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import nbformat
 
+from tools import execute_course, run_notebooks
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import execute_course  # noqa: E402
 
 
 def write_notebook(path: Path, *sources: str) -> Path:
@@ -23,7 +22,7 @@ def write_notebook(path: Path, *sources: str) -> Path:
 def test_course_notebooks_lists_lessons_then_solutions(tmp_path):
     for name in ("02_b.ipynb", "01_a.ipynb", "solutions/01_a_solutions.ipynb", ".ipynb_checkpoints/01_a-checkpoint.ipynb"):
         write_notebook(tmp_path / name, "1")
-    found = [p.relative_to(tmp_path).as_posix() for p in execute_course.course_notebooks(tmp_path)]
+    found = [p.relative_to(tmp_path).as_posix() for p in run_notebooks.course_notebooks(tmp_path)]
     assert found == ["01_a.ipynb", "02_b.ipynb", "solutions/01_a_solutions.ipynb"]
 
 
@@ -91,7 +90,7 @@ def test_a_changed_notebook_runs_again(tmp_path, monkeypatch):
 
 
 def test_a_failed_run_is_reported_and_not_cached(tmp_path, monkeypatch):
-    from run_notebooks import Execution
+    from tools.run_notebooks import Execution
 
     source = write_notebook(tmp_path / "bad.ipynb", "raise ValueError('boom')")
     failed = Execution(nb=nbformat.read(source, as_version=4), wall_s=0.1, error="ValueError: boom", probe_text="")
@@ -139,7 +138,7 @@ def test_two_callers_at_once_run_the_notebook_once(tmp_path, monkeypatch):
 
 
 def _fake_run(source: Path):
-    from run_notebooks import Execution
+    from tools.run_notebooks import Execution
 
     nb = nbformat.read(source, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell("probe"))

@@ -29,10 +29,9 @@ from lessons_lib import exercises as ex
 from lessons_lib.device import pick_device
 from lessons_lib.exercises import _core
 from lessons_lib.exercises._tracking import MoveTracker
+from tools import build_course
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import build_course  # noqa: E402
 
 LEARNER_NB, SOLUTION_NB = notebook_pair("10_exercises")
 HAS_CUDA = torch.cuda.is_available()

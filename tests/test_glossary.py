@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from tools import glossary
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import glossary  # noqa: E402
 
 ENTRIES = glossary.load()
 LESSONS = sorted((ROOT / "course_src").glob("[0-9][0-9]_*.md"))

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import gpu_validate  # noqa: E402
-import run_notebooks  # noqa: E402
+from lessons_lib import gpu_check
+from tools import gpu_validate, run_notebooks
 
-from lessons_lib import gpu_check  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 FAKE_SMI = """#!/bin/sh
 case "$*" in

@@ -20,13 +20,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from _grading import run_grader
+
+from lessons_lib.exercises import _core
+from tools import grade
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import grade  # noqa: E402
-from _grading import run_grader  # noqa: E402
 
-from lessons_lib.exercises import _core  # noqa: E402
 
 NB = ROOT / "notebooks"
 
@@ -190,14 +190,14 @@ def test_grade_rejects_bad_arguments(tmp_path):
 
 
 def test_course_sh_grade_hands_over_to_tools_grade(monkeypatch, tmp_path):
-    import course
+    from tools import course
 
     seen = {}
     monkeypatch.setattr(course, "ensure_env", lambda system_torch: Path("/env/python"))
     monkeypatch.setattr(course, "_hand_over", lambda cmd, env: seen.update(cmd=cmd, env=env) or 0)
     monkeypatch.chdir(tmp_path)
     course.main(["grade", "bai_nop", "--jobs", "2"])
-    assert seen["cmd"] == ["/env/python", "tools/grade.py", "bai_nop", "--jobs", "2"]
+    assert seen["cmd"] == ["/env/python", "-m", "tools.grade", "bai_nop", "--jobs", "2"]
     assert seen["env"]["COURSE_CALLER_CWD"] == str(tmp_path)  # bai_nop is where the instructor typed it
 
 
@@ -318,7 +318,7 @@ def graded(tmp_path_factory):
     before_folder = _folder_state(folder)
     env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp), "SECRET_TOKEN": "không-được-lộ"}
     sandbox = os.environ.get("BAI14_GRADE_TEST_SANDBOX", "auto")  # off: the same class without the sandbox
-    run = run_grader([sys.executable, "tools/grade.py", str(folder), "--out", str(out), "--jobs", "2",
+    run = run_grader([sys.executable, "-m", "tools.grade", str(folder), "--out", str(out), "--jobs", "2",
                       "--timeout", "45", "--memory-mb", "1500", "--sandbox", sandbox], env, ROOT)
     print(f"graded {len(want)} submissions in {run.wall_s:.0f} s ({run.idle_s:.0f} s of an idle machine; the "
           f"command: {run.reported}, load {os.getloadavg()[0]:.1f})\n{run.stdout}\n{run.stderr}")

@@ -27,11 +27,12 @@ import time
 from pathlib import Path
 
 import pytest
+from _grading import run_grader
+
+from tools import grade
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import grade  # noqa: E402
-from _grading import run_grader  # noqa: E402
+
 
 L2 = "02_moving_tensors"
 FILL_CAP_MB = 200  # the disk-filling notebook stops here by itself: without a sandbox it never fills this machine
@@ -279,7 +280,7 @@ def hostile(request, tmp_path_factory):
     env = {name: os.environ[name] for name in ("PATH", "LANG", "LC_ALL") if name in os.environ}
     env.update(HOME=str(home), TMPDIR=str(tmp), TEMP=str(tmp), TMP=str(tmp))  # no PYTHONPATH: the copy is the course
     try:
-        run = run_grader([sys.executable, str(repo / "tools" / "grade.py"), str(folder), "--out", str(out),
+        run = run_grader([sys.executable, "-m", "tools.grade", str(folder), "--out", str(out),
                           "--jobs", "2", "--timeout", "60", "--memory-mb", "1500", "--disk-mb", str(DISK_MB),
                           "--sandbox", "required" if mode == "sandbox" else "off"], env, repo)
         survivors = _marked_processes(markers)
@@ -367,7 +368,7 @@ def test_filling_the_disk(hostile):
 def test_the_test_command_installs_bubblewrap_after_one_apt_update(monkeypatch):
     import types
 
-    import course
+    from tools import course
 
     sandbox_group = ("sandbox của lệnh chấm bài", ["bubblewrap"])
     assert course.missing_test_packages(exists=lambda path: True, which=lambda name: None) == [sandbox_group]
@@ -399,8 +400,8 @@ def test_stopping_the_grader_ends_every_sandboxed_process(tmp_path, how):
         f'import subprocess\nsubprocess.Popen(["sleep", "{marker}"], start_new_session=True)\nwhile True:\n    pass')),
         encoding="utf-8")
     env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tools" / "grade.py"), str(folder), "--out",
-                             str(tmp_path / "kq"), "--sandbox", "required", "--timeout", "300"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "tools.grade", str(folder), "--out",
+                             str(tmp_path / "kq"), "--sandbox", "required", "--timeout", "300"], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from tools import build_course
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import build_course  # noqa: E402
 
 NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in str(p))
 CONFIG = build_course.load_config()

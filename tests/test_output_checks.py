@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
 import pytest
 
+from tools import output_checks
+from tools.run_notebooks import keep_first_pass_streams
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import output_checks  # noqa: E402
-from run_notebooks import keep_first_pass_streams  # noqa: E402
 
 v4 = nbformat.v4
 

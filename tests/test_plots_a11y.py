@@ -63,10 +63,8 @@ def test_a_figure_with_nothing_to_say_gets_no_alt():
 def test_the_site_finds_each_png_outputs_alt_by_the_hash_myst_nb_names_the_image_file_with():
     import base64
     import hashlib
-    import sys
 
-    sys.path.insert(0, str(PLOTS.parents[1] / "site" / "_ext"))
-    from lessons_site import plot_alts
+    from tools.lessons_site import plot_alts
 
     png = base64.b64encode(b"\x89PNG fake").decode()
     output = {"data": {"image/png": png}, "metadata": {"image/png": {"alt": "Biểu đồ: T."}}}

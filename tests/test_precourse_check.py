@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import nbformat
 
+from tools import precourse_check
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import precourse_check  # noqa: E402
 
 
 def _notebook(path: Path, *sources: str) -> Path:

@@ -15,18 +15,15 @@ which executes from the first lesson on, meets this one in the middle instead of
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import execute_course  # noqa: E402
-import output_checks  # noqa: E402
-import version_matrix  # noqa: E402
+from tools import execute_course, output_checks, run_notebooks, version_matrix
 
-NOTEBOOKS = execute_course.course_notebooks()[::-1]
+ROOT = Path(__file__).resolve().parent.parent
+
+NOTEBOOKS = run_notebooks.course_notebooks()[::-1]
 _RUNS: dict[Path, execute_course.Executed] = {}  # a failed run is not cached: the two tests share it here
 
 

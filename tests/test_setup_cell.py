@@ -24,10 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import build_course, course
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import build_course  # noqa: E402
-import course  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").rglob("*.ipynb"))
 MAX_SETUP_LINES = 21

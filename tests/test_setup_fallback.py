@@ -20,9 +20,9 @@ from pathlib import Path
 import pip
 import pytest
 
+from tools import build_course
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import build_course  # noqa: E402
 
 CONFIG = build_course.load_config()
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the throw-away venv's layout and symlink are POSIX")

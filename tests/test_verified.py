@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from tools import verified
+from tools import version_matrix as vm
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import verified  # noqa: E402
-import version_matrix as vm  # noqa: E402
 
 SOURCE = "course_src/02_moving_tensors.md"
 LAST = (vm.git("log", "-1", "--format=%h", "--", SOURCE) or "").strip()

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from tools import version_matrix as vm
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10 (a matrix row runs it): pytest brings tomli
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import version_matrix as vm  # noqa: E402
 
 
 def test_combinations_are_distinct_and_run_the_declared_floors():
@@ -72,7 +72,7 @@ def test_the_rows_stand_for_the_platforms_and_their_notebook_stacks():
     assert (kaggle.platform, kaggle.stack, kaggle.kind) == ("kaggle", "kaggle", "cuda-no-gpu")
     assert kaggle.environ == vm.KAGGLE_RUNTIME_ENV and colab.environ == vm.COLAB_RUNTIME_ENV
     assert not any(c.platform or c.find_links for c in vm.COMBOS[3:]), "the version rows: no platform, PyPI's torch"
-    import colab_pins
+    from tools import colab_pins
 
     for combo in vm.COMBOS:  # a platform row runs its platform's Python (X.Y) and, from PyPI, its torch release
         image = colab_pins.describe(combo.pins_file)
@@ -188,7 +188,7 @@ def test_notebook_rows_fail_a_notebook_that_raised_or_broke_the_lessons_promise(
 
 
 def test_each_swap_replaces_a_pin_of_its_stack_other_than_torch():
-    import colab_pins
+    from tools import colab_pins
 
     for combo in vm.COMBOS:
         pins = colab_pins.read_pins(combo.pins_file)
@@ -199,5 +199,5 @@ def test_each_swap_replaces_a_pin_of_its_stack_other_than_torch():
 def test_the_tool_modules_the_noxfile_imports_load_where_only_nox_is_installed():
     # `course.sh nox` runs nox from `uv tool run nox`: the standard library and nox, nothing of the course's
     blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in ("nbformat", "nbclient", "torch", "lessons_lib"))
-    code = f"import sys; sys.path.insert(0, 'tools'); {blocked}; import colab_pins, output_checks, verified, version_matrix"
+    code = f"import sys; {blocked}; from tools import colab_pins, output_checks, verified, version_matrix"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

@@ -13,8 +13,8 @@ Output expectations go on the lines directly above a ```python fence: ``<!-- exp
 tools/output_checks.py checks against the executed notebook.
 
 Usage (tests/test_course_build.py fails while a generated file differs from its source):
-    python tools/build_course.py          # write notebooks/ and colab_badges.md
-    python tools/build_course.py --stats  # each lesson's prose syllables and minutes, whole and core
+    python -m tools.build_course          # write notebooks/ and colab_badges.md
+    python -m tools.build_course --stats  # each lesson's prose syllables and minutes, whole and core
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from tools import glossary
+
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "course_src"
 NOTEBOOKS = ROOT / "notebooks"
@@ -41,8 +43,6 @@ GUIDE = ROOT / "docs" / "teaching_guide.md"  # its lesson-times region is genera
 README = ROOT / "README.md"  # its notebook table's study-time column is generated
 VERSION_NOTES = ROOT / "docs" / "version_notes.md"  # the reference page lessons link to (version history, tool internals)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import glossary  # noqa: E402
 
 try:  # Python 3.11+
     import tomllib
@@ -271,7 +271,7 @@ def has_variants(text: str) -> bool:
 #: 1 min per figure. A quiz: 1 min. A checked task: 4 min plus 1 min per line of its solution that the starter does not
 #: already hold (a debugging task: the lines to fix). Each notebook: 3 min
 #: to open it, choose the runtime and run the setup cell. Run times and outputs come from MEASURED (one "Run all"
-#: of each learner notebook, `python tools/build_course.py --measure`); a cell not measured yet counts 1 s and no output.
+#: of each learner notebook, `python -m tools.build_course --measure`); a cell not measured yet counts 1 s and no output.
 READ_PER_MIN, CELL_MIN, CODE_LINE_MIN, FIGURE_MIN, QUIZ_MIN, TASK_MIN, TASK_LINE_MIN, SETUP_MIN = (
     100, 0.2, 0.1, 1.0, 1.0, 4.0, 1.0, 3.0)
 MEASURED = SRC / "measured.json"  # {lesson: {cell key: [seconds, output syllables, figures]}}
@@ -644,7 +644,7 @@ def core_path_markdown(lessons: dict[Path, str] | None = None) -> str:
     core_total = sum(core for _, core in minutes.values())
     full_total = sum(whole for whole, _ in minutes.values())
     lines = ["# Lộ trình cốt lõi", "",
-             "Sinh bởi `python tools/build_course.py` từ các mục ⭐ của course_src/; đừng sửa tay.", "",
+             "Sinh bởi `python -m tools.build_course` từ các mục ⭐ của course_src/; đừng sửa tay.", "",
              f"Cả khoá mất khoảng {full_total / 60:.0f} giờ; **lộ trình cốt lõi** khoảng {core_total / 60:.1f} giờ "
              f"(~{core_total} phút, một cuối tuần): trong mỗi bài, học các mục ⭐ theo thứ tự và làm các nhiệm vụ ⭐; "
              "bỏ qua các mục 🔭 *mở rộng* (không ô cốt lõi nào cần đến chúng) và quay lại đọc khi cần. "
@@ -713,7 +713,7 @@ def badges_markdown(config: CourseConfig, notebooks: list[Path]) -> str:
     lines = [
         "# Liên kết mở từng notebook (Colab / Kaggle)",
         "",
-        f"Sinh bởi `python tools/build_course.py` từ `[tool.course]` trong pyproject.toml "
+        f"Sinh bởi `python -m tools.build_course` từ `[tool.course]` trong pyproject.toml "
         f"(repo `{config.repo}`, nhánh `{config.branch}`). Đừng sửa tay.",
         "",
         "| notebook | Colab | Kaggle |",
@@ -748,7 +748,7 @@ def measure(sources: list[Path] | None = None, timeout: int = 600) -> dict:
     """Run each learner notebook once ("Run all") and return its code cells' [seconds, output syllables, figures]."""
     import time
 
-    from run_notebooks import execute_notebook
+    from tools.run_notebooks import execute_notebook
 
     cells: dict[str, dict] = {}
     for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
@@ -769,7 +769,7 @@ def measure(sources: list[Path] | None = None, timeout: int = 600) -> dict:
             figures = sum("image/png" in o.get("data", {}) for o in cell.outputs)
             found[cell_key(source)] = [round(seconds, 1), len(re.findall(r"\w+", text)), figures]
         cells[src.stem] = found
-    return {"about": f"python tools/build_course.py --measure, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} lõi, "
+    return {"about": f"python -m tools.build_course --measure, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} lõi, "
                      f"tải trung bình {os.getloadavg()[0]:.1f} lúc bắt đầu", "cells": cells}
 
 

@@ -14,8 +14,8 @@ nvidia-smi's CSV with the GPU names) and ``<out>/executed/<notebook path in the 
 ``gpu-validation-*/`` in the repository is used unless ``--gpu-run DIR`` or ``--no-gpu-run`` says otherwise.
 
 Usage:
-    python tools/build_site.py                 # → build/site/index.html
-    python tools/build_site.py --gpu-run ~/gpu-validation-20261130
+    python -m tools.build_site                 # → build/site/index.html
+    python -m tools.build_site --gpu-run ~/gpu-validation-20261130
 """
 
 from __future__ import annotations
@@ -36,25 +36,28 @@ from urllib.parse import quote, unquote
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import atlas  # noqa: E402
-import glossary  # noqa: E402
-import site_epub  # noqa: E402
-import verified  # noqa: E402
-from build_course import CORE_PATH, GUIDE, VERSION_NOTES, CourseConfig, colab_url, kaggle_url, load_config  # noqa: E402
-from execute_course import RUN_KEY, execute_cached  # noqa: E402
-from gpu_validate import needed_gpus  # noqa: E402
-from run_notebooks import course_notebooks  # noqa: E402
-
-from lessons_lib.gpu_cells import SKIP_MARK  # noqa: E402
-from lessons_lib.widget_display import STATIC_HTML_KEY  # noqa: E402
+from lessons_lib.gpu_cells import SKIP_MARK
+from lessons_lib.widget_display import STATIC_HTML_KEY
+from tools import atlas, glossary, site_epub, verified
+from tools.build_course import (
+    CORE_PATH,
+    GUIDE,
+    VERSION_NOTES,
+    CourseConfig,
+    colab_url,
+    kaggle_url,
+    load_config,
+)
+from tools.execute_course import RUN_KEY, execute_cached
+from tools.gpu_validate import needed_gpus
+from tools.run_notebooks import course_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "site"  # conf.py, templates, CSS, vendored fonts and MathJax
 STAGE = ROOT / "build" / "site-src"  # the prepared notebooks Sphinx reads
 DOCTREES = ROOT / "build" / "site-doctrees"
 OUT = ROOT / "build" / "site"
-EXTRA = "_extra"  # copied as-is to the site's root (see site/_ext/lessons_site.py)
+EXTRA = "_extra"  # copied as-is to the site's root (see tools/lessons_site.py)
 LICENCE_FILES = {"LICENSE": "LICENSE.txt", "LICENSE-CONTENT": "LICENSE-CONTENT.txt"}
 LAUNCH_CELL_ID = "lessons-site-launch"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -12,9 +12,9 @@ backend-info's last commit on or before that tag's date (unless --rev says which
 `name==version` pins to the packages the file lists (a `# Kaggle:` comment names repository, file and commit).
 
     git clone https://github.com/googlecolab/backend-info ../backend-info
-    python tools/colab_pins.py --from ../backend-info [--rev COMMIT] [--runtime cpu] [--write]
+    python -m tools.colab_pins --from ../backend-info [--rev COMMIT] [--runtime cpu] [--write]
     git clone https://github.com/Kaggle/docker-python ../docker-python
-    python tools/colab_pins.py --from ../backend-info --kaggle ../docker-python --pins envs/kaggle-pins.txt --write
+    python -m tools.colab_pins --from ../backend-info --kaggle ../docker-python --pins envs/kaggle-pins.txt --write
 Only the clones need the internet; the tests read saved copies (tests/fixtures/colab-backend-info/).
 """
 

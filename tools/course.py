@@ -1,18 +1,18 @@
 """The course's commands: set up the environment, then open the course in JupyterLab or run the tests.
 
 Standard library only, so any Python 3.10+ runs it before the environment exists; `bash tools/course.sh`
-finds such a Python and runs this file (PowerShell: ``py tools\\course.py lab``).
+finds such a Python and runs this file (PowerShell: ``py -m tools.course lab``).
 
 Usage:
-    python tools/course.py lab [JUPYTERLAB ARGS]   set up, refresh notebooks_cua_toi/, open it in JupyterLab
-    python tools/course.py test [PYTEST ARGS]      set up, then run pytest (every test and every notebook)
-    python tools/course.py site [BUILD_SITE ARGS]  set up, then build the course website into build/site/
-    python tools/course.py nox [NOX ARGS]          set up, then run nox (noxfile.py: `nox -l` lists the sessions,
+    python -m tools.course lab [JUPYTERLAB ARGS]   set up, refresh notebooks_cua_toi/, open it in JupyterLab
+    python -m tools.course test [PYTEST ARGS]      set up, then run pytest (every test and every notebook)
+    python -m tools.course site [BUILD_SITE ARGS]  set up, then build the course website into build/site/
+    python -m tools.course nox [NOX ARGS]          set up, then run nox (noxfile.py: `nox -l` lists the sessions,
                                                    e.g. the version matrix) with the environment's uv
-    python tools/course.py grade FOLDER [ARGS]     set up, then grade a class's notebooks (tools/grade.py; it runs
+    python -m tools.course grade FOLDER [ARGS]     set up, then grade a class's notebooks (tools/grade.py; it runs
                                                    the learners' code: README, "Chấm bài cả lớp")
-    python tools/course.py python [ARGS]           set up, then run the environment's python
-    python tools/course.py setup                   set up only
+    python -m tools.course python [ARGS]           set up, then run the environment's python
+    python -m tools.course setup                   set up only
 
 Environment variables:
     PYTHON                 (course.sh only) the Python that creates the environment
@@ -45,6 +45,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tools import workspace
+
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "requirements.txt"
 PYPROJECT = ROOT / "pyproject.toml"
@@ -52,11 +54,8 @@ STAMP = ".course-setup.sha256"
 RECIPE = "2"  # bump when the set-up steps change in a way that needs them to run again
 SUPPORTED = ((3, 10), (3, 13))  # the Pythons tests/test_requirements_resolve.py proves
 
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
-import workspace  # noqa: E402
 
-USAGE = "usage: bash tools/course.sh lab|test|check|site|nox|grade|python|setup [args]   (PowerShell: py tools\\course.py lab)"
+USAGE = "usage: bash tools/course.sh lab|test|check|site|nox|grade|python|setup [args]   (PowerShell: py -m tools.course lab)"
 
 
 class SetupError(RuntimeError):
@@ -382,9 +381,9 @@ def main(argv: list[str] | None = None) -> int:
         if command == "nox":
             return _hand_over([str(python), "-m", "uv", "tool", "run", "nox", *rest], dict(os.environ))
         if command in ("check", "site", "grade"):
-            script = {"check": "tools/precourse_check.py", "site": "tools/build_site.py", "grade": "tools/grade.py"}[command]
+            module = {"check": "tools.precourse_check", "site": "tools.build_site", "grade": "tools.grade"}[command]
             env = {**os.environ, **({"COURSE_CALLER_CWD": caller} if command == "grade" else {})}
-            return _hand_over([str(python), script, *rest], env)
+            return _hand_over([str(python), "-m", module, *rest], env)
         return _hand_over([str(python), *rest], dict(os.environ))
     except SetupError as exc:
         print(exc, file=sys.stderr)

@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import platform
-import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -25,9 +24,7 @@ from pathlib import Path
 import nbformat
 from filelock import FileLock  # a dependency of torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-# tools/ is not a package; tests/test_rerun.py uses course_notebooks as execute_course.course_notebooks
-from run_notebooks import course_notebooks, execute_notebook, saved_path  # noqa: E402, F401
+from tools.run_notebooks import execute_notebook, saved_path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"

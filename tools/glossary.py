@@ -37,7 +37,7 @@ def page(entries: list[dict]) -> str:
     """Return docs/glossary.md, the site page "Thuật ngữ": one anchored item per term (readable on a phone)."""
     items = [f'- <a id="{anchor(e["vi"])}"></a>**{e["vi"]}** (*{e["en"]}*): {e["meaning"]} — học ở bài 14.{int(e["first"])}'
              for e in entries]
-    return ("# Thuật ngữ\n\nSinh bởi `python tools/build_course.py` từ `course_src/glossary.json`; đừng sửa tay. "
+    return ("# Thuật ngữ\n\nSinh bởi `python -m tools.build_course` từ `course_src/glossary.json`; đừng sửa tay. "
             "Mỗi mục: từ khoá học dùng, từ tiếng Anh, nghĩa, bài dạy nó. Lần đầu một từ xuất hiện trong mỗi bài có "
             "liên kết về đây.\n\n" + "\n".join(items) + "\n")
 

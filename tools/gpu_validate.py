@@ -34,10 +34,10 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from lessons_lib import __version__, gpu_cells, gpu_check
 
-from lessons_lib import __version__, gpu_cells, gpu_check  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 
 def first_gpu_computation() -> str | None:
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                           "-rs", "-p", "no:cacheprovider", "-o", "junit_family=xunit1", f"--junitxml={junit}",
                           *map(str, notebooks)], out / "pytest.log", env)
     executed = out / "executed"
-    notebooks_status = _tee([sys.executable, str(ROOT / "tools" / "run_notebooks.py"), "--markdown", "--save",
+    notebooks_status = _tee([sys.executable, "-m", "tools.run_notebooks", "--markdown", "--save",
                              str(executed), *map(str, notebooks)], out / "notebooks.log", env)
     if pytest_status != 0:
         problems.append(f"❌ pytest thất bại (mã {pytest_status}), xem {out / 'pytest.log'}")

@@ -7,4 +7,4 @@
 # (with outputs) are kept in OUT/executed/<notebook path>; OUT defaults to gpu-validation-<date>-<time>/.
 set -eu
 cd "$(dirname "$0")/.."
-exec bash tools/course.sh python tools/gpu_validate.py "$@"
+exec bash tools/course.sh python -m tools.gpu_validate "$@"

@@ -40,8 +40,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-if str(ROOT) not in sys.path:  # lessons_lib of this repository (run as a script or imported by the tests)
-    sys.path.insert(0, str(ROOT))
 
 #: Codes of a row's result, and how the table shows them.
 LABELS = {
@@ -118,7 +116,7 @@ def load_lessons(notebooks: Path = NOTEBOOKS) -> dict[str, Lesson]:
                 if imported:
                     entry["module"] = imported.group(1)
     if not found:
-        raise GradeError(f"không thấy notebook nào của khoá học trong {notebooks} (chạy python tools/build_course.py)")
+        raise GradeError(f"không thấy notebook nào của khoá học trong {notebooks} (chạy python -m tools.build_course)")
     shared = set()  # texts in several lessons (the setup cell, common sentences) identify none of them
     names = list(found)
     for i, a in enumerate(names):

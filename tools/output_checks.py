@@ -10,7 +10,7 @@ the first pass only; tools/run_notebooks.py keeps it in the cell's ``metadata["f
 expectations are checked on the last pass, the one that is kept and published. Every cell's text output also fails
 when it shows a default object repr (``<… object at 0x…>``) or a comma-grouped number (``2,185``).
 
-Usage: ``python tools/output_checks.py`` prints this interpreter's machine kind.
+Usage: ``python -m tools.output_checks`` prints this interpreter's machine kind.
 """
 
 from __future__ import annotations

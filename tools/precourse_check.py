@@ -23,13 +23,12 @@ import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+from lessons_lib import gpu_check
+from tools import gpu_validate
+from tools.course import test_workers
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-import gpu_validate  # noqa: E402
-from course import test_workers  # noqa: E402
-
-from lessons_lib import gpu_check  # noqa: E402
 
 PEAK_PROPERTY = "kernel_peak_bytes"
 
@@ -115,12 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bai14-check-") as tmp:
         junit = Path(tmp) / "junit.xml"
-        cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider", "-p", "precourse_check",
+        cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider", "-p", "tools.precourse_check",
                *check_workers(),
                "-o", "junit_family=xunit1", f"--junitxml={junit}", "--rootdir", str(ROOT), *notebooks]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tools"),
-                                                                        os.environ.get("PYTHONPATH")])))
-        status = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        status = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if not junit.is_file():
             print(status.stdout[-4000:])
             print("❌ Không chạy được pytest/nbval (xem dòng trên).")

@@ -6,11 +6,11 @@ outputs, last pass) to ``DIR/<notebook path relative to the repository>`` (or ``
 outside it), e.g. for an instructor to look at the curves.
 
 Usage:
-    python tools/run_notebooks.py                       # every notebook under notebooks/
-    python tools/run_notebooks.py notebooks/01_device_basics.ipynb --markdown
-    python tools/run_notebooks.py --repeat 2            # run every cell twice in one kernel (re-run safety)
-    python tools/run_notebooks.py --save out/executed   # keep the executed notebooks, outputs included
-    python tools/run_notebooks.py --readme              # write the measured times into README's notebook table
+    python -m tools.run_notebooks                       # every notebook under notebooks/
+    python -m tools.run_notebooks notebooks/01_device_basics.ipynb --markdown
+    python -m tools.run_notebooks --repeat 2            # run every cell twice in one kernel (re-run safety)
+    python -m tools.run_notebooks --save out/executed   # keep the executed notebooks, outputs included
+    python -m tools.run_notebooks --readme              # write the measured times into README's notebook table
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from pathlib import Path
 import nbclient
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from output_checks import FIRST_PASS_KEY  # noqa: E402  (tools/ is not a package)
+from tools.output_checks import FIRST_PASS_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 _PEAK_CELL = (  # no `resource` module on Windows: the peak is then unknown ("?"), not an error
@@ -188,7 +187,7 @@ def readme_with_times(readme: str, results: list[dict], footnote: str) -> str:
 
 def _footnote() -> str:
     load = f", tải trung bình lúc bắt đầu {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return (f"{_FOOTNOTE} `python tools/run_notebooks.py --readme` (chạy như \"Run all\", từng notebook một) trên "
+    return (f"{_FOOTNOTE} `python -m tools.run_notebooks --readme` (chạy như \"Run all\", từng notebook một) trên "
             f"{platform.system()} {platform.machine()}, {os.cpu_count()} lõi, không dùng GPU{load}, "
             f"{datetime.date.today().isoformat()} (cột cuối: thời gian · bộ nhớ đỉnh của kernel; bản học viên / bản lời giải).")
 

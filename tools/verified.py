@@ -12,7 +12,7 @@ import functools
 import html
 from pathlib import Path
 
-import version_matrix as vm
+from tools import version_matrix as vm
 
 ROOT = vm.ROOT
 VERIFIED_START, VERIFIED_END = "<!-- verified-on:start -->", "<!-- verified-on:end -->"

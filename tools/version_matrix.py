@@ -198,7 +198,7 @@ def _swaps_text(record: dict) -> str:
 
 def stack_image(stack: str) -> dict:
     """Return the image a notebook stack's pins file was made from ({"stack", ...colab_pins.describe()})."""
-    import colab_pins  # tools/, beside this module
+    from tools import colab_pins
 
     return {"stack": stack, **colab_pins.describe(ROOT / "envs" / f"{stack}-pins.txt")}
 

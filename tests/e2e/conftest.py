@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import course
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tools"))
-import course  # noqa: E402  (the command `course.sh lab` runs, and how it waits for the server)
 
 CHROMIUM = os.environ.get("LESSONS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -14,7 +14,6 @@ Skip with ``-m "not site"`` (or ``-m "not browser"``).
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import time
 import urllib.error
@@ -25,17 +24,16 @@ from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import a11y
 import pytest
 
+from tools import build_site, site_epub
+from tools import version_matrix as vm
+from tools.build_course import colab_url, kaggle_url, load_config
+from tools.lessons_site import course_version
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tools"))
-sys.path.insert(0, str(REPO / "site" / "_ext"))
-import a11y  # noqa: E402  (tests/e2e/a11y.py: axe-core and the phone-width checks)
-import build_site  # noqa: E402
-import site_epub  # noqa: E402
-import version_matrix as vm  # noqa: E402
-from build_course import colab_url, kaggle_url, load_config  # noqa: E402
-from lessons_site import course_version  # noqa: E402
+
 
 pytestmark = [pytest.mark.browser, pytest.mark.site]
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -312,7 +310,7 @@ def test_search_works_offline_with_and_without_diacritics(server, site_page):
 
 
 def test_glossary_page_is_in_the_navigation_and_its_anchors_resolve(visits, server):
-    import glossary  # tools/, on the path above
+    from tools import glossary
 
     lesson = visits["notebooks/02_moving_tensors.html"].data["links"]
     assert server + "docs/glossary.html" in lesson, "the glossary page is not in the navigation"
