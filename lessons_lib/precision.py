@@ -32,6 +32,11 @@ def format_name(dtype: str | torch.dtype) -> str:
     return _ALIASES[key]
 
 
+def to_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """Return float32 / float16 / bfloat16 given as a torch dtype or a name such as "fp16"."""
+    return FORMATS[format_name(dtype)]
+
+
 @dataclass(frozen=True)
 class FormatFacts:
     """The bit layout and limits of one floating-point format, derived from ``torch.finfo``."""

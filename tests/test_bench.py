@@ -165,15 +165,15 @@ def test_measure_on_a_missing_device_says_which_devices_exist():
 
 def test_matmul_inputs_are_seeded_and_leave_the_global_rng_alone():
     state = torch.random.get_rng_state()
-    a, b = bench_matmul._inputs(16, CPU, torch.float16)
+    a, b = bench_matmul.matmul_inputs(16, CPU, torch.float16)
     assert torch.equal(torch.random.get_rng_state(), state)
-    a2, b2 = bench_matmul._inputs(16, CPU, torch.float16)
+    a2, b2 = bench_matmul.matmul_inputs(16, CPU, torch.float16)
     assert a.shape == (16, 16) and a.dtype is torch.float16 and torch.equal(a, a2) and torch.equal(b, b2)
     assert not torch.equal(a, b)
 
 
 def test_matmul_error_finds_wrong_results():
-    a, b = bench_matmul._inputs(64, CPU, torch.float32)
+    a, b = bench_matmul.matmul_inputs(64, CPU, torch.float32)
     c = a @ b
     assert bench.matmul_error(a, b, c) < 1e-5
     assert bench.matmul_error(a, b, c + 1.0) > FP32_TOLERANCE
@@ -181,7 +181,7 @@ def test_matmul_error_finds_wrong_results():
 
 
 def test_matmul_error_bad_input():
-    a, b = bench_matmul._inputs(8, CPU, torch.float32)
+    a, b = bench_matmul.matmul_inputs(8, CPU, torch.float32)
     with pytest.raises(ValueError, match="shapes"):
         bench.matmul_error(a, b, torch.zeros(8, 7))
     with pytest.raises(ValueError, match="2-D"):
@@ -205,8 +205,8 @@ def test_time_matmul_refuses_to_time_a_wrong_result(monkeypatch):
 def test_memory_checks():
     assert bench.matmul_bytes(100) == 3 * 100 * 100 * 4
     assert bench_matmul._free_bytes(CPU) is None or bench_matmul._free_bytes(CPU) > 0
-    assert bench_matmul._fits(64, CPU, torch.float32)
-    assert not bench_matmul._fits(10**6, CPU, torch.float32)  # 12 TB of fp32
+    assert bench_matmul.fits_in_memory(64, CPU, torch.float32)
+    assert not bench_matmul.fits_in_memory(10**6, CPU, torch.float32)  # 12 TB of fp32
     with pytest.raises(ValueError, match="n"):
         bench.matmul_bytes(0)
 
@@ -257,7 +257,7 @@ def test_sweep_allocates_nothing_when_the_first_size_does_not_fit(monkeypatch):
     def no_alloc(*args, **kwargs):
         raise AssertionError("allocated although it does not fit")
 
-    monkeypatch.setattr(bench_sweep, "_inputs", no_alloc)
+    monkeypatch.setattr(bench_sweep, "matmul_inputs", no_alloc)
     result = sweep_over(monkeypatch, [64, 128], "cpu", budget_s=5)
     assert result.records == [] and result.stop_reason == "memory" and result.next_size == 64
 
@@ -287,7 +287,7 @@ def test_sweep_bad_input(kwargs, error, match):
 def test_speedup_uses_common_sizes_only():
     cpu = make_sweep([1e-5, 1e-4, 1e-3, 1e-2])
     gpu = make_sweep([1e-4, 2e-4, 5e-4], sizes=(64, 128, 1024), device="cuda:0")
-    assert bench_sweep._speedup(cpu, gpu) == [(64, pytest.approx(0.1)), (128, pytest.approx(0.5))]
+    assert bench_sweep.speedups(cpu, gpu) == [(64, pytest.approx(0.1)), (128, pytest.approx(0.5))]
 
 
 def test_crossover_interpolates_on_log_axes():

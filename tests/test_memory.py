@@ -32,7 +32,7 @@ from lessons_lib.memory import (
 )
 from lessons_lib.memory import cuda as memory_cuda
 from lessons_lib.memory.oom import TorchOutOfMemoryError
-from lessons_lib.memory.sizes import _trainable_bytes as trainable_bytes
+from lessons_lib.memory.sizes import trainable_bytes
 
 F32 = 4  # bytes per float32
 
@@ -784,7 +784,7 @@ def test_release_cached_memory(monkeypatch):
     fake = FakeCuda()
     fake.cached = 2**20
     fake.install(monkeypatch)
-    memory_cuda._release_cached_memory()
+    memory_cuda.release_cached_memory()
     assert fake.cached == 0
 
 
