@@ -2,53 +2,7 @@ import math
 
 import pytest
 
-from lessons_lib.plots import plot_bar_comparison, plot_loss_curves, plot_number_formats
-
-# --------------------------------------------------------------------------- number formats
-
-
-def test_number_formats_draws_each_format_on_a_log_axis():
-    ax = plot_number_formats(marks={"70000": 7e4, "1e-8": 1e-8})
-    assert ax.get_xscale() == "log"
-    labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert [label.split(":")[0] for label in labels] == ["bf16", "fp16", "fp32"]  # top to bottom: fp32 first
-    assert "5 bit mũ, 10 bit định trị" in labels[1]
-    assert len(ax.collections) == 2 * 3  # subnormal + normal segment per format
-    segments = ax.collections[3].get_segments()[0]  # fp16's normal range
-    assert segments[1][0] == 65504.0
-    texts = [t.get_text() for t in ax.texts]
-    assert "70000" in texts and "1e-8" in texts and "max 6.55e+04" in texts
-    assert len(ax.lines) == 2 + 2  # the two marks, and one ✕ on fp16's row for each (both are outside it)
-    assert "70000: ngoài dải fp16 (tràn → inf)" in texts and "1e-8: ngoài dải fp16 (→ 0)" in texts
-    assert not any("bf16" in t and "ngoài" in t for t in texts)   # bf16 and fp32 hold both values
-
-
-def test_number_formats_marks_only_values_outside_a_range():
-    ax = plot_number_formats(marks={"65000": 6.5e4, "1e-5": 1e-5})
-    assert len(ax.lines) == 2 and not any("ngoài" in t.get_text() for t in ax.texts)
-
-
-def test_number_formats_uses_given_axes():
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots()
-    assert plot_number_formats(ax=ax) is ax
-    assert len(ax.get_yticklabels()) == 3
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
-    [
-        ({"marks": [7e4]}, TypeError, "marks"),
-        ({"marks": {"zero": 0.0}}, ValueError, "zero"),
-        ({"marks": {"inf": math.inf}}, ValueError, "inf"),
-        ({"ax": "left"}, TypeError, "Axes"),
-    ],
-)
-def test_number_formats_rejects_bad_input(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        plot_number_formats(**kwargs)
-
+from lessons_lib.plots import plot_bar_comparison, plot_loss_curves
 
 # --------------------------------------------------------------------------- loss curves
 
