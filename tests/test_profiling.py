@@ -282,7 +282,7 @@ def test_a_noisy_measurement_widens_the_band_and_says_so():
 
 
 def test_a_stalled_median_with_equal_fastest_repeats_is_not_a_difference():
-    """Colab CPU review 09 c84: medians 4.59 vs 6.72 ms, fastest 4.43 vs 4.61 ms, no ⚠️: not "chậm hơn 1.47×"."""
+    """Medians 4.59 vs 6.72 ms but fastest repeats 4.43 vs 4.61 ms, no ⚠️: "ngang nhau", not "chậm hơn 1.47×"."""
     eager = _timing(4.43e-3, 4.5e-3, 4.59e-3, 4.7e-3, 6.98e-3, label="eager")
     compiled = _timing(4.61e-3, 6.6e-3, 6.72e-3, 6.8e-3, 6.94e-3, label="torch.compile")
     cmp = profiling.compare_timings(eager, compiled)
