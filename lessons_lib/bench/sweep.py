@@ -178,36 +178,7 @@ def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | 
     n_threads = cpu_threads() if threads is None else threads
 
     start = time.perf_counter()
-    records: list[MatmulRecord] = []
-    stop, next_size = "all_sizes", None
-    last = None  # (n, seconds per call, seconds to create the inputs)
-    best_rate = 0.0  # the best FLOP/s measured so far
-    for n in _SIZES:
-        if not fits_in_memory(n, dev, dt):
-            stop, next_size = "memory", n
-            break
-        if last is not None:
-            ratio = n / last[0]
-            # N³ from the last size, unless that size was stalled (a busy machine can add a fixed wait to
-            # every call): then at most 2× (the last time, or this size's FLOPs at the best speed so far).
-            call = min(last[1] * ratio**3, 2 * max(last[1], matmul_flops(n) / best_rate))
-            # create inputs (∝ N²) + correctness check + warm-up calls (∝ N³) + timed repeats
-            predicted = last[2] * ratio**2 + (1 + _WARMUP) * call + repeats * max(call, MIN_BLOCK_S)
-            if time.perf_counter() - start + _SAFETY * predicted > budget:
-                stop, next_size = "budget", n
-                break
-        create_start = time.perf_counter()
-        a, b = matmul_inputs(n, dev, dt)
-        synchronize(dev)
-        create = time.perf_counter() - create_start
-        error = assert_correct(a, b, a @ b, dt, dev)
-        remaining = budget - (time.perf_counter() - start)
-        timing = measure_unchecked(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=n_threads,
-                                   flops=matmul_flops(n), label=matmul_label(n, dt), max_time_s=max(remaining, MIN_BLOCK_S))
-        del a, b
-        records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
-        last = (n, timing.median_s, create)
-        best_rate = max(best_rate, matmul_flops(n) / timing.median_s)
+    records, stop, next_size = _time_sizes(dev, dt, budget, repeats, n_threads)
     notes = _remeasure_outliers(records, dev, dt, n_threads, repeats,
                                 max(budget - (time.perf_counter() - start), 0.1 * budget))
     name = ""
@@ -219,6 +190,41 @@ def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | 
     return SweepResult(device=str(dev), dtype=format_name(dt), threads=n_threads, budget_s=float(budget),
                        wall_s=time.perf_counter() - start, stop_reason=stop, next_size=next_size,
                        records=records, device_name=name, notes=notes)
+
+
+def _time_sizes(dev: torch.device, dt: torch.dtype, budget: float, repeats: int,
+                threads: int) -> tuple[list[MatmulRecord], str, int | None]:
+    """Check and time each size in turn until the budget or the memory says stop; return (records, why, next N)."""
+    start = time.perf_counter()
+    records: list[MatmulRecord] = []
+    last = None  # (n, seconds per call, seconds to create the inputs)
+    best_rate = 0.0  # the best FLOP/s measured so far
+    for n in _SIZES:
+        if not fits_in_memory(n, dev, dt):
+            return records, "memory", n
+        if last is not None:
+            ratio = n / last[0]
+            # N³ from the last size, unless that size was stalled (a busy machine can add a fixed wait to
+            # every call): then at most 2× (the last time, or this size's FLOPs at the best speed so far).
+            call = min(last[1] * ratio**3, 2 * max(last[1], matmul_flops(n) / best_rate))
+            # create inputs (∝ N²) + correctness check + warm-up calls (∝ N³) + timed repeats
+            predicted = last[2] * ratio**2 + (1 + _WARMUP) * call + repeats * max(call, MIN_BLOCK_S)
+            if time.perf_counter() - start + _SAFETY * predicted > budget:
+                return records, "budget", n
+        create_start = time.perf_counter()
+        a, b = matmul_inputs(n, dev, dt)
+        synchronize(dev)
+        create = time.perf_counter() - create_start
+        error = assert_correct(a, b, a @ b, dt, dev)
+        remaining = budget - (time.perf_counter() - start)
+        timing = measure_unchecked(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=threads,
+                                   flops=matmul_flops(n), label=matmul_label(n, dt),
+                                   max_time_s=max(remaining, MIN_BLOCK_S))
+        del a, b
+        records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
+        last = (n, timing.median_s, create)
+        best_rate = max(best_rate, matmul_flops(n) / timing.median_s)
+    return records, "all_sizes", None
 
 
 def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
