@@ -30,22 +30,6 @@ def test_loss_curves_linear_scale_accepts_zero():
     assert ax.get_yscale() == "linear"
 
 
-@pytest.mark.parametrize(
-    ("curves", "error", "match"),
-    [
-        ({}, TypeError, "curves"),
-        ([1.0, 2.0], TypeError, "curves"),
-        ({"a": []}, TypeError, "'a'"),
-        ({"a": "1.0"}, TypeError, "'a'"),
-        ({"a": [1.0, 0.0]}, ValueError, "logy=False"),
-        ({"a": [1.0, math.nan]}, ValueError, "logy=False"),
-    ],
-)
-def test_loss_curves_reject_bad_input(curves, error, match):
-    with pytest.raises(error, match=match):
-        plot_loss_curves(curves)
-
-
 # --------------------------------------------------------------------------- bars
 
 
@@ -68,16 +52,23 @@ def test_bar_comparison_custom_format_and_axes():
     assert ax.texts[0].get_text() == "1234 MiB"
 
 
-@pytest.mark.parametrize(
-    ("values", "unit", "error", "match"),
-    [
-        ({}, "ms", TypeError, "values"),
-        ({"a": 1.0}, 5, TypeError, "unit"),
-        ({"a": -1.0}, "ms", ValueError, "'a'"),
-        ({"a": math.inf}, "ms", ValueError, "'a'"),
-        ({"a": "1"}, "ms", ValueError, "'a'"),
-    ],
-)
-def test_bar_comparison_rejects_bad_input(values, unit, error, match):
-    with pytest.raises(error, match=match):
-        plot_bar_comparison(values, unit=unit)
+# (callable, arguments, error, what the message must name): one row per argument check a lesson can reach
+BAD_ARGUMENTS = {
+    "curves empty": (plot_loss_curves, {"curves": {}}, TypeError, "curves"),
+    "curves list": (plot_loss_curves, {"curves": [1.0, 2.0]}, TypeError, "curves"),
+    "curve empty": (plot_loss_curves, {"curves": {"a": []}}, TypeError, "'a'"),
+    "curve text": (plot_loss_curves, {"curves": {"a": "1.0"}}, TypeError, "'a'"),
+    "curve zero on log": (plot_loss_curves, {"curves": {"a": [1.0, 0.0]}}, ValueError, "logy=False"),
+    "curve nan": (plot_loss_curves, {"curves": {"a": [1.0, math.nan]}}, ValueError, "logy=False"),
+    "bars empty": (plot_bar_comparison, {"values": {}, "unit": "ms"}, TypeError, "values"),
+    "bars unit": (plot_bar_comparison, {"values": {"a": 1.0}, "unit": 5}, TypeError, "unit"),
+    "bar negative": (plot_bar_comparison, {"values": {"a": -1.0}, "unit": "ms"}, ValueError, "'a'"),
+    "bar inf": (plot_bar_comparison, {"values": {"a": math.inf}, "unit": "ms"}, ValueError, "'a'"),
+    "bar text": (plot_bar_comparison, {"values": {"a": "1"}, "unit": "ms"}, ValueError, "'a'"),
+}
+
+
+@pytest.mark.parametrize(("call", "kwargs", "error", "names"), BAD_ARGUMENTS.values(), ids=BAD_ARGUMENTS)
+def test_bad_arguments_raise_and_say_what_to_pass(call, kwargs, error, names):
+    with pytest.raises(error, match=names):
+        call(**kwargs)
