@@ -11,7 +11,8 @@ import torch
 
 from .._validate import check_int, check_number
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+# Binary units and their bytes, smallest first.
+UNIT_BYTES = {unit: 1024**i for i, unit in enumerate(("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"))}
 
 
 def format_bytes(num_bytes: int | float) -> str:
@@ -21,21 +22,17 @@ def format_bytes(num_bytes: int | float) -> str:
     value = float(abs(num_bytes))
     if value < 1024:
         return f"{sign}{value:.0f} B" if value == int(value) else f"{sign}{value:.2f} B"
-    unit = 0
-    while value >= 1024 and unit < len(_UNITS) - 1:
-        value /= 1024
-        unit += 1
-    return f"{sign}{value:.2f} {_UNITS[unit]}"
+    unit = [name for name, size in UNIT_BYTES.items() if size <= value][-1]
+    return f"{sign}{value / UNIT_BYTES[unit]:.2f} {unit}"
 
 
 _SIZE = re.compile(r"([\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB|PiB)")
-_UNIT_BYTES = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
 
 
 def parse_bytes(text: str) -> int:
     """Return the bytes of a size written as PyTorch prints it, e.g. "2.00 GiB", "0 bytes"."""
     match = _SIZE.fullmatch(text.strip())
-    return round(float(match.group(1)) * _UNIT_BYTES[match.group(2)])
+    return round(float(match.group(1)) * {"bytes": 1, **UNIT_BYTES}[match.group(2)])
 
 
 def storage_key_and_bytes(t: torch.Tensor) -> tuple[object, int]:

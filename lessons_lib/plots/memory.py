@@ -5,22 +5,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from ..memory.sizes import UNIT_BYTES
 from ._axes import GREY, PALETTE, add_facts, get_ax
 
 _LABELS = {"params": "tham số", "grads": "gradient", "optimizer": "trạng thái optimizer",
            "activations": "activation (lưu cho backward)"}
 _COLORS = dict(zip(("params", "grads", "optimizer", "activations"), PALETTE, strict=False))
 _EXTRA_COLORS = (*PALETTE[4:], GREY)  # other parts, in order
-_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
 def _unit(unit: str | None, largest: float) -> tuple[str, int]:
     """Return the name and size of `unit`, or of the largest unit not above `largest` when `unit` is None."""
     if unit is None:
-        unit = [name for name, size in _UNITS.items() if size <= largest or size == 1][-1]
-    if unit not in _UNITS:
-        raise ValueError(f"unit phải là một trong {list(_UNITS)}, nhận {unit!r}")
-    return unit, _UNITS[unit]
+        unit = [name for name, size in UNIT_BYTES.items() if size <= largest or size == 1][-1]
+    if unit not in UNIT_BYTES:
+        raise ValueError(f"unit phải là một trong {list(UNIT_BYTES)}, nhận {unit!r}")
+    return unit, UNIT_BYTES[unit]
 
 
 def _check_bytes(where: str, value) -> float:
@@ -40,7 +40,7 @@ def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *,
         measured: Optional {label: bytes}, e.g. ``torch.cuda.max_memory_allocated()``, drawn hatched beside
             that label's stack.
         ax: Axes to draw on (a new figure when None).
-        unit: "B", "KiB", "MiB", "GiB" or "TiB"; chosen from the largest bar when None.
+        unit: "B", "KiB", "MiB", "GiB", ... (``memory.sizes.UNIT_BYTES``); chosen from the largest bar when None.
         title: Optional title.
     """
     parts, measured = _checked_parts(rows, measured)
