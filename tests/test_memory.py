@@ -389,9 +389,8 @@ def test_explain_says_when_one_tensor_is_larger_than_the_gpu():
 
 def test_stats_off_cuda_says_not_available(monkeypatch):
     monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
-    assert gpu_memory_stats() == "Bộ nhớ GPU: không khả dụng — không có GPU CUDA trên máy này"
-    assert gpu_memory_stats("cpu") == ("Bộ nhớ GPU: không khả dụng — thiết bị 'cpu' không phải CUDA; "
-                                       "các bộ đếm này chỉ có với GPU CUDA")
+    assert "không khả dụng" in gpu_memory_stats() and "không có GPU CUDA" in gpu_memory_stats()
+    assert "'cpu' không phải CUDA" in gpu_memory_stats("cpu")  # names the device given
 
 
 class FakeCuda:
