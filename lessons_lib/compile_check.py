@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .bench.timing import _Printable
+from .display import Printable
 
 
 @dataclass(frozen=True, repr=False)
-class CompileSupport(_Printable):
+class CompileSupport(Printable):
     """Whether ``torch.compile`` (Inductor) can run on a device here, and why (or with which tool)."""
 
     device: str

@@ -17,7 +17,7 @@ import textwrap
 import time
 from dataclasses import dataclass
 
-from .bench.timing import _Printable
+from .display import Printable
 
 _SNIPPET = "snippet.py"
 _TIMEOUT_S = 120.0  # a snippet still running after this is stopped
@@ -25,7 +25,7 @@ _FRAME = re.compile(r'^\s*File "snippet\.py", line (\d+)', re.M)
 
 
 @dataclass(frozen=True, repr=False)
-class SnippetResult(_Printable):
+class SnippetResult(Printable):
     """One run of a snippet: its code, exit code (None: stopped at the time limit), output and flag."""
 
     code: str

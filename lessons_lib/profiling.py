@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from torch.autograd import DeviceType
 
 from ._validate import check_int
-from .bench.timing import Timing, _Printable, _signs, format_count
+from .bench.timing import Timing, format_count, noise_signs
+from .display import Printable
 
 _KINDS = {"op": "phép PyTorch", "label": "nhãn record_function", "runtime": "lời gọi CUDA runtime (phía CPU)",
           "autograd": "việc của autograd", "kernel": "kernel GPU", "copy": "chép bộ nhớ trên GPU",
@@ -55,7 +56,7 @@ class OpRow:
 
 
 @dataclass(frozen=True, repr=False)
-class OpTable(_Printable):
+class OpTable(Printable):
     """The top rows of a profile by self time (CPU or device), with the total they are shares of."""
 
     rows: tuple[OpRow, ...]
@@ -151,7 +152,7 @@ _MIN_FACTOR = 1.25
 
 
 @dataclass(frozen=True, repr=False)
-class TimingComparison(_Printable):
+class TimingComparison(Printable):
     """Two timings of the same work and what they show: "faster", "slower" or "same" (not told apart).
 
     ``factor`` is the smallest ratio of medians called a difference: `_MIN_FACTOR`, or more when a typical
@@ -188,7 +189,7 @@ class TimingComparison(_Printable):
     def notes(self) -> list[str]:
         """Return "label: what looks noisy" for each measurement whose repeats disagree (bench's noise rule)."""
         return [f"{t.label or 'số đo'}: {sign}" for t in (self.base, self.other)
-                for sign in _signs(t.times_s, None)]
+                for sign in noise_signs(t.times_s, None)]
 
     def __str__(self) -> str:
         s, notes = self.speedup, self.notes()

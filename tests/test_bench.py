@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -131,29 +132,6 @@ def test_timing_repr_states_the_conditions():
     assert "synchronize" in gpu_like.conditions()
 
 
-@pytest.mark.parametrize(
-    "kwargs,error,match",
-    [
-        ({"fn": 42}, TypeError, "lambda"),
-        ({"device": "tpu"}, ValueError, "cpu"),
-        ({"device": 3}, TypeError, "str"),
-        ({"repeats": 0}, ValueError, "repeats"),
-        ({"repeats": 2.0}, TypeError, "repeats"),
-        ({"warmup": -1}, ValueError, "warmup"),
-        ({"number": 0}, ValueError, "number"),
-        ({"threads": 0}, ValueError, "threads"),
-        ({"flops": -1.0}, ValueError, "flops"),
-        ({"label": 5}, TypeError, "label"),
-        ({"max_time_s": 0}, ValueError, "max_time_s"),
-    ],
-)
-def test_measure_bad_input(kwargs, error, match):
-    args = {"fn": lambda: None, "device": "cpu"} | kwargs
-    fn = args.pop("fn")
-    with pytest.raises(error, match=match):
-        bench.measure(fn, **args)
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_measure_on_a_missing_device_says_which_devices_exist():
     with pytest.raises(ValueError, match="cpu"):
@@ -165,29 +143,19 @@ def test_measure_on_a_missing_device_says_which_devices_exist():
 
 def test_matmul_inputs_are_seeded_and_leave_the_global_rng_alone():
     state = torch.random.get_rng_state()
-    a, b = bench_matmul._inputs(16, CPU, torch.float16)
+    a, b = bench_matmul.matmul_inputs(16, CPU, torch.float16)
     assert torch.equal(torch.random.get_rng_state(), state)
-    a2, b2 = bench_matmul._inputs(16, CPU, torch.float16)
+    a2, b2 = bench_matmul.matmul_inputs(16, CPU, torch.float16)
     assert a.shape == (16, 16) and a.dtype is torch.float16 and torch.equal(a, a2) and torch.equal(b, b2)
     assert not torch.equal(a, b)
 
 
 def test_matmul_error_finds_wrong_results():
-    a, b = bench_matmul._inputs(64, CPU, torch.float32)
+    a, b = bench_matmul.matmul_inputs(64, CPU, torch.float32)
     c = a @ b
     assert bench.matmul_error(a, b, c) < 1e-5
     assert bench.matmul_error(a, b, c + 1.0) > FP32_TOLERANCE
     assert bench.matmul_error(a, b, torch.zeros_like(c)) == pytest.approx(1.0)
-
-
-def test_matmul_error_bad_input():
-    a, b = bench_matmul._inputs(8, CPU, torch.float32)
-    with pytest.raises(ValueError, match="shapes"):
-        bench.matmul_error(a, b, torch.zeros(8, 7))
-    with pytest.raises(ValueError, match="2-D"):
-        bench.matmul_error(a, b, torch.zeros(64))
-    with pytest.raises(TypeError, match="Tensor"):
-        bench.matmul_error(a, [[1.0]], a)
 
 
 def test_time_matmul_checks_then_times():
@@ -205,10 +173,8 @@ def test_time_matmul_refuses_to_time_a_wrong_result(monkeypatch):
 def test_memory_checks():
     assert bench.matmul_bytes(100) == 3 * 100 * 100 * 4
     assert bench_matmul._free_bytes(CPU) is None or bench_matmul._free_bytes(CPU) > 0
-    assert bench_matmul._fits(64, CPU, torch.float32)
-    assert not bench_matmul._fits(10**6, CPU, torch.float32)  # 12 TB of fp32
-    with pytest.raises(ValueError, match="n"):
-        bench.matmul_bytes(0)
+    assert bench_matmul.fits_in_memory(64, CPU, torch.float32)
+    assert not bench_matmul.fits_in_memory(10**6, CPU, torch.float32)  # 12 TB of fp32
 
 
 # --------------------------------------------------------------------------- sweep
@@ -257,28 +223,9 @@ def test_sweep_allocates_nothing_when_the_first_size_does_not_fit(monkeypatch):
     def no_alloc(*args, **kwargs):
         raise AssertionError("allocated although it does not fit")
 
-    monkeypatch.setattr(bench_sweep, "_inputs", no_alloc)
+    monkeypatch.setattr(bench_sweep, "matmul_inputs", no_alloc)
     result = sweep_over(monkeypatch, [64, 128], "cpu", budget_s=5)
     assert result.records == [] and result.stop_reason == "memory" and result.next_size == 64
-
-
-@pytest.mark.parametrize(
-    "kwargs,error,match",
-    [
-        ({"budget_s": 0}, ValueError, "budget_s"),
-        ({"budget_s": -3}, ValueError, "budget_s"),
-        ({"budget_s": "10"}, TypeError, "budget_s"),
-        ({"dtype": "int8"}, ValueError, "fp16"),
-        ({"dtype": 8}, TypeError, "dtype"),
-        ({"device": "tpu"}, ValueError, "cpu"),
-        ({"repeats": 0}, ValueError, "repeats"),
-        ({"threads": 0}, ValueError, "threads"),
-    ],
-)
-def test_sweep_bad_input(kwargs, error, match):
-    args = {"device": "cpu", "budget_s": 1.0} | kwargs
-    with pytest.raises(error, match=match):
-        bench.matmul_sweep(**args)
 
 
 # --------------------------------------------------------------------------- speedup and crossover
@@ -287,7 +234,7 @@ def test_sweep_bad_input(kwargs, error, match):
 def test_speedup_uses_common_sizes_only():
     cpu = make_sweep([1e-5, 1e-4, 1e-3, 1e-2])
     gpu = make_sweep([1e-4, 2e-4, 5e-4], sizes=(64, 128, 1024), device="cuda:0")
-    assert bench_sweep._speedup(cpu, gpu) == [(64, pytest.approx(0.1)), (128, pytest.approx(0.5))]
+    assert bench_sweep.speedups(cpu, gpu) == [(64, pytest.approx(0.1)), (128, pytest.approx(0.5))]
 
 
 def test_crossover_interpolates_on_log_axes():
@@ -314,24 +261,11 @@ def test_crossover_other_outcomes():
     assert bench.crossover(cpu, other).status == "no_overlap" and bench.crossover(cpu, other).n is None
 
 
-def test_crossover_bad_input():
-    with pytest.raises(TypeError, match="matmul_sweep"):
-        bench.crossover([1.0], make_sweep([1.0] * 4))
-    with pytest.raises(TypeError, match="matmul_sweep"):
-        bench.crossover(make_sweep([1.0] * 4), "gpu")
-
-
 def test_estimate_seconds_scales_as_n_cubed_beyond_the_measured_sizes():
     sweep = make_sweep([1e-5, 1e-4, 1e-3, 1e-2])
     assert bench.estimate_seconds(sweep, 128) == 1e-4
     assert bench.estimate_seconds(sweep, 1024) == pytest.approx(8e-2)
     assert bench.estimate_seconds(sweep, 100) == pytest.approx(1e-4 * (100 / 128) ** 3)
-    with pytest.raises(ValueError, match="n"):
-        bench.estimate_seconds(sweep, 0)
-    with pytest.raises(TypeError, match="matmul_sweep"):
-        bench.estimate_seconds({}, 10)
-    with pytest.raises(ValueError):
-        bench.estimate_seconds(make_sweep([], sizes=()), 10)
 
 
 # --------------------------------------------------------------------------- one comparison, copies
@@ -356,25 +290,6 @@ def test_compare_matmul_skips_sizes_that_would_take_too_long():
     assert "256" in str(result) and "⏭️" in result.verdict()
 
 
-@pytest.mark.parametrize(
-    "kwargs,error,match",
-    [
-        ({"n": 0}, ValueError, "n"),
-        ({"dtype": "int4"}, ValueError, "fp16"),
-        ({"device": "tpu"}, ValueError, "cpu"),
-        ({"include_copy": "yes"}, TypeError, "include_copy"),
-        ({"max_call_s": 0}, ValueError, "max_call_s"),
-        ({"max_time_s": -1}, ValueError, "max_time_s"),
-        ({"repeats": 0}, ValueError, "repeats"),
-        ({"threads": 0}, ValueError, "threads"),
-    ],
-)
-def test_compare_matmul_bad_input(kwargs, error, match):
-    args = {"n": 16, "dtype": "fp32", "device": "cpu"} | kwargs
-    with pytest.raises(error, match=match):
-        bench.compare_matmul(**args)
-
-
 def test_copy_vs_compute_times_real_copies():
     cost = bench.copy_vs_compute(128, "cpu", repeats=2)
     assert cost.total_s == pytest.approx(cost.to_device.median_s + cost.compute.median_s + cost.to_host.median_s)
@@ -383,12 +298,62 @@ def test_copy_vs_compute_times_real_copies():
     assert "N=128" in cost.verdict() and "copy" in str(cost)
 
 
-def test_copy_vs_compute_bad_input():
-    with pytest.raises(TypeError, match="pinned"):
-        bench.copy_vs_compute(16, "cpu", pinned="yes")
-    with pytest.raises(ValueError, match="n"):
-        bench.copy_vs_compute(-1, "cpu")
-    with pytest.raises(ValueError, match="repeats"):
-        bench.copy_vs_compute(16, "cpu", repeats=0)
-    with pytest.raises(ValueError, match="threads"):
-        bench.copy_vs_compute(16, "cpu", threads=0)
+def _measure(**kwargs):
+    return bench.measure(**({"fn": lambda: None, "device": "cpu"} | kwargs))
+
+
+def _sweep(**kwargs):
+    return bench.matmul_sweep(**({"device": "cpu", "budget_s": 1.0} | kwargs))
+
+
+def _compare(**kwargs):
+    return bench.compare_matmul(**({"n": 16, "dtype": "fp32", "device": "cpu"} | kwargs))
+
+
+_SWEEP = make_sweep([1e-5, 1e-4, 1e-3, 1e-2])
+_THREADS = ("one_thread_s", "many_threads_s", "threads")
+# (call, error, what the message must name): one row per argument check a lesson can reach
+BAD_ARGUMENTS = {
+    "measure fn": (lambda: _measure(fn=42), TypeError, "lambda"),
+    "measure device": (lambda: _measure(device="tpu"), ValueError, "cpu"),
+    "measure device type": (lambda: _measure(device=3), TypeError, "str"),
+    **{f"measure {k}={v!r}": (lambda k=k, v=v: _measure(**{k: v}), error, k) for k, v, error in [
+        ("repeats", 0, ValueError), ("repeats", 2.0, TypeError), ("warmup", -1, ValueError), ("number", 0, ValueError),
+        ("threads", 0, ValueError), ("flops", -1.0, ValueError), ("label", 5, TypeError), ("max_time_s", 0, ValueError)]},
+    "matmul_bytes n": (lambda: bench.matmul_bytes(0), ValueError, "n"),
+    **{f"sweep {k}={v!r}": (lambda k=k, v=v: _sweep(**{k: v}), error, names) for k, v, error, names in [
+        ("budget_s", 0, ValueError, "budget_s"), ("budget_s", -3, ValueError, "budget_s"),
+        ("budget_s", "10", TypeError, "budget_s"), ("dtype", "int8", ValueError, "fp16"), ("dtype", 8, TypeError, "dtype"),
+        ("device", "tpu", ValueError, "cpu"), ("repeats", 0, ValueError, "repeats"), ("threads", 0, ValueError, "threads")]},
+    "crossover baseline": (lambda: bench.crossover([1.0], _SWEEP), TypeError, "matmul_sweep"),
+    "crossover other": (lambda: bench.crossover(_SWEEP, "gpu"), TypeError, "matmul_sweep"),
+    "estimate n": (lambda: bench.estimate_seconds(_SWEEP, 0), ValueError, "n"),
+    "estimate sweep": (lambda: bench.estimate_seconds({}, 10), TypeError, "matmul_sweep"),
+    "estimate empty sweep": (lambda: bench.estimate_seconds(make_sweep([], sizes=()), 10), ValueError, "chưa đo"),
+    **{f"compare {k}={v!r}": (lambda k=k, v=v: _compare(**{k: v}), error, names) for k, v, error, names in [
+        ("n", 0, ValueError, "n"), ("dtype", "int4", ValueError, "fp16"), ("device", "tpu", ValueError, "cpu"),
+        ("include_copy", "yes", TypeError, "include_copy"), ("max_call_s", 0, ValueError, "max_call_s"),
+        ("max_time_s", -1, ValueError, "max_time_s"), ("repeats", 0, ValueError, "repeats"),
+        ("threads", 0, ValueError, "threads")]},
+    "copy pinned": (lambda: bench.copy_vs_compute(16, "cpu", pinned="yes"), TypeError, "pinned"),
+    "copy n": (lambda: bench.copy_vs_compute(-1, "cpu"), ValueError, "n"),
+    "copy repeats": (lambda: bench.copy_vs_compute(16, "cpu", repeats=0), ValueError, "repeats"),
+    "copy threads": (lambda: bench.copy_vs_compute(16, "cpu", threads=0), ValueError, "threads"),
+    **{f"threads_verdict {args}": (lambda args=args: bench.threads_verdict(*args), error, _THREADS[i])
+       for args, error, i in [(("1", 1e-3, 2), TypeError, 0), ((0, 1e-3, 2), ValueError, 0),
+                              ((1e-3, math.nan, 2), ValueError, 1), ((1e-3, 1e-3, 2.0), TypeError, 2),
+                              ((1e-3, 1e-3, 0), ValueError, 2), ((1e-3, 1e-3, True), TypeError, 2)]},
+    **{f"noise times {bad!r}": (lambda bad=bad: bench.noise_warning(bad), error, "times_s") for bad, error in [
+        ("0.1 0.2", TypeError), (0.1, TypeError), (None, TypeError), ({0.1}, TypeError), ([], ValueError),
+        ([0.1, -0.2], ValueError), ([0.1, 0.0], ValueError), ([0.1, math.nan], ValueError),
+        ([0.1, math.inf], ValueError), ([0.1, "0.2"], TypeError), ([True, 0.1], TypeError)]},
+    **{f"noise expected {bad!r}": (lambda bad=bad: bench.noise_warning([0.1], expected_s=bad), error, "expected_s")
+       for bad, error in [(0, ValueError), (-1.0, ValueError), (math.nan, ValueError), ("1 ms", TypeError),
+                          (True, TypeError)]},
+}
+
+
+@pytest.mark.parametrize(("call", "error", "names"), BAD_ARGUMENTS.values(), ids=BAD_ARGUMENTS)
+def test_bad_arguments_raise_and_say_what_to_pass(call, error, names):
+    with pytest.raises(error, match=names):
+        call()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
@@ -46,23 +44,6 @@ def test_colab_and_kaggle_name_the_shared_two_vcpus(monkeypatch):
     for platform in ("colab", "kaggle"):
         monkeypatch.setattr(bench_timing, "detect_platform", lambda platform=platform: platform)
         assert "2 vCPU" in noise_warning([0.01, 0.05])
-
-
-@pytest.mark.parametrize("bad, error", [
-    ("0.1 0.2", TypeError), (0.1, TypeError), (None, TypeError), ({0.1}, TypeError),
-    ([], ValueError), ([0.1, -0.2], ValueError), ([0.1, 0.0], ValueError), ([0.1, math.nan], ValueError),
-    ([0.1, math.inf], ValueError), ([0.1, "0.2"], TypeError), ([True, 0.1], TypeError),
-])
-def test_bad_times(bad, error):
-    with pytest.raises(error, match="times_s"):
-        noise_warning(bad)
-
-
-@pytest.mark.parametrize("bad, error", [(0, ValueError), (-1.0, ValueError), (math.nan, ValueError),
-                                        ("1 ms", TypeError), (True, TypeError)])
-def test_bad_expected(bad, error):
-    with pytest.raises(error, match="expected_s"):
-        noise_warning([0.1], expected_s=bad)
 
 
 def _scripted_blocks(monkeypatch, seconds):
@@ -119,19 +100,19 @@ def test_sweep_measures_an_outlier_again_and_keeps_the_faster(monkeypatch):
         assert not kw.get("warn")
         return _timing([4e-6] * 3, 32)
 
-    monkeypatch.setattr(bench_sweep, "_measure", fake_measure)
+    monkeypatch.setattr(bench_sweep, "measure_unchecked", fake_measure)
     notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 5.0)
     assert calls == ["matmul 32"] and records[0].seconds == 4e-6
     assert len(notes) == 1 and "N=32 20.0 ms → 4.00 µs" in notes[0]
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
-    monkeypatch.setattr(bench_sweep, "_measure", lambda fn, dev, **kw: _timing([3e-2] * 3, 32))
+    monkeypatch.setattr(bench_sweep, "measure_unchecked", lambda fn, dev, **kw: _timing([3e-2] * 3, 32))
     bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 5.0)
     assert records[0].seconds == 2e-2  # the re-measurement was slower: the first one stays
 
 
 def test_sweep_says_when_there_is_no_time_left_to_measure_again(monkeypatch):
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
-    monkeypatch.setattr(bench_sweep, "_measure", lambda *a, **kw: pytest.fail("must not measure"))
+    monkeypatch.setattr(bench_sweep, "measure_unchecked", lambda *a, **kw: pytest.fail("must not measure"))
     notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 0.01)
     assert notes == ["Không còn thời gian trong ngân sách để đo lại N=32."]
 
@@ -146,7 +127,7 @@ def test_real_sweep_records_stay_in_order_and_checked(monkeypatch):
 def test_a_stalled_size_does_not_end_the_sweep_early(monkeypatch):
     """N=16 fast (one thread), every larger call 50 ms (a busy machine's wait for the second thread, as seen on the
     Colab replica): N³ from 50 ms would stop before N=64; the sweep goes on."""
-    monkeypatch.setattr(bench_sweep, "_measure", lambda fn, dev, *, label, flops, **kw: bench.Timing(
+    monkeypatch.setattr(bench_sweep, "measure_unchecked", lambda fn, dev, *, label, flops, **kw: bench.Timing(
         (3e-6 if "16×16" in label else 0.05,) * 3, "cpu", 2, 1, 1, flops=flops, label=label))
     monkeypatch.setattr(bench_sweep, "_SIZES", (16, 32, 64, 128))
     result = bench.matmul_sweep("cpu", budget_s=1.0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 import types
 
@@ -28,7 +27,7 @@ def test_more_threads_faster_says_by_how_much_without_excuses():
 
 
 def test_one_thread_winning_is_said_with_the_reasons():
-    text = bench.threads_verdict(4.22e-3, 11.02e-3, 2)  # the review's Colab numbers
+    text = bench.threads_verdict(4.22e-3, 11.02e-3, 2)  # 1 thread 4.22 ms, 2 threads 11.02 ms: two vCPUs on one core
     assert text.startswith("→ 1 luồng NHANH hơn 2 luồng 2.6×") and "ngược với điều thường thấy" in text
     assert "lõi vật lý" in text and "bận" in text and "Chạy lại" in text
     assert "Colab" not in text
@@ -53,16 +52,6 @@ def test_colab_and_kaggle_get_their_two_shared_vcpus(monkeypatch):
 
 def test_a_single_cpu_has_nothing_to_compare():
     assert "Chỉ có 1 CPU" in bench.threads_verdict(1e-3, 1e-3, 1)
-
-
-@pytest.mark.parametrize("args, error, match", [
-    (("1", 1e-3, 2), TypeError, "one_thread_s"), ((0, 1e-3, 2), ValueError, "one_thread_s"),
-    ((1e-3, math.nan, 2), ValueError, "many_threads_s"), ((1e-3, 1e-3, 2.0), TypeError, "threads"),
-    ((1e-3, 1e-3, 0), ValueError, "threads"), ((1e-3, 1e-3, True), TypeError, "threads"),
-])
-def test_threads_verdict_bad_input(args, error, match):
-    with pytest.raises(error, match=match):
-        bench.threads_verdict(*args)
 
 
 def test_physical_cores_from_psutil_or_none(monkeypatch):

@@ -32,7 +32,7 @@ from lessons_lib.memory import (
 )
 from lessons_lib.memory import cuda as memory_cuda
 from lessons_lib.memory.oom import TorchOutOfMemoryError
-from lessons_lib.memory.sizes import _trainable_bytes as trainable_bytes
+from lessons_lib.memory.sizes import trainable_bytes
 
 F32 = 4  # bytes per float32
 
@@ -57,17 +57,6 @@ def _data(n: int = 32, seed: int = 1):
 )
 def test_format_bytes(value, text):
     assert format_bytes(value) == text
-
-
-@pytest.mark.parametrize("bad", ["1024", None, True, [1]])
-def test_format_bytes_rejects_non_numbers(bad):
-    with pytest.raises(TypeError, match="num_bytes"):
-        format_bytes(bad)
-
-
-def test_format_bytes_rejects_nan():
-    with pytest.raises(ValueError, match="num_bytes"):
-        format_bytes(float("nan"))
 
 
 # --------------------------------------------------------------------------- state sizes
@@ -138,19 +127,6 @@ def test_trainable_bytes_skips_frozen():
     model = _mlp()
     model[0].requires_grad_(False)
     assert trainable_bytes(model) == (16 * 4 + 4) * F32
-
-
-def test_breakdown_and_bad_inputs():
-    sizes = training_state_sizes(_mlp())
-    assert sizes.breakdown(activations=100) == {"params": sizes.params, "grads": 0, "optimizer": 0, "activations": 100}
-    with pytest.raises(ValueError, match="activations"):
-        sizes.breakdown(activations=-1)
-    with pytest.raises(TypeError, match="nn.Module"):
-        training_state_sizes("model")
-    with pytest.raises(TypeError, match="Optimizer"):
-        training_state_sizes(_mlp(), optimizer="adam")
-    with pytest.raises(TypeError, match="Optimizer"):
-        optimizer_state_bytes(None)
 
 
 # --------------------------------------------------------------------------- saved-tensor meter
@@ -282,18 +258,6 @@ def test_meter_gives_same_gradients_as_without_it():
     assert all(torch.equal(plain[name], after[name]) for name in plain)
 
 
-def test_meter_bad_inputs_and_reuse():
-    with pytest.raises(TypeError, match="exclude"):
-        SavedTensorMeter(exclude=5)
-    with pytest.raises(TypeError, match="exclude"):
-        SavedTensorMeter(exclude=[torch.ones(1), "x"])
-    meter = SavedTensorMeter()
-    with meter, pytest.raises(RuntimeError, match="SavedTensorMeter"):
-        meter.__enter__()
-    with pytest.raises(TypeError, match="fn"):
-        saved_activation_bytes(42)
-
-
 def test_checkpointing_same_gradients_fewer_saved_bytes():
     torch.manual_seed(0)
     blocks = nn.Sequential(*[nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16)) for _ in range(3)])
@@ -328,18 +292,10 @@ def test_gradient_accumulation_equals_full_batch():
         assert full_loss == pytest.approx(nn.functional.cross_entropy(model(x), y).item(), rel=1e-6)
 
 
-def test_compare_gradients_reports_difference_and_bad_input():
+def test_compare_gradients_reports_the_difference():
     a = {"w": torch.zeros(3)}
     result = compare_gradients(a, {"w": torch.tensor([0.0, 0.5, 0.0])})
     assert result == "1 gradient KHÔNG khớp (sai khác tuyệt đối lớn nhất 5.00e-01)"
-    with pytest.raises(ValueError, match="khác nhau"):
-        compare_gradients(a, {"v": torch.zeros(3)})
-    with pytest.raises(ValueError, match="shape"):
-        compare_gradients(a, {"w": torch.zeros(4)})
-    with pytest.raises(TypeError, match="gradient_snapshot"):
-        compare_gradients([torch.zeros(1)], a)
-    with pytest.raises(TypeError, match="nn.Module"):
-        gradient_snapshot(None)
 
 
 # --------------------------------------------------------------------------- OOM errors
@@ -428,30 +384,13 @@ def test_explain_says_when_one_tensor_is_larger_than_the_gpu():
     assert "lớn hơn cả" in msg.explain()
 
 
-def test_parse_oom_message_bad_input():
-    with pytest.raises(ValueError, match="out of memory"):
-        parse_oom_message("RuntimeError: Expected all tensors to be on the same device")
-    with pytest.raises(TypeError, match="str"):
-        parse_oom_message(RuntimeError("CUDA out of memory"))
-
-
 # --------------------------------------------------------------------------- GPU allocator stats and the OOM demo
 
 
 def test_stats_off_cuda_says_not_available(monkeypatch):
     monkeypatch.setattr(memory_cuda._cuda, "is_available", lambda: False)
-    assert gpu_memory_stats() == "Bộ nhớ GPU: không khả dụng — không có GPU CUDA trên máy này"
-    assert gpu_memory_stats("cpu") == ("Bộ nhớ GPU: không khả dụng — thiết bị 'cpu' không phải CUDA; "
-                                       "các bộ đếm này chỉ có với GPU CUDA")
-
-
-@pytest.mark.parametrize(("device", "error", "match"), [
-    (1.5, TypeError, "cuda"), (True, TypeError, "cuda"), ("gpu-ish", ValueError, "cuda"),
-    (0, TypeError, "torch.device"),
-])
-def test_stats_bad_device(device, error, match):
-    with pytest.raises(error, match=match):
-        gpu_memory_stats(device)
+    assert "không khả dụng" in gpu_memory_stats() and "không có GPU CUDA" in gpu_memory_stats()
+    assert "'cpu' không phải CUDA" in gpu_memory_stats("cpu")  # names the device given
 
 
 class FakeCuda:
@@ -590,14 +529,6 @@ def test_cuda_memory_cap(monkeypatch):
     assert fake.fraction == 1.0
 
 
-def test_oom_demo_and_cap_bad_input(monkeypatch):
-    FakeCuda().install(monkeypatch)
-    with pytest.raises(ValueError, match="room_bytes"):
-        oom_demo(room_bytes=0)
-    with pytest.raises(TypeError, match="room_bytes"), cuda_memory_cap(1.5):
-        pass
-
-
 # --------------------------------------------------------------------------- batch-size search
 
 
@@ -656,17 +587,6 @@ def test_finder_with_a_real_memory_budget():
         try_batch(best + 1)
 
 
-def test_finder_bad_input():
-    with pytest.raises(TypeError, match="try_batch"):
-        find_max_batch_size(None, start=8)
-    with pytest.raises(TypeError, match="start"):
-        find_max_batch_size(print, start="8")
-    with pytest.raises(ValueError, match="start"):
-        find_max_batch_size(print, start=0)
-    with pytest.raises(TypeError, match="refine"):
-        find_max_batch_size(print, start=4, refine="yes")
-
-
 # --------------------------------------------------------------------------- OOM-safe training
 
 
@@ -687,21 +607,6 @@ def test_train_step_over_budget_raises_and_frees_gradients():
         oom_safe_train_step(model, nn.CrossEntropyLoss(), x, y, budget_bytes=1000)
     assert "> ngân sách 1000 B." in str(info.value)
     assert all(p.grad is None for p in model.parameters())
-
-
-def test_train_step_bad_input():
-    model, (x, y) = _mlp(), _data()
-    loss_fn = nn.CrossEntropyLoss()
-    with pytest.raises(TypeError, match="loss_fn"):
-        oom_safe_train_step(model, "ce", x, y)
-    with pytest.raises(TypeError, match="tensor"):
-        oom_safe_train_step(model, loss_fn, x.tolist(), y)
-    with pytest.raises(ValueError, match="số mẫu"):
-        oom_safe_train_step(model, loss_fn, x, y[:3])
-    with pytest.raises(ValueError, match="micro_batch_size"):
-        oom_safe_train_step(model, loss_fn, x, y, micro_batch_size=0)
-    with pytest.raises(TypeError, match="budget_bytes"):
-        oom_safe_train_step(model, loss_fn, x, y, budget_bytes=1e6)
 
 
 def test_retry_loop_lowers_micro_batch_and_matches_training_at_that_size():
@@ -735,16 +640,6 @@ def test_retry_loop_gives_up_at_the_minimum():
         train_with_oom_retry(model, nn.CrossEntropyLoss(), x, y, sgd, batch_size=16, budget_bytes=100)
 
 
-def test_retry_loop_bad_input():
-    x, y = _data(16)
-    model = _mlp()
-    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
-    with pytest.raises(TypeError, match="Optimizer"):
-        train_with_oom_retry(model, nn.CrossEntropyLoss(), x, y, None, batch_size=4)
-    with pytest.raises(ValueError, match="batch_size"):
-        train_with_oom_retry(model, nn.CrossEntropyLoss(), x, y, sgd, batch_size=0)
-
-
 # --------------------------------------------------------------------------- sharding arithmetic
 
 
@@ -766,25 +661,11 @@ def test_sharding_parts_and_rounding():
     assert fp32.total == 16_000 and "DDP" in fp32.name and "GB" in str(fp32)
 
 
-@pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"num_params": -1}, ValueError, "num_params"),
-    ({"num_params": 1.5e9}, TypeError, "num_params"),
-    ({"num_gpus": 0}, ValueError, "num_gpus"),
-    ({"stage": 4}, ValueError, "stage"),
-    ({"stage": "zero3"}, TypeError, "stage"),
-    ({"optimizer_bytes": -2}, ValueError, "optimizer_bytes"),
-])
-def test_sharding_bad_input(kwargs, error, match):
-    args = {"num_params": 1000, **kwargs}
-    with pytest.raises(error, match=match):
-        sharded_training_memory(**args)
-
-
 def test_release_cached_memory(monkeypatch):
     fake = FakeCuda()
     fake.cached = 2**20
     fake.install(monkeypatch)
-    memory_cuda._release_cached_memory()
+    memory_cuda.release_cached_memory()
     assert fake.cached == 0
 
 
@@ -796,3 +677,79 @@ def test_train_step_and_retry_let_other_errors_through():
     sgd = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(RuntimeError, match="shape|size|mat"):
         train_with_oom_retry(model, nn.CrossEntropyLoss(), x[:, :5], y, sgd, batch_size=8)
+
+
+def test_breakdown_adds_the_activations():
+    sizes = training_state_sizes(_mlp())
+    assert sizes.breakdown(activations=100) == {"params": sizes.params, "grads": 0, "optimizer": 0, "activations": 100}
+
+
+def _reenter_meter():
+    with SavedTensorMeter() as meter:
+        meter.__enter__()
+
+
+def _enter(context):
+    with context:
+        pass
+
+
+X, Y = _data()
+_MODEL = _mlp()
+_SGD = torch.optim.SGD(_MODEL.parameters(), lr=0.1)
+_W = {"w": torch.zeros(3)}
+# (call, error, what the message must name): one row per argument check a lesson can reach
+BAD_ARGUMENTS = {
+    **{f"format_bytes {bad!r}": (lambda bad=bad: format_bytes(bad), TypeError, "num_bytes")
+       for bad in ("1024", None, True, [1])},
+    "format_bytes nan": (lambda: format_bytes(float("nan")), ValueError, "num_bytes"),
+    "breakdown activations": (lambda: training_state_sizes(_mlp()).breakdown(activations=-1), ValueError, "activations"),
+    "state sizes model": (lambda: training_state_sizes("model"), TypeError, "nn.Module"),
+    "state sizes optimizer": (lambda: training_state_sizes(_mlp(), optimizer="adam"), TypeError, "Optimizer"),
+    "optimizer_state_bytes": (lambda: optimizer_state_bytes(None), TypeError, "Optimizer"),
+    "meter exclude": (lambda: SavedTensorMeter(exclude=5), TypeError, "exclude"),
+    "meter exclude items": (lambda: SavedTensorMeter(exclude=[torch.ones(1), "x"]), TypeError, "exclude"),
+    "meter reused": (_reenter_meter, RuntimeError, "SavedTensorMeter"),
+    "saved bytes fn": (lambda: saved_activation_bytes(42), TypeError, "fn"),
+    "compare names": (lambda: compare_gradients(_W, {"v": torch.zeros(3)}), ValueError, "khác nhau"),
+    "compare shapes": (lambda: compare_gradients(_W, {"w": torch.zeros(4)}), ValueError, "shape"),
+    "compare type": (lambda: compare_gradients([torch.zeros(1)], _W), TypeError, "gradient_snapshot"),
+    "snapshot model": (lambda: gradient_snapshot(None), TypeError, "nn.Module"),
+    "parse not oom": (lambda: parse_oom_message("RuntimeError: Expected all tensors to be on the same device"),
+                      ValueError, "out of memory"),
+    "parse type": (lambda: parse_oom_message(RuntimeError("CUDA out of memory")), TypeError, "str"),
+    "stats float": (lambda: gpu_memory_stats(1.5), TypeError, "cuda"),
+    "stats bool": (lambda: gpu_memory_stats(True), TypeError, "cuda"),
+    "stats name": (lambda: gpu_memory_stats("gpu-ish"), ValueError, "cuda"),
+    "stats int": (lambda: gpu_memory_stats(0), TypeError, "torch.device"),
+    "oom_demo room": (lambda: oom_demo(room_bytes=0), ValueError, "room_bytes"),
+    "cap room": (lambda: _enter(cuda_memory_cap(1.5)), TypeError, "room_bytes"),
+    "finder try_batch": (lambda: find_max_batch_size(None, start=8), TypeError, "try_batch"),
+    "finder start type": (lambda: find_max_batch_size(print, start="8"), TypeError, "start"),
+    "finder start": (lambda: find_max_batch_size(print, start=0), ValueError, "start"),
+    "finder refine": (lambda: find_max_batch_size(print, start=4, refine="yes"), TypeError, "refine"),
+    "step loss_fn": (lambda: oom_safe_train_step(_mlp(), "ce", X, Y), TypeError, "loss_fn"),
+    "step inputs": (lambda: oom_safe_train_step(_mlp(), nn.CrossEntropyLoss(), X.tolist(), Y), TypeError, "tensor"),
+    "step rows": (lambda: oom_safe_train_step(_mlp(), nn.CrossEntropyLoss(), X, Y[:3]), ValueError, "số mẫu"),
+    "step micro batch": (lambda: oom_safe_train_step(_mlp(), nn.CrossEntropyLoss(), X, Y, micro_batch_size=0),
+                         ValueError, "micro_batch_size"),
+    "step budget": (lambda: oom_safe_train_step(_mlp(), nn.CrossEntropyLoss(), X, Y, budget_bytes=1e6), TypeError,
+                    "budget_bytes"),
+    "retry optimizer": (lambda: train_with_oom_retry(_mlp(), nn.CrossEntropyLoss(), X, Y, None, batch_size=4),
+                        TypeError, "Optimizer"),
+    "retry batch_size": (lambda: train_with_oom_retry(_MODEL, nn.CrossEntropyLoss(), X, Y, _SGD, batch_size=0),
+                         ValueError, "batch_size"),
+    "shard num_params": (lambda: sharded_training_memory(num_params=-1), ValueError, "num_params"),
+    "shard num_params type": (lambda: sharded_training_memory(num_params=1.5e9), TypeError, "num_params"),
+    "shard num_gpus": (lambda: sharded_training_memory(1000, num_gpus=0), ValueError, "num_gpus"),
+    "shard stage": (lambda: sharded_training_memory(1000, stage=4), ValueError, "stage"),
+    "shard stage type": (lambda: sharded_training_memory(1000, stage="zero3"), TypeError, "stage"),
+    "shard optimizer_bytes": (lambda: sharded_training_memory(1000, optimizer_bytes=-2), ValueError, "optimizer_bytes"),
+}
+
+
+@pytest.mark.parametrize(("call", "error", "names"), BAD_ARGUMENTS.values(), ids=BAD_ARGUMENTS)
+def test_bad_arguments_raise_and_say_what_to_pass(call, error, names, monkeypatch):
+    FakeCuda().install(monkeypatch)  # the CUDA helpers check their arguments on a (fake) GPU
+    with pytest.raises(error, match=names):
+        call()

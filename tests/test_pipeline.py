@@ -78,30 +78,6 @@ def test_box_blur_is_a_5x5_mean():
     assert np.allclose(out[0, 2:7, 2:7], 1.0) and out[0, 1, 4] == 0 and np.isclose(out.sum(), 25.0)
 
 
-@pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"n": 0}, ValueError, "n"),
-    ({"n": 2.5}, TypeError, "n"),
-    ({"size": 4}, ValueError, "size"),
-    ({"work": -1}, ValueError, "work"),
-    ({"work": "2"}, TypeError, "work"),
-])
-def test_bad_arguments(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        SyntheticImages(**kwargs)
-
-
-def test_bad_index():
-    ds = SyntheticImages(n=3)
-    with pytest.raises(IndexError, match="nằm ngoài"):
-        ds[3]
-    with pytest.raises(TypeError, match="str"):
-        ds["0"]
-    with pytest.raises(TypeError, match="bool"):
-        ds[True]
-    assert torch.equal(ds[np.int64(1)][0], ds[1][0])
-    assert "SyntheticImages(n=3" in repr(ds)
-
-
 # --------------------------------------------------------------------------- DataLoader workers
 
 
@@ -176,3 +152,26 @@ def test_workers_from_the_worker_context_give_the_same_batches_and_exit_twice():
                    for (a, la), (b, lb) in zip(plain, served, strict=True))
         del loader
         assert no_workers_left()
+
+
+def _item(index):
+    return SyntheticImages(n=3)[index]
+
+
+# (callable, arguments, error, what the message must name): one row per argument check a lesson can reach
+BAD_ARGUMENTS = {
+    "n": (SyntheticImages, {"n": 0}, ValueError, "n"),
+    "n type": (SyntheticImages, {"n": 2.5}, TypeError, "n"),
+    "size": (SyntheticImages, {"size": 4}, ValueError, "size"),
+    "work": (SyntheticImages, {"work": -1}, ValueError, "work"),
+    "work type": (SyntheticImages, {"work": "2"}, TypeError, "work"),
+    "index outside": (_item, {"index": 3}, IndexError, "nằm ngoài"),
+    "index text": (_item, {"index": "0"}, TypeError, "str"),
+    "index bool": (_item, {"index": True}, TypeError, "bool"),
+}
+
+
+@pytest.mark.parametrize(("call", "kwargs", "error", "names"), BAD_ARGUMENTS.values(), ids=BAD_ARGUMENTS)
+def test_bad_arguments_raise_and_say_what_to_pass(call, kwargs, error, names):
+    with pytest.raises(error, match=names):
+        call(**kwargs)

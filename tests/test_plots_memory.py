@@ -53,24 +53,6 @@ def test_uses_given_axes():
     assert plot_memory_breakdown(ROWS, ax=ax) is ax
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
-    [
-        ({"rows": {}}, TypeError, "rows"),
-        ({"rows": [1, 2]}, TypeError, "rows"),
-        ({"rows": {"a": 5}}, TypeError, "nhãn"),
-        ({"rows": {"a": {"params": -1}}}, TypeError, "byte"),
-        ({"rows": {"a": {"params": "1 MiB"}}}, TypeError, "byte"),
-        ({"rows": ROWS, "measured": {"Nope": 1}}, ValueError, "Nope"),
-        ({"rows": ROWS, "unit": "MB"}, ValueError, "unit"),
-        ({"rows": ROWS, "ax": "left"}, TypeError, "Axes"),
-    ],
-)
-def test_bad_input(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        plot_memory_breakdown(**kwargs)
-
-
 # --------------------------------------------------------------------------- plot_activation_timeline
 
 
@@ -94,18 +76,27 @@ def test_timeline_from_a_list_picks_its_unit_from_the_peak():
     assert list(ax.lines[0].get_ydata()) == [0.0, 2.0, 1.0, 0.0] and ax.get_ylabel() == "bộ nhớ (KiB)"
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
-    [
-        ({"timeline": []}, TypeError, "timeline"),
-        ({"timeline": "0 1 2"}, TypeError, "timeline"),
-        ({"timeline": 5}, TypeError, "timeline"),
-        ({"timeline": [0, -1]}, TypeError, "byte"),
-        ({"timeline": [0, 1], "marks": {"x": 9}}, ValueError, "timeline"),
-        ({"timeline": [0, 1], "marks": {"x": "1"}}, TypeError, "marks"),
-        ({"timeline": [0, 1], "ax": "left"}, TypeError, "Axes"),
-    ],
-)
-def test_timeline_bad_input(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        plot_activation_timeline(**kwargs)
+# (callable, arguments, error, what the message must name): one row per argument check a lesson can reach
+BAD_ARGUMENTS = {
+    "rows empty": (plot_memory_breakdown, {"rows": {}}, TypeError, "rows"),
+    "rows list": (plot_memory_breakdown, {"rows": [1, 2]}, TypeError, "rows"),
+    "row not a dict": (plot_memory_breakdown, {"rows": {"a": 5}}, TypeError, "nhãn"),
+    "negative bytes": (plot_memory_breakdown, {"rows": {"a": {"params": -1}}}, TypeError, "byte"),
+    "bytes as text": (plot_memory_breakdown, {"rows": {"a": {"params": "1 MiB"}}}, TypeError, "byte"),
+    "measured label": (plot_memory_breakdown, {"rows": ROWS, "measured": {"Nope": 1}}, ValueError, "Nope"),
+    "unit": (plot_memory_breakdown, {"rows": ROWS, "unit": "MB"}, ValueError, "unit"),
+    "breakdown ax": (plot_memory_breakdown, {"rows": ROWS, "ax": "left"}, TypeError, "Axes"),
+    "timeline empty": (plot_activation_timeline, {"timeline": []}, TypeError, "timeline"),
+    "timeline text": (plot_activation_timeline, {"timeline": "0 1 2"}, TypeError, "timeline"),
+    "timeline number": (plot_activation_timeline, {"timeline": 5}, TypeError, "timeline"),
+    "timeline bytes": (plot_activation_timeline, {"timeline": [0, -1]}, TypeError, "byte"),
+    "mark outside": (plot_activation_timeline, {"timeline": [0, 1], "marks": {"x": 9}}, ValueError, "timeline"),
+    "mark type": (plot_activation_timeline, {"timeline": [0, 1], "marks": {"x": "1"}}, TypeError, "marks"),
+    "timeline ax": (plot_activation_timeline, {"timeline": [0, 1], "ax": "left"}, TypeError, "Axes"),
+}
+
+
+@pytest.mark.parametrize(("call", "kwargs", "error", "names"), BAD_ARGUMENTS.values(), ids=BAD_ARGUMENTS)
+def test_bad_arguments_raise_and_say_what_to_pass(call, kwargs, error, names):
+    with pytest.raises(error, match=names):
+        call(**kwargs)

@@ -8,21 +8,12 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import check_int, check_number
+from ..device import pick_device
+from ..display import Printable
 from ..flops import matmul_flops
 from ..platforms import detect_platform
-from ..precision import format_name
-from .timing import (
-    Timing,
-    _check_run,
-    _device,
-    _dtype,
-    _measure,
-    _noise_line,
-    _Printable,
-    _signs,
-    cpu_threads,
-    format_seconds,
-)
+from ..precision import format_name, to_dtype
+from .timing import Timing, check_run, cpu_threads, format_seconds, measure_unchecked, noise_line, noise_signs
 
 # Largest relative error (Frobenius norm, against float64) that still counts as a correct matmul.
 # fp32 allows TF32 (about 1e-3), in case the learner turned it on.
@@ -30,7 +21,7 @@ _TOLERANCE = {torch.float32: 2e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 _CLOSE = 1.2  # within this factor either way, 1 thread and several count as "about the same"
 
 
-def _inputs(n: int, dev: torch.device, dt: torch.dtype) -> tuple[torch.Tensor, ...]:
+def matmul_inputs(n: int, dev: torch.device, dt: torch.dtype) -> tuple[torch.Tensor, ...]:
     """Return a and b, N×N, from their own seeded generator (the global RNG is left alone)."""
     try:
         gen = torch.Generator(device=dev).manual_seed(0)
@@ -45,14 +36,6 @@ def matmul_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> float:
 
     The check costs O(N) however large N is, and uses the same (already rounded) inputs.
     """
-    for name, t in (("a", a), ("b", b), ("c", c)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} phải là torch.Tensor, không phải {type(t).__name__}")
-        if t.dim() != 2:
-            raise ValueError(f"{name} phải là ma trận 2 chiều (2-D), nhận shape {tuple(t.shape)}")
-    if a.shape[1] != b.shape[0] or c.shape != (a.shape[0], b.shape[1]):
-        raise ValueError(f"shapes không khớp c = a @ b: a {tuple(a.shape)}, b {tuple(b.shape)}, "
-                         f"c {tuple(c.shape)}")
     gen = torch.Generator().manual_seed(1234)
     rows = torch.randperm(a.shape[0], generator=gen)[:8]
     cols = torch.randperm(b.shape[1], generator=gen)[:8]
@@ -61,7 +44,7 @@ def matmul_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> float:
     return float((got - ref).norm() / ref.norm().clamp_min(1e-300))
 
 
-def _assert_correct(a, b, c, dt: torch.dtype, dev) -> float:
+def assert_correct(a, b, c, dt: torch.dtype, dev) -> float:
     error = matmul_error(a, b, c)
     if not error <= _TOLERANCE[dt]:
         raise RuntimeError(f"Kết quả matmul trên {dev} sai (sai số tương đối {error:.2e} > "
@@ -69,7 +52,7 @@ def _assert_correct(a, b, c, dt: torch.dtype, dev) -> float:
     return error
 
 
-def _label(n: int, dt: torch.dtype) -> str:
+def matmul_label(n: int, dt: torch.dtype) -> str:
     return f"matmul {n}×{n} {format_name(dt)}"
 
 
@@ -82,15 +65,15 @@ def time_matmul(n: int, device: str | torch.device = "cpu", *, repeats: int = 5,
     fp32 matmul speed this process has measured on `device` at about this N or below, see ``measure``).
     """
     check_int("n", n, 1)
-    dev = _device(device)
-    _check_run(repeats, warmup, threads, max_time_s)
+    dev = pick_device(device)
+    check_run(repeats, warmup, threads, max_time_s)
     if expected_s is not None:
         check_number("expected_s", expected_s, positive=True)
-    a, b = _inputs(n, dev, torch.float32)
-    _assert_correct(a, b, a @ b, torch.float32, dev)
-    return _measure(lambda: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads,
-                    flops=matmul_flops(n), label=_label(n, torch.float32), max_time_s=max_time_s, warn=True,
-                    expected_s=expected_s)
+    a, b = matmul_inputs(n, dev, torch.float32)
+    assert_correct(a, b, a @ b, torch.float32, dev)
+    return measure_unchecked(lambda: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads,
+                             flops=matmul_flops(n), label=matmul_label(n, torch.float32), max_time_s=max_time_s, warn=True,
+                             expected_s=expected_s)
 
 
 def matmul_bytes(n: int) -> int:
@@ -121,7 +104,7 @@ def _free_bytes(dev: torch.device) -> int | None:
         return None
 
 
-def _fits(n: int, dev: torch.device, dt: torch.dtype) -> bool:
+def fits_in_memory(n: int, dev: torch.device, dt: torch.dtype) -> bool:
     """Whether an N×N matmul fits: half the free RAM on the CPU, 90 % less 256 MiB on an accelerator."""
     free = _free_bytes(dev)
     if free is None:
@@ -140,8 +123,8 @@ def _probe_call_s(n: int, dev: torch.device, dt: torch.dtype, threads: int, limi
     """
     size = min(n, 128)
     while True:
-        a, b = _inputs(size, dev, dt)
-        t = _measure(lambda a=a, b=b: a @ b, dev, repeats=3, warmup=1, number=1, threads=threads).min_s
+        a, b = matmul_inputs(size, dev, dt)
+        t = measure_unchecked(lambda a=a, b=b: a @ b, dev, repeats=3, warmup=1, number=1, threads=threads).min_s
         estimate = t * (n / size) ** 3
         if size == n or 2 * size > n // 2 or 4 * estimate < limit_s:
             return estimate
@@ -201,7 +184,7 @@ def threads_verdict(one_thread_s: float, many_threads_s: float, threads: int) ->
 
 
 @dataclass(frozen=True, repr=False)
-class Comparison(_Printable):
+class Comparison(Printable):
     """One matmul size timed two ways (CPU vs accelerator, or 1 CPU thread vs all), results checked first."""
 
     n: int
@@ -228,8 +211,8 @@ class Comparison(_Printable):
     @property
     def noise(self) -> str | None:
         """The "⚠️ số đo nhiễu" line when either side's repeats disagree or its median is far above expected."""
-        return _noise_line([f"{_who(t)}: {sign}" for t in (self.baseline, self.other) if t is not None
-                            for sign in _signs(t.times_s, t.expected_s, t.expected_basis)])
+        return noise_line([f"{_who(t)}: {sign}" for t in (self.baseline, self.other) if t is not None
+                           for sign in noise_signs(t.times_s, t.expected_s, t.expected_basis)])
 
     def verdict(self) -> str:
         """Return one sentence built from the measured numbers."""
@@ -267,11 +250,11 @@ def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
     (``skipped`` says why); `max_time_s` caps each side's measurement.
     """
     check_int("n", n, 1)
-    dt, dev = _dtype(dtype), _device(device)
+    dt, dev = to_dtype(dtype), pick_device(device)
     if not isinstance(include_copy, bool):
         raise TypeError(f"include_copy phải là True hoặc False, không phải {type(include_copy).__name__}")
     check_number("max_call_s", max_call_s, positive=True)
-    _check_run(repeats, 1, threads, max_time_s)
+    check_run(repeats, 1, threads, max_time_s)
     all_threads = cpu_threads() if threads is None else threads
     cpu, name = torch.device("cpu"), format_name(dt)
     plan = [(cpu, 1), (cpu, all_threads)] if dev.type == "cpu" else [(cpu, all_threads), (dev, all_threads)]
@@ -283,23 +266,23 @@ def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
                 f"⏭️ Không chạy N={n} {name} trên {where} ({th} luồng): ước lượng một phép nhân mất "
                 f"~{format_seconds(estimate)} > giới hạn {max_call_s:g} s. Chọn N nhỏ hơn{other}. Ước lượng được "
                 "tính từ một phép nhân nhỏ hơn vừa đo; máy đang bận thì nó có thể cao hơn thật, khi đó đo lại sau."))
-    a_cpu, b_cpu = _inputs(n, cpu, dt)
+    a_cpu, b_cpu = matmul_inputs(n, cpu, dt)
     timings, errors = [], []
     for where, th in plan:
         a, b = (a_cpu, b_cpu) if where.type == "cpu" else (a_cpu.to(where), b_cpu.to(where))
-        errors.append(_assert_correct(a, b, a @ b, dt, where))
+        errors.append(assert_correct(a, b, a @ b, dt, where))
         if include_copy and where.type != "cpu":
             fn = lambda where=where: (a_cpu.to(where) @ b_cpu.to(where)).cpu()  # noqa: E731
-            label = _label(n, dt) + " + copy"
+            label = matmul_label(n, dt) + " + copy"
         else:
-            fn, label = (lambda a=a, b=b: a @ b), _label(n, dt)
-        timings.append(_measure(fn, where, repeats=repeats, warmup=1, threads=th, flops=matmul_flops(n),
-                                label=label, max_time_s=max_time_s))
+            fn, label = (lambda a=a, b=b: a @ b), matmul_label(n, dt)
+        timings.append(measure_unchecked(fn, where, repeats=repeats, warmup=1, threads=th, flops=matmul_flops(n),
+                                         label=label, max_time_s=max_time_s))
     return Comparison(n, name, timings[0], timings[1], (errors[0], errors[1]), include_copy)
 
 
 @dataclass(frozen=True, repr=False)
-class CopyCost(_Printable):
+class CopyCost(Printable):
     """What one matmul on an accelerator costs when the data starts and ends on the CPU."""
 
     n: int
@@ -335,23 +318,23 @@ def copy_vs_compute(n: int, device: str | torch.device | None = None, *, pinned:
     Every copy is a real copy (``copy=True``); ``pinned=True`` page-locks the host tensors first (CUDA).
     """
     check_int("n", n, 1)
-    dev = _device(device)
+    dev = pick_device(device)
     if not isinstance(pinned, bool):
         raise TypeError(f"pinned phải là True hoặc False, không phải {type(pinned).__name__}")
-    _check_run(repeats, 1, threads)
-    a_cpu, b_cpu = _inputs(n, torch.device("cpu"), torch.float32)
+    check_run(repeats, 1, threads)
+    a_cpu, b_cpu = matmul_inputs(n, torch.device("cpu"), torch.float32)
     if pinned and dev.type == "cuda":
         a_cpu, b_cpu = a_cpu.pin_memory(), b_cpu.pin_memory()
     a, b = a_cpu.to(dev, copy=True), b_cpu.to(dev, copy=True)
     c = a @ b
-    _assert_correct(a, b, c, torch.float32, dev)
+    assert_correct(a, b, c, torch.float32, dev)
     kw = {"repeats": repeats, "warmup": 1, "threads": threads, "warn": True}
     size = f"{n}×{n} fp32"
-    to_device = _measure(lambda: (a_cpu.to(dev, copy=True, non_blocking=pinned),
-                                  b_cpu.to(dev, copy=True, non_blocking=pinned)), dev,
-                         label=f"copy a, b → {dev}" + (" (pinned)" if pinned else ""), **kw)
-    compute = _measure(lambda: a @ b, dev, flops=matmul_flops(n), label=f"matmul {size} on {dev}", **kw)
-    to_host = _measure(lambda: c.to("cpu", copy=True), dev, label="copy c → cpu", **kw)
-    cpu = _measure(lambda: a_cpu @ b_cpu, torch.device("cpu"), flops=matmul_flops(n),
-                   label=f"matmul {size} on cpu", **kw)
+    to_device = measure_unchecked(lambda: (a_cpu.to(dev, copy=True, non_blocking=pinned),
+                                           b_cpu.to(dev, copy=True, non_blocking=pinned)), dev,
+                                  label=f"copy a, b → {dev}" + (" (pinned)" if pinned else ""), **kw)
+    compute = measure_unchecked(lambda: a @ b, dev, flops=matmul_flops(n), label=f"matmul {size} on {dev}", **kw)
+    to_host = measure_unchecked(lambda: c.to("cpu", copy=True), dev, label="copy c → cpu", **kw)
+    cpu = measure_unchecked(lambda: a_cpu @ b_cpu, torch.device("cpu"), flops=matmul_flops(n),
+                            label=f"matmul {size} on cpu", **kw)
     return CopyCost(n, str(dev), to_device, compute, to_host, cpu)

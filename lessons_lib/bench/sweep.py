@@ -10,24 +10,23 @@ from dataclasses import dataclass, field
 import torch
 
 from .._validate import check_int, check_number
+from ..device import pick_device
+from ..display import Printable
 from ..flops import matmul_flops
-from ..precision import format_name
-from .matmul import _assert_correct, _fits, _inputs, _label
+from ..precision import format_name, to_dtype
+from .matmul import assert_correct, fits_in_memory, matmul_inputs, matmul_label
 from .timing import (
-    _MIN_BLOCK_S,
+    MIN_BLOCK_S,
     SLOW_LIMIT,
     SPREAD_LIMIT,
     Timing,
-    _check_run,
-    _device,
-    _dtype,
-    _format_flops,
-    _measure,
-    _noise_line,
-    _Printable,
+    check_run,
     cpu_threads,
     format_count,
+    format_flops,
     format_seconds,
+    measure_unchecked,
+    noise_line,
     synchronize,
 )
 
@@ -60,7 +59,7 @@ class MatmulRecord:
 
 
 @dataclass(repr=False)
-class SweepResult(_Printable):
+class SweepResult(Printable):
     """A matmul sweep: one ``MatmulRecord`` per size, and how and why it stopped."""
 
     device: str
@@ -97,7 +96,7 @@ class SweepResult(_Printable):
         if spread:
             seen.append(f"ở N={', '.join(map(str, spread))} lần đo chậm nhất gấp đến {max(spread.values()):.1f}× "
                         "lần nhanh nhất")
-        return _noise_line(seen)
+        return noise_line(seen)
 
     @property
     def best(self) -> MatmulRecord | None:
@@ -144,7 +143,7 @@ class SweepResult(_Printable):
         lines = [f"Quét matmul {self.label}: {len(self.records)} kích thước, {self.wall_s:.1f} s / ngân sách "
                  f"{self.budget_s:g} s; dừng vì {stop}.",
                  f"{'N':>6}  {'thời gian (trung vị)':>20}  {'tốc độ':>13}  sai số tương đối"]
-        lines += [f"{r.n:>6}  {format_seconds(r.seconds):>20}  {_format_flops(r.tflops * 1e12):>13}  "
+        lines += [f"{r.n:>6}  {format_seconds(r.seconds):>20}  {format_flops(r.tflops * 1e12):>13}  "
                   f"{r.rel_error:.1e}" for r in self.records]
         lines += self.notes + ([self.noise] if self.noise else [])
         if self.records:
@@ -172,43 +171,14 @@ def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | 
         repeats: Timed repeats per size (median reported); the noise line suggests more.
         threads: CPU threads (None: all, ``cpu_threads()``).
     """
-    dev, dt = _device(device), _dtype(dtype)
+    dev, dt = pick_device(device), to_dtype(dtype)
     budget = (20.0 if dev.type == "cpu" else 30.0) if budget_s is None else budget_s
     check_number("budget_s", budget, positive=True)
-    _check_run(repeats, _WARMUP, threads)
+    check_run(repeats, _WARMUP, threads)
     n_threads = cpu_threads() if threads is None else threads
 
     start = time.perf_counter()
-    records: list[MatmulRecord] = []
-    stop, next_size = "all_sizes", None
-    last = None  # (n, seconds per call, seconds to create the inputs)
-    best_rate = 0.0  # the best FLOP/s measured so far
-    for n in _SIZES:
-        if not _fits(n, dev, dt):
-            stop, next_size = "memory", n
-            break
-        if last is not None:
-            ratio = n / last[0]
-            # N³ from the last size, unless that size was stalled (a busy machine can add a fixed wait to
-            # every call): then at most 2× (the last time, or this size's FLOPs at the best speed so far).
-            call = min(last[1] * ratio**3, 2 * max(last[1], matmul_flops(n) / best_rate))
-            # create inputs (∝ N²) + correctness check + warm-up calls (∝ N³) + timed repeats
-            predicted = last[2] * ratio**2 + (1 + _WARMUP) * call + repeats * max(call, _MIN_BLOCK_S)
-            if time.perf_counter() - start + _SAFETY * predicted > budget:
-                stop, next_size = "budget", n
-                break
-        create_start = time.perf_counter()
-        a, b = _inputs(n, dev, dt)
-        synchronize(dev)
-        create = time.perf_counter() - create_start
-        error = _assert_correct(a, b, a @ b, dt, dev)
-        remaining = budget - (time.perf_counter() - start)
-        timing = _measure(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=n_threads,
-                          flops=matmul_flops(n), label=_label(n, dt), max_time_s=max(remaining, _MIN_BLOCK_S))
-        del a, b
-        records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
-        last = (n, timing.median_s, create)
-        best_rate = max(best_rate, matmul_flops(n) / timing.median_s)
+    records, stop, next_size = _time_sizes(dev, dt, budget, repeats, n_threads)
     notes = _remeasure_outliers(records, dev, dt, n_threads, repeats,
                                 max(budget - (time.perf_counter() - start), 0.1 * budget))
     name = ""
@@ -220,6 +190,41 @@ def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | 
     return SweepResult(device=str(dev), dtype=format_name(dt), threads=n_threads, budget_s=float(budget),
                        wall_s=time.perf_counter() - start, stop_reason=stop, next_size=next_size,
                        records=records, device_name=name, notes=notes)
+
+
+def _time_sizes(dev: torch.device, dt: torch.dtype, budget: float, repeats: int,
+                threads: int) -> tuple[list[MatmulRecord], str, int | None]:
+    """Check and time each size in turn until the budget or the memory says stop; return (records, why, next N)."""
+    start = time.perf_counter()
+    records: list[MatmulRecord] = []
+    last = None  # (n, seconds per call, seconds to create the inputs)
+    best_rate = 0.0  # the best FLOP/s measured so far
+    for n in _SIZES:
+        if not fits_in_memory(n, dev, dt):
+            return records, "memory", n
+        if last is not None:
+            ratio = n / last[0]
+            # N³ from the last size, unless that size was stalled (a busy machine can add a fixed wait to
+            # every call): then at most 2× (the last time, or this size's FLOPs at the best speed so far).
+            call = min(last[1] * ratio**3, 2 * max(last[1], matmul_flops(n) / best_rate))
+            # create inputs (∝ N²) + correctness check + warm-up calls (∝ N³) + timed repeats
+            predicted = last[2] * ratio**2 + (1 + _WARMUP) * call + repeats * max(call, MIN_BLOCK_S)
+            if time.perf_counter() - start + _SAFETY * predicted > budget:
+                return records, "budget", n
+        create_start = time.perf_counter()
+        a, b = matmul_inputs(n, dev, dt)
+        synchronize(dev)
+        create = time.perf_counter() - create_start
+        error = assert_correct(a, b, a @ b, dt, dev)
+        remaining = budget - (time.perf_counter() - start)
+        timing = measure_unchecked(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=threads,
+                                   flops=matmul_flops(n), label=matmul_label(n, dt),
+                                   max_time_s=max(remaining, MIN_BLOCK_S))
+        del a, b
+        records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
+        last = (n, timing.median_s, create)
+        best_rate = max(best_rate, matmul_flops(n) / timing.median_s)
+    return records, "all_sizes", None
 
 
 def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
@@ -261,10 +266,10 @@ def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torc
         if (_WARMUP + repeats) * record.timing.min_s > left:
             skipped.append(f"N={record.n}")
             continue
-        a, b = _inputs(record.n, dev, dt)
-        again = _measure(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=threads,
-                         flops=record.timing.flops, label=record.timing.label,
-                         max_time_s=max(left, _MIN_BLOCK_S))
+        a, b = matmul_inputs(record.n, dev, dt)
+        again = measure_unchecked(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=threads,
+                                  flops=record.timing.flops, label=record.timing.label,
+                                  max_time_s=max(left, MIN_BLOCK_S))
         del a, b
         again_seen.append(f"N={record.n} {format_seconds(record.seconds)} → {format_seconds(again.median_s)}")
         if again.median_s < record.seconds:
@@ -284,7 +289,7 @@ def _check_sweep(name: str, sweep) -> None:
                         f"không phải {type(sweep).__name__}")
 
 
-def _speedup(baseline: SweepResult, other: SweepResult) -> list[tuple[int, float]]:
+def speedups(baseline: SweepResult, other: SweepResult) -> list[tuple[int, float]]:
     """Return (N, baseline time / other time) for every N both sweeps measured (>1: `other` is faster)."""
     return [(r.n, base / r.seconds) for r in other.records if (base := baseline.time_at(r.n)) is not None]
 
@@ -305,7 +310,7 @@ def crossover(baseline: SweepResult, other: SweepResult) -> Crossover:
     """Return the size N from which `other` beats `baseline` at every larger N measured (interpolated)."""
     _check_sweep("baseline", baseline)
     _check_sweep("other", other)
-    points = _speedup(baseline, other)
+    points = speedups(baseline, other)
     if not points:
         return Crossover("no_overlap", None, "Hai lần quét không có kích thước N chung.")
     first_good = len(points)

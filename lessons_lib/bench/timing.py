@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import check_int, check_number
-from ..device import pick_device as _device
+from ..device import pick_device
+from ..display import Printable
 from ..platforms import detect_platform
-from ..precision import FORMATS, format_name
 
 SPREAD_LIMIT = 2.0  # slowest repeat / fastest repeat above this: the repeats disagree
 SLOW_LIMIT = 3.0  # median / predicted time above this: something else slowed the work down
-_MIN_BLOCK_S = 0.002  # a timed block lasts this long at least: the clock's and synchronize's cost vanish
+MIN_BLOCK_S = 0.002  # a timed block lasts this long at least: the clock's and synchronize's cost vanish
 _HISTORY_MARGIN = 1.5  # expected time from history = this × (FLOPs at the best speed measured so far)
 _HISTORY_SIZE = 1.25  # only earlier calls with at most this × the FLOPs count (bigger work often runs faster)
 # Best speed measured in this process, per (device, threads, kind of work): [(flops of one call, FLOP/s), ...].
@@ -47,13 +47,8 @@ def synchronize(device: str | torch.device) -> None:
             backend.synchronize()
 
 
-def _dtype(dtype) -> torch.dtype:
-    """Return float32 / float16 / bfloat16 given as a torch dtype or a name such as "fp16"."""
-    return FORMATS[format_name(dtype)]
-
-
-def _check_run(repeats: int, warmup: int, threads: int | None = None,
-               max_time_s: float | None = None) -> None:
+def check_run(repeats: int, warmup: int, threads: int | None = None,
+              max_time_s: float | None = None) -> None:
     """Check the measurement settings the public functions share."""
     check_int("repeats", repeats, 1)
     check_int("warmup", warmup, 0)
@@ -82,7 +77,7 @@ def format_count(value: float, digits: int = 0) -> str:
     return f"{value:,.{digits}f}".replace(",", " ")
 
 
-def _format_flops(flops_per_s: float) -> str:
+def format_flops(flops_per_s: float) -> str:
     """Return a speed in FLOP/s with a readable unit: "925 kFLOP/s", "139 GFLOP/s", "4.20 TFLOP/s"."""
     return _with_unit(flops_per_s, (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6), ("kFLOP/s", 1e3),
                                     ("FLOP/s", 1.0)))
@@ -104,10 +99,10 @@ def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) 
         check_number("times_s[i]", value, positive=True)
     if expected_s is not None:
         check_number("expected_s", expected_s, positive=True)
-    return _noise_line(_signs([float(t) for t in times_s], expected_s))
+    return noise_line(noise_signs([float(t) for t in times_s], expected_s))
 
 
-def _signs(times: Sequence[float], expected_s: float | None, basis: str = "") -> list[str]:
+def noise_signs(times: Sequence[float], expected_s: float | None, basis: str = "") -> list[str]:
     """Return what looks noisy in one measurement's repeats, as phrases (empty when nothing does).
 
     `basis` says where `expected_s` comes from, e.g. "(từ tốc độ tốt nhất đã đo)".
@@ -128,7 +123,7 @@ def _signs(times: Sequence[float], expected_s: float | None, basis: str = "") ->
     return seen
 
 
-def _noise_line(seen: Sequence[str]) -> str | None:
+def noise_line(seen: Sequence[str]) -> str | None:
     """Return the "⚠️ số đo nhiễu" line for the phrases seen, with what to do; None when nothing was seen."""
     if not seen:
         return None
@@ -139,18 +134,8 @@ def _noise_line(seen: Sequence[str]) -> str | None:
     return f"⚠️ số đo nhiễu (máy bận?): {'; '.join(seen)}. Nên {advice}."
 
 
-class _Printable:
-    """Results that show their text (``str``) in a notebook and at the prompt."""
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython display
-        printer.text(str(self))
-
-
 @dataclass(frozen=True, repr=False)
-class Timing(_Printable):
+class Timing(Printable):
     """One measurement: seconds per call for each repeat, and the conditions it ran under."""
 
     times_s: tuple[float, ...]
@@ -166,7 +151,7 @@ class Timing(_Printable):
     @property
     def noise(self) -> str | None:
         """The "⚠️ số đo nhiễu" line when the repeats disagree or the median is far above `expected_s`, else None."""
-        return _noise_line(_signs(self.times_s, self.expected_s, self.expected_basis))
+        return noise_line(noise_signs(self.times_s, self.expected_s, self.expected_basis))
 
     @property
     def median_s(self) -> float:
@@ -204,7 +189,7 @@ class Timing(_Printable):
         text = (f"{head}{format_seconds(self.median_s)} (min {format_seconds(self.min_s)} · "
                 f"max {format_seconds(self.max_s)}) · {self.conditions()}")
         if self.flops_per_s is not None:
-            text += f" · {_format_flops(self.flops_per_s)}"
+            text += f" · {format_flops(self.flops_per_s)}"
         return text
 
 
@@ -242,8 +227,8 @@ def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: in
     """
     if not callable(fn):
         raise TypeError(f"fn phải là một hàm không đối số, vd lambda: a @ b, không phải {type(fn).__name__}")
-    dev = _device(device)
-    _check_run(repeats, warmup, threads, max_time_s)
+    dev = pick_device(device)
+    check_run(repeats, warmup, threads, max_time_s)
     if number is not None:
         check_int("number", number, 1)
     if flops is not None:
@@ -252,8 +237,8 @@ def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: in
         raise TypeError(f"label phải là str, không phải {type(label).__name__}")
     if expected_s is not None:
         check_number("expected_s", expected_s, positive=True)
-    return _measure(fn, dev, repeats=repeats, warmup=warmup, number=number, threads=threads, flops=flops,
-                    label=label, max_time_s=max_time_s, warn=True, expected_s=expected_s)
+    return measure_unchecked(fn, dev, repeats=repeats, warmup=warmup, number=number, threads=threads, flops=flops,
+                             label=label, max_time_s=max_time_s, warn=True, expected_s=expected_s)
 
 
 def _kind(label: str) -> str:
@@ -277,10 +262,10 @@ def _remember_rate(dev: torch.device, threads: int, label: str, flops: float, fa
     records.append((flops, rate))
 
 
-def _measure(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, warmup: int = 2,
-             number: int | None = None, threads: int | None = None, flops: float | None = None,
-             label: str = "", max_time_s: float | None = None, warn: bool = False,
-             expected_s: float | None = None) -> Timing:
+def measure_unchecked(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, warmup: int = 2,
+                      number: int | None = None, threads: int | None = None, flops: float | None = None,
+                      label: str = "", max_time_s: float | None = None, warn: bool = False,
+                      expected_s: float | None = None) -> Timing:
     """Do what ``measure`` does with checked arguments; record the speed reached when `flops` is known."""
     n_threads = cpu_threads() if threads is None else threads
     previous = torch.get_num_threads()
@@ -290,7 +275,7 @@ def _measure(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, w
         if max_time_s is not None:
             # The first call (untimed for the result) tells how many calls fit in the limit.
             first = _timed_block(fn, 1, dev)
-            number = number or (1 if first >= _MIN_BLOCK_S else math.ceil(_MIN_BLOCK_S / max(first, 1e-9)))
+            number = number or (1 if first >= MIN_BLOCK_S else math.ceil(MIN_BLOCK_S / max(first, 1e-9)))
             calls_left = max(0, int(max_time_s / max(first, 1e-9)) - 1)
             repeats = max(1, min(repeats, calls_left // number))
             extra_warmup = max(0, min(warmup - 1, calls_left - repeats * number))
@@ -306,9 +291,9 @@ def _measure(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, w
             # The fastest of up to three single calls sets the block size, so one hiccup cannot shrink it.
             if once is None:
                 once = _timed_block(fn, 1, dev)
-            if once < _MIN_BLOCK_S:
+            if once < MIN_BLOCK_S:
                 once = min(once, _timed_block(fn, 1, dev), _timed_block(fn, 1, dev))
-            number = 1 if once >= _MIN_BLOCK_S else min(100_000, math.ceil(_MIN_BLOCK_S / max(once, 1e-9)))
+            number = 1 if once >= MIN_BLOCK_S else min(100_000, math.ceil(MIN_BLOCK_S / max(once, 1e-9)))
         times = tuple(_timed_block(fn, number, dev) / number for _ in range(repeats))
     finally:
         torch.set_num_threads(previous)

@@ -80,7 +80,7 @@ def gpu_memory_stats(device: str | torch.device | None = None) -> str:
                      + [f"  {label:<{width}}  {format_bytes(value):>11}" for label, value in rows])
 
 
-def _release_cached_memory() -> None:
+def release_cached_memory() -> None:
     """Collect garbage and return the CUDA allocator's empty cache to the driver (where there is CUDA).
 
     Call it *after* leaving an ``except`` block: until then the traceback keeps the failed step's tensors alive.
@@ -172,7 +172,7 @@ def oom_demo(*, room_bytes: int = 2 * 2**30) -> OomDemoResult:
             message = str(exc)
         made = len(tensors)
         del tensors  # outside the except block, so nothing else holds them now
-        _release_cached_memory()
+        release_cached_memory()
         after = (_cuda.memory_allocated(index), _cuda.memory_reserved(index))
     return OomDemoResult(f"cuda:{index}", cap_bytes, tensor_bytes, made, message is not None, before[0], before[1],
                          message, after[0], after[1], _get_fraction(index))

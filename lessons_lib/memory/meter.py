@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
-from .sizes import _check_module, _storage_key_and_bytes, format_bytes
+from .sizes import check_module, format_bytes, storage_key_and_bytes
 
 
 def _exclusion_keys(exclude) -> set:
@@ -23,7 +23,7 @@ def _exclusion_keys(exclude) -> set:
         if not all(isinstance(t, torch.Tensor) for t in tensors):
             raise TypeError("exclude phải là một nn.Module (loại trừ tham số và buffer của nó), một tensor hoặc "
                             f"một danh sách tensor, không phải {type(exclude).__name__}")
-    return {_storage_key_and_bytes(t)[0] for t in tensors}
+    return {storage_key_and_bytes(t)[0] for t in tensors}
 
 
 class _Packed:
@@ -66,7 +66,7 @@ class SavedTensorMeter:
             self.timeline.append(self.live_bytes)
 
     def _pack(self, tensor: torch.Tensor):
-        key, nbytes = _storage_key_and_bytes(tensor)
+        key, nbytes = storage_key_and_bytes(tensor)
         packed = _Packed(tensor.detach(), tensor._version)
         if key in self._excluded:
             return packed
@@ -133,7 +133,7 @@ def saved_activation_bytes(fn: Callable[[], object], exclude=None) -> int:
 
 def gradient_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Return a copy of every parameter's ``.grad`` by name (parameters without a gradient are left out)."""
-    _check_module(model)
+    check_module(model)
     return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .sizes import _parse_bytes, format_bytes
+from .sizes import format_bytes, parse_bytes
 
 #: ``torch.OutOfMemoryError``; older releases name it only ``torch.cuda.OutOfMemoryError`` (the same class).
 TorchOutOfMemoryError: type[BaseException] = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
@@ -114,10 +114,10 @@ def parse_oom_message(text: str) -> OomMessage:
 
     def size(pattern: str) -> int | None:
         match = re.search(pattern, flat)
-        return _parse_bytes(match.group(1)) if match else None
+        return parse_bytes(match.group(1)) if match else None
 
     gpu = re.search(r"GPU (\d+)", flat)
-    common = {"tried_to_allocate": _parse_bytes(tried.group(1)), "gpu": int(gpu.group(1)) if gpu else None}
+    common = {"tried_to_allocate": parse_bytes(tried.group(1)), "gpu": int(gpu.group(1)) if gpu else None}
     if re.search(r"\(GPU \d+; " + _NUM + " total capacity", flat):
         allocated = size(_NUM + " already allocated")
         reserved = size(_NUM + " reserved in total by PyTorch")
@@ -129,7 +129,7 @@ def parse_oom_message(text: str) -> OomMessage:
         total_capacity=size(r"total capacity of " + _NUM),
         free=size(r"of which " + _NUM + " is free"),
         this_process=size(r"this process has " + _NUM + " memory in use"),
-        other_processes=tuple((int(pid), _parse_bytes(used)) for pid, used in
+        other_processes=tuple((int(pid), parse_bytes(used)) for pid, used in
                               re.findall(r"Process (\d+) has " + _NUM + " memory in use", flat)),
         allowed=size(_NUM + " allowed;"),
         allocated_by_pytorch=size(_NUM + " is allocated by PyTorch"),

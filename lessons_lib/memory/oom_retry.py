@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 import torch
 
 from .._validate import check_int
-from .cuda import _release_cached_memory
+from .cuda import release_cached_memory
 from .meter import SavedTensorMeter
 from .oom import MemoryBudgetExceeded, is_oom_error
-from .sizes import _check_module, _check_optimizer, _trainable_bytes, format_bytes, training_state_sizes
+from .sizes import check_module, check_optimizer, format_bytes, trainable_bytes, training_state_sizes
 
 
 @dataclass
@@ -50,7 +50,7 @@ def find_max_batch_size(try_batch: Callable[[int], object], start: int, *, refin
                 raise
             ok = False
         if not ok:
-            _release_cached_memory()  # outside the except block: the traceback no longer holds the tensors
+            release_cached_memory()  # outside the except block: the traceback no longer holds the tensors
         search.attempts.append((size, ok))
         return ok
 
@@ -77,8 +77,8 @@ def _zero(model: torch.nn.Module, optimizer) -> None:
 
 
 def _check_step_args(model, loss_fn, x, y, optimizer) -> None:
-    _check_module(model)
-    _check_optimizer(optimizer)
+    check_module(model)
+    check_optimizer(optimizer)
     if not callable(loss_fn):
         raise TypeError(f"loss_fn phải gọi được (vd nn.CrossEntropyLoss()), không phải {type(loss_fn).__name__}")
     if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
@@ -113,7 +113,7 @@ def _safe_step(model, loss_fn, x, y, optimizer, micro: int, budget_bytes: int | 
     fixed = 0
     if budget_bytes is not None:
         state = training_state_sizes(model, optimizer)
-        fixed = state.params + state.buffers + _trainable_bytes(model) + state.optimizer
+        fixed = state.params + state.buffers + trainable_bytes(model) + state.optimizer
     loss = meter = xb = yb = None
     try:
         total = 0.0
@@ -143,7 +143,7 @@ def _safe_step(model, loss_fn, x, y, optimizer, micro: int, budget_bytes: int | 
             raise
         loss = meter = xb = yb = None  # drop this frame's references to the graph
         _zero(model, optimizer)
-        _release_cached_memory()
+        release_cached_memory()
         raise  # the caller lowers the batch and retries (after leaving its except block)
 
 
@@ -175,7 +175,7 @@ def train_with_oom_retry(model: torch.nn.Module, loss_fn: Callable, x: torch.Ten
     gives up (re-raises) when even a micro-batch of 1 does not fit. ``budget_bytes``: see `oom_safe_train_step`.
     """
     _check_step_args(model, loss_fn, x, y, optimizer)
-    _check_optimizer(optimizer, allow_none=False)
+    check_optimizer(optimizer, allow_none=False)
     check_int("batch_size", batch_size, 1)
     if budget_bytes is not None:
         check_int("budget_bytes", budget_bytes, 1)
@@ -191,7 +191,7 @@ def train_with_oom_retry(model: torch.nn.Module, loss_fn: Callable, x: torch.Ten
                 if not is_oom_error(exc) or micro == 1:
                     raise
                 message = str(exc)
-            _release_cached_memory()  # outside the except block: the failed step's tensors are gone now
+            release_cached_memory()  # outside the except block: the failed step's tensors are gone now
             log.oom_events.append((step, micro, message))
             micro //= 2
         log.losses.append(loss)

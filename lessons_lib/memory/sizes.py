@@ -11,7 +11,8 @@ import torch
 
 from .._validate import check_int, check_number
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+# Binary units and their bytes, smallest first.
+UNIT_BYTES = {unit: 1024**i for i, unit in enumerate(("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"))}
 
 
 def format_bytes(num_bytes: int | float) -> str:
@@ -21,24 +22,20 @@ def format_bytes(num_bytes: int | float) -> str:
     value = float(abs(num_bytes))
     if value < 1024:
         return f"{sign}{value:.0f} B" if value == int(value) else f"{sign}{value:.2f} B"
-    unit = 0
-    while value >= 1024 and unit < len(_UNITS) - 1:
-        value /= 1024
-        unit += 1
-    return f"{sign}{value:.2f} {_UNITS[unit]}"
+    unit = [name for name, size in UNIT_BYTES.items() if size <= value][-1]
+    return f"{sign}{value / UNIT_BYTES[unit]:.2f} {unit}"
 
 
 _SIZE = re.compile(r"([\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB|PiB)")
-_UNIT_BYTES = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
 
 
-def _parse_bytes(text: str) -> int:
+def parse_bytes(text: str) -> int:
     """Return the bytes of a size written as PyTorch prints it, e.g. "2.00 GiB", "0 bytes"."""
     match = _SIZE.fullmatch(text.strip())
-    return round(float(match.group(1)) * _UNIT_BYTES[match.group(2)])
+    return round(float(match.group(1)) * {"bytes": 1, **UNIT_BYTES}[match.group(2)])
 
 
-def _storage_key_and_bytes(t: torch.Tensor) -> tuple[object, int]:
+def storage_key_and_bytes(t: torch.Tensor) -> tuple[object, int]:
     """Return a key equal for tensors that share memory, and the bytes that memory holds."""
     try:
         storage = t.untyped_storage()
@@ -48,15 +45,15 @@ def _storage_key_and_bytes(t: torch.Tensor) -> tuple[object, int]:
 
 
 def _unique_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    return sum(dict(_storage_key_and_bytes(t) for t in tensors).values())
+    return sum(dict(storage_key_and_bytes(t) for t in tensors).values())
 
 
-def _check_module(model) -> None:
+def check_module(model) -> None:
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model phải là một torch.nn.Module (vd nn.Linear(4, 2)), không phải {type(model).__name__}")
 
 
-def _check_optimizer(optimizer, allow_none: bool = True) -> None:
+def check_optimizer(optimizer, allow_none: bool = True) -> None:
     if (optimizer is not None or not allow_none) and not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer phải là một torch.optim.Optimizer (vd torch.optim.Adam(model.parameters())) "
                         f"hoặc None, không phải {type(optimizer).__name__}")
@@ -69,7 +66,7 @@ def _state_tensors(optimizer) -> list[tuple[str, torch.Tensor]]:
 
 def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> dict[str, int]:
     """Return the bytes the optimizer's state holds now, by state name (e.g. {"exp_avg": ..., "step": ...})."""
-    _check_optimizer(optimizer, allow_none=False)
+    check_optimizer(optimizer, allow_none=False)
     by_key: dict[str, list[torch.Tensor]] = {}
     for key, value in _state_tensors(optimizer):
         by_key.setdefault(key, []).append(value)
@@ -113,8 +110,8 @@ def training_state_sizes(model: torch.nn.Module, optimizer: torch.optim.Optimize
 
     Gradients exist after ``backward()``, optimizer state after the first ``step()``; works on ``meta`` too.
     """
-    _check_module(model)
-    _check_optimizer(optimizer)
+    check_module(model)
+    check_optimizer(optimizer)
     params = list(model.parameters())
     state = _state_tensors(optimizer) if optimizer is not None else []
     return StateSizes(
@@ -126,7 +123,7 @@ def training_state_sizes(model: torch.nn.Module, optimizer: torch.optim.Optimize
     )
 
 
-def _trainable_bytes(model: torch.nn.Module) -> int:
+def trainable_bytes(model: torch.nn.Module) -> int:
     """Return the bytes of the parameters that require grad: what their gradients will occupy."""
     return _unique_bytes(p for p in model.parameters() if p.requires_grad)
 

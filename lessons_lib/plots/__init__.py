@@ -1,4 +1,4 @@
-"""Plots of the course: speed curves, memory breakdowns, number formats, confusion matrices.
+"""Plots of the course: speed curves, memory breakdowns, confusion matrices.
 
 Every function takes ``ax=None`` (a new figure when None), labels its units and returns the axes.
 """
@@ -6,7 +6,6 @@ Every function takes ``ax=None`` (a new figure when None), labels its units and 
 from .classification import plot_confusion_matrix
 from .ddp import plot_ddp_differences, plot_ddp_shards
 from .diagrams import cuda_stack
-from .formats import plot_number_formats
 from .memory import plot_activation_timeline, plot_memory_breakdown
 from .speed import plot_speedup, plot_tflops, plot_time_vs_n
 from .trace import plot_trace
@@ -21,7 +20,6 @@ __all__ = [
     "plot_ddp_shards",
     "plot_loss_curves",
     "plot_memory_breakdown",
-    "plot_number_formats",
     "plot_speedup",
     "plot_tflops",
     "plot_time_vs_n",

@@ -5,22 +5,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from ..memory.sizes import UNIT_BYTES
 from ._axes import GREY, PALETTE, add_facts, get_ax
 
 _LABELS = {"params": "tham số", "grads": "gradient", "optimizer": "trạng thái optimizer",
            "activations": "activation (lưu cho backward)"}
 _COLORS = dict(zip(("params", "grads", "optimizer", "activations"), PALETTE, strict=False))
 _EXTRA_COLORS = (*PALETTE[4:], GREY)  # other parts, in order
-_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
 def _unit(unit: str | None, largest: float) -> tuple[str, int]:
     """Return the name and size of `unit`, or of the largest unit not above `largest` when `unit` is None."""
     if unit is None:
-        unit = [name for name, size in _UNITS.items() if size <= largest or size == 1][-1]
-    if unit not in _UNITS:
-        raise ValueError(f"unit phải là một trong {list(_UNITS)}, nhận {unit!r}")
-    return unit, _UNITS[unit]
+        unit = [name for name, size in UNIT_BYTES.items() if size <= largest or size == 1][-1]
+    if unit not in UNIT_BYTES:
+        raise ValueError(f"unit phải là một trong {list(UNIT_BYTES)}, nhận {unit!r}")
+    return unit, UNIT_BYTES[unit]
 
 
 def _check_bytes(where: str, value) -> float:
@@ -40,9 +40,34 @@ def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *,
         measured: Optional {label: bytes}, e.g. ``torch.cuda.max_memory_allocated()``, drawn hatched beside
             that label's stack.
         ax: Axes to draw on (a new figure when None).
-        unit: "B", "KiB", "MiB", "GiB" or "TiB"; chosen from the largest bar when None.
+        unit: "B", "KiB", "MiB", "GiB", ... (``memory.sizes.UNIT_BYTES``); chosen from the largest bar when None.
         title: Optional title.
     """
+    parts, measured = _checked_parts(rows, measured)
+    largest = max([*(sum(row.values()) for row in rows.values()), *measured.values(), 1])
+    unit_name, unit_size = _unit(unit, largest)
+    ax = get_ax(ax)
+    labels, width, offset = list(rows), *((0.38, 0.19) if measured else (0.6, 0.0))
+    totals = _stack(ax, [[rows[label].get(part, 0) / unit_size for label in labels] for part in parts], parts,
+                    width, -offset)
+    if measured:
+        ax.bar([i + offset for i in range(len(labels))], [measured.get(label, 0) / unit_size for label in labels],
+               width, label="đo được (peak trên GPU)", color="white", edgecolor="black", hatch="//")
+    for label, total in zip(labels, totals, strict=True):
+        got = f", đo được {measured[label] / unit_size:.3g} {unit_name}" if label in measured else ""
+        add_facts(ax, f"{label}: tổng {total:.3g} {unit_name}{got}.")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels)
+    ax.set_ylabel(f"bộ nhớ ({unit_name})")
+    if title:
+        ax.set_title(title)
+    ax.set_ylim(0, largest / unit_size * 1.45)  # headroom for the legend above the bars
+    ax.legend(fontsize="small", loc="upper center", ncol=2)
+    return ax
+
+
+def _checked_parts(rows, measured) -> tuple[list[str], dict]:
+    """Check `rows` and `measured`; return every part in stacking order (the known four first) and `measured`."""
     if not isinstance(rows, Mapping) or not rows:
         raise TypeError("rows phải là dict khác rỗng {nhãn: {thành phần: byte}}")
     parts: list[str] = list(_COLORS)
@@ -51,44 +76,26 @@ def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *,
             raise TypeError(f"mỗi dòng phải là nhãn str → dict thành phần, lỗi ở {label!r}")
         for key, value in row.items():
             _check_bytes(f"rows[{label!r}][{key!r}]", value)
-            if key not in parts:
-                parts.append(key)
+            parts += [key] if key not in parts else []
     measured = dict(measured or {})
     for label, value in measured.items():
         if label not in rows:
             raise ValueError(f"measured có nhãn {label!r} không có trong rows ({list(rows)})")
         _check_bytes(f"measured[{label!r}]", value)
-    largest = max([*(sum(row.values()) for row in rows.values()), *measured.values(), 1])
-    unit_name, unit_size = _unit(unit, largest)
+    return parts, measured
 
-    ax = get_ax(ax)
-    labels = list(rows)
-    width, offset = (0.38, 0.19) if measured else (0.6, 0.0)
-    xs = range(len(labels))
-    bottoms = [0.0] * len(labels)
+
+def _stack(ax, heights_per_part: list[list[float]], parts: list[str], width: float, shift: float) -> list[float]:
+    """Draw each part's bars on top of the previous ones (skipping parts that are all zero); return the totals."""
     extras = [part for part in parts if part not in _COLORS]
-    for part in parts:
-        heights = [rows[label].get(part, 0) / unit_size for label in labels]
-        if not any(heights):
-            continue
-        color = _COLORS.get(part) or _EXTRA_COLORS[extras.index(part) % len(_EXTRA_COLORS)]
-        ax.bar([x - offset for x in xs], heights, width, bottom=bottoms, label=_LABELS.get(part, part), color=color)
-        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
-    if measured:
-        heights = [measured.get(label, 0) / unit_size for label in labels]
-        ax.bar([x + offset for x in xs], heights, width, label="đo được (peak trên GPU)", color="white",
-               edgecolor="black", hatch="//")
-    for i, label in enumerate(labels):
-        got = f", đo được {measured[label] / unit_size:.3g} {unit_name}" if label in measured else ""
-        add_facts(ax, f"{label}: tổng {bottoms[i]:.3g} {unit_name}{got}.")
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels(labels)
-    ax.set_ylabel(f"bộ nhớ ({unit_name})")
-    if title:
-        ax.set_title(title)
-    ax.set_ylim(0, largest / unit_size * 1.45)  # headroom for the legend above the bars
-    ax.legend(fontsize="small", loc="upper center", ncol=2)
-    return ax
+    bottoms = [0.0] * len(heights_per_part[0])
+    for part, heights in zip(parts, heights_per_part, strict=True):
+        if any(heights):
+            color = _COLORS.get(part) or _EXTRA_COLORS[extras.index(part) % len(_EXTRA_COLORS)]
+            ax.bar([i + shift for i in range(len(heights))], heights, width, bottom=bottoms,
+                   label=_LABELS.get(part, part), color=color)
+            bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    return bottoms
 
 
 def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None, ax=None,

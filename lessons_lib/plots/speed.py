@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..bench.sweep import SweepResult, _speedup, crossover
+from ..bench.sweep import SweepResult, crossover, speedups
 from ..gpu_specs import GpuSpec
 from ._axes import add_facts, get_ax, series_style
 
@@ -103,7 +103,7 @@ def plot_speedup(baseline: SweepResult, others, ax=None):
     ax = get_ax(ax)
     ax.axhline(1.0, color="black", linewidth=1, label="hoà (speedup = 1)")
     for index, other in enumerate(others):
-        points = _speedup(baseline, other)
+        points = speedups(baseline, other)
         if not points:
             continue
         (line,) = ax.plot([n for n, _ in points], [s for _, s in points], label=other.label,

@@ -92,18 +92,30 @@ def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, title: str
     ax = get_ax(ax, figsize=(11.0, 1.2 + 0.45 * len(tracks) * (max_depth + 1)))
     y_of, ticks, y = {}, [], 0
     for track in tracks:
-        used = max(d for e, d in zip(events, depths, strict=True) if e.track == track)
-        levels = min(used, max_depth) + 1
+        levels = min(max(d for e, d in zip(events, depths, strict=True) if e.track == track), max_depth) + 1
         y_of[track] = y
         ticks.append(y + (levels - 1) / 2)
         y += levels + 0.6
+    _draw_events(ax, [(ev, y_of[ev.track] + d) for ev, d in zip(events, depths, strict=True) if d <= max_depth], span)
+    ax.set_xlim(0, span / 1e3 * 1.01 if span else 1)
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(tracks)
+    ax.invert_yaxis()
+    ax.set_xlabel("thời gian từ sự kiện đầu tiên (ms)")
+    add_facts(ax, f"{len(events)} sự kiện trong {span / 1e3:.3g} ms, các dòng: {', '.join(tracks)}.")
+    ax.grid(axis="y", visible=False)
+    _legend(ax, {e.cat for e in events})
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
+def _draw_events(ax, placed: list[tuple[_Event, float]], span: float) -> None:
+    """Draw each (event, row) as a bar, with its name on it where the name fits."""
     axes_px = ax.get_window_extent().width  # how many pixels the time axis spans, to fit names in their bars
     char_px = 0.6 * _FONT_PT * ax.figure.dpi / 72
     bars: dict[tuple[float, str], list[tuple[float, float]]] = {}
-    for ev, depth in zip(events, depths, strict=True):
-        if depth > max_depth:
-            continue
-        row = y_of[ev.track] + depth
+    for ev, row in placed:
         bars.setdefault((row, _COLORS.get(ev.cat, GREY)), []).append((ev.start_us / 1e3, ev.dur_us / 1e3))
         fits = int(0.9 * axes_px * ev.dur_us / span / char_px) if span else 0
         if span and ev.dur_us / span >= _MIN_LABEL_SHARE and fits >= 4:
@@ -114,20 +126,13 @@ def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, title: str
                     clip_on=True)
     for (row, color), spans in bars.items():  # one collection per row and colour: fast even for 10⁴ events
         ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=color, edgecolor="white", linewidth=0.3)
-    ax.set_xlim(0, span / 1e3 * 1.01 if span else 1)
-    ax.set_yticks(ticks)
-    ax.set_yticklabels(tracks)
-    ax.invert_yaxis()
-    ax.set_xlabel("thời gian từ sự kiện đầu tiên (ms)")
-    add_facts(ax, f"{len(events)} sự kiện trong {span / 1e3:.3g} ms, các dòng: {', '.join(tracks)}.")
-    ax.grid(axis="y", visible=False)
+
+
+def _legend(ax, cats: set[str]) -> None:
+    """Add a legend entry for each category drawn, and one "khác" for the rest."""
     from matplotlib.patches import Patch
 
-    cats = {e.cat for e in events}
     handles = [Patch(color=color, label=_LABELS[cat]) for cat, color in _COLORS.items() if cat in cats]
     if cats - set(_COLORS):
         handles.append(Patch(color=GREY, label="khác"))
     ax.legend(handles=handles, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    if title:
-        ax.set_title(title, fontsize=10)
-    return ax

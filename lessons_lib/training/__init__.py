@@ -2,18 +2,16 @@
 
 - ``data``: `make_classification_data`, `make_mlp` (no downloads).
 - ``amp``: `recommend_amp`, `plan_amp` (a checked ``AmpPlan``), `autocast_dtypes`, `amp_speed_verdict`.
-- ``trainer``: `AmpTrainer` (one step: autocast forward, scaled backward, optional clipping), `train` (a loop),
-  `profile_train_step` (median step time and peak GPU memory).
+- ``trainer``: `train` (a seeded AMP loop), `profile_train_step` (median step time and peak GPU memory).
 """
 
 from __future__ import annotations
 
 from .amp import amp_speed_verdict, autocast_dtypes, plan_amp, recommend_amp
 from .data import make_classification_data, make_mlp
-from .trainer import AmpTrainer, profile_train_step, train
+from .trainer import profile_train_step, train
 
 __all__ = [
-    "AmpTrainer",
     "amp_speed_verdict",
     "autocast_dtypes",
     "make_classification_data",

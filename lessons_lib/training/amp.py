@@ -15,7 +15,7 @@ from .._validate import check_number
 from ..bench import noise_warning
 from ..device import has_native_bf16, pick_device
 from ..precision import Table
-from .data import _mlp
+from .data import make_mlp
 
 _AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -181,7 +181,7 @@ def autocast_dtypes(device: str | torch.device | None = "cpu", amp: str = "bf16"
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(8, 16, generator=gen).to(plan.device)
     labels = torch.randint(0, 4, (8,), generator=gen).to(plan.device)
-    layer = _mlp(16, 4, 16, 1, 0, plan.device)[0]
+    layer = make_mlp(16, 4, hidden=16, depth=1, device=plan.device)[0]
     with plan.autocast():
         h = layer(x)
         ops = [

@@ -45,11 +45,7 @@ def make_mlp(in_features: int = 32, out_features: int = 4, hidden: int = 64, dep
     for name, value in (("in_features", in_features), ("out_features", out_features), ("hidden", hidden),
                         ("depth", depth)):
         check_int(name, value, 1)
-    return _mlp(in_features, out_features, hidden, depth, seed, _checked_device(seed, device))
-
-
-def _mlp(in_features: int, out_features: int, hidden: int, depth: int, seed: int,
-         device: torch.device) -> nn.Sequential:
+    device = _checked_device(seed, device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         layers: list[nn.Module] = [nn.Linear(in_features, hidden), nn.ReLU()]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -20,12 +19,11 @@ _PROFILE_WARMUP, _PROFILE_REPEATS, _PROFILE_LR = 2, 10, 1e-3
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one training step did: its loss, whether the GradScaler skipped it, the scale, the clipped norm."""
+    """What one training step did: its loss, whether the GradScaler skipped it, and the scale after it."""
 
     loss: float
     skipped: bool = False
     scale: float | None = None
-    grad_norm: float | None = None
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -47,54 +45,31 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
 
 
 class AmpTrainer:
-    """Run training steps the standard AMP way: autocast forward, scaled backward, unscale, clip, step, update.
+    """Run cross-entropy training steps the standard AMP way: autocast forward, scaled backward, step, update.
 
-    ``AmpTrainer(model, optimizer, plan_amp(device, "fp16")).step(x, y)``; `loss_fn` defaults to cross-entropy,
-    `clip_grad_norm` (None: off) clips the unscaled gradients.
+    ``AmpTrainer(model, optimizer, plan_amp(device, "fp16")).step(x, y)``, with a model, batch and plan that
+    ``train`` or ``profile_train_step`` has checked.
     """
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, plan: AmpPlan,
-                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-                 clip_grad_norm: float | None = None):
-        where = _model_device(model)
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            raise TypeError(f"optimizer phải là một torch.optim.Optimizer, không phải {type(optimizer).__name__}.")
-        if not isinstance(plan, AmpPlan):
-            raise TypeError(f"plan phải là một AmpPlan (từ plan_amp(...)), không phải {type(plan).__name__}.")
-        if not _same_device(where, plan.device):
-            raise ValueError(f"Model nằm trên {where} nhưng plan dành cho {plan.device}: gọi model.to(device) trước.")
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, plan: AmpPlan):
         odd = sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float32})
         if plan.use_scaler and odd:
             raise ValueError(f"GradScaler cần trọng số FP32 (có {', '.join(odd)}): giữ model ở float32 và để "
                              "autocast tự ép kiểu, đừng gọi model.half().")
-        if loss_fn is not None and not callable(loss_fn):
-            raise TypeError("loss_fn phải là một hàm loss_fn(outputs, targets).")
-        if clip_grad_norm is not None:
-            check_number("clip_grad_norm", clip_grad_norm, positive=True)
-        self.model = model
-        self.optimizer = optimizer
-        self.plan = plan
-        self.loss_fn = loss_fn or F.cross_entropy
-        self.clip_grad_norm = clip_grad_norm
+        self.model, self.optimizer, self.plan = model, optimizer, plan
         self.scaler = torch.amp.GradScaler(plan.device.type, enabled=plan.use_scaler)  # off: a pass-through
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
         """Run one step on a batch and return what happened (the loss is the unscaled FP32 value)."""
-        if not isinstance(inputs, torch.Tensor) or not isinstance(targets, torch.Tensor):
-            raise TypeError("inputs và targets phải là tensor.")
         self.optimizer.zero_grad(set_to_none=True)
         with self.plan.autocast():
-            loss = self.loss_fn(self.model(inputs), targets)
+            loss = F.cross_entropy(self.model(inputs), targets)
         self.scaler.scale(loss).backward()
-        grad_norm = None
-        if self.clip_grad_norm is not None:
-            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
-            grad_norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm))
         scale_before = self.scaler.get_scale() if self.plan.use_scaler else None
         self.scaler.step(self.optimizer)  # skipped when a gradient is inf/NaN
         self.scaler.update()
         scale = self.scaler.get_scale() if self.plan.use_scaler else None
-        return StepResult(float(loss.detach()), scale is not None and scale < scale_before, scale, grad_norm)
+        return StepResult(float(loss.detach()), scale is not None and scale < scale_before, scale)
 
 
 def _check_batch(model, inputs, targets) -> torch.device:
