@@ -22,7 +22,7 @@ _NATIVE_BF16 = (8, 0)  # compute capability from which a GPU computes bf16 in ha
 _DRIVER_TOO_OLD = re.compile(r"driver on your system is too old(?: \(found version (\d+)\))?", re.I)
 # Minimum NVIDIA driver per CUDA major version (NVIDIA, "CUDA Compatibility", minor version compatibility table).
 _MIN_DRIVER = {11: 450, 12: 525, 13: 580}
-COMPAT_URL = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
+_COMPAT_URL = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 _HIDING = ("", "-1", "none", "NoDevFiles")  # CUDA_VISIBLE_DEVICES values that hide every GPU
 
 
@@ -156,7 +156,7 @@ def _driver_too_old(facts: CudaFacts) -> str | None:
     found = int(warned.group(1)) if warned and warned.group(1) else None
     limit = (f"driver chỉ chạy được tới CUDA {found // 1000}.{found % 1000 // 10}" if found
              else f"driver {facts.driver_version}" if facts.driver_version else "driver chỉ chạy được một bản CUDA cũ hơn")
-    need = f" (CUDA {major}.x cần driver ≥ {floor}: {COMPAT_URL})" if floor else ""
+    need = f" (CUDA {major}.x cần driver ≥ {floor}: {_COMPAT_URL})" if floor else ""
     return f"{limit}, còn bản PyTorch này build cho CUDA {facts.cuda_build}{need}"
 
 
