@@ -100,10 +100,10 @@ def _arch_supported(capability: tuple[int, int], arch_list: tuple[str, ...]) -> 
     return False
 
 
-def _driver_version() -> str | None:
+def _driver_version(path: str = "/proc/driver/nvidia/version") -> str | None:
     """Return the loaded NVIDIA driver's version from /proc/driver/nvidia/version (Linux), or None."""
     try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             found = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+(?:\.\d+)+)", handle.read())
     except OSError:
         return None

@@ -121,6 +121,17 @@ def test_a_usable_gpu_or_a_recent_driver_has_no_reasons(driver):
     assert dev.explain_cuda(usable) == []
 
 
+@pytest.mark.parametrize("text, version", [
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n", "535.104.05"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n", "580.95.05"),
+    ("garbage\n", None),
+])
+def test_driver_version_is_read_from_the_kernel_modules_line(tmp_path, text, version):
+    (tmp_path / "version").write_text(text)
+    assert dev._driver_version(str(tmp_path / "version")) == version
+    assert dev._driver_version(str(tmp_path / "absent")) is None
+
+
 def test_gather_cuda_facts_records_the_platform(monkeypatch):
     monkeypatch.setattr(dev, "detect_platform", lambda: "kaggle")
     assert dev.gather_cuda_facts().platform == "kaggle"
