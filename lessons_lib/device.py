@@ -78,13 +78,6 @@ class CudaFacts:
     init_warning: str = ""
     platform: str = "local"
 
-    @property
-    def build(self) -> str:
-        """Return the build in words: "CUDA 13.0", "ROCm/HIP 6.4" or "CPU-only"."""
-        if self.cuda_build:
-            return f"CUDA {self.cuda_build}"
-        return f"ROCm/HIP {self.hip_build}" if self.hip_build else "CPU-only"
-
 
 def _arch_supported(capability: tuple[int, int], arch_list: tuple[str, ...]) -> bool:
     """Return True when a build compiled for `arch_list` has kernels for a GPU of this capability."""

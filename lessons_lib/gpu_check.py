@@ -53,7 +53,8 @@ class TorchReport:
     @property
     def build(self) -> str:
         """Return the build in words: "CUDA 13.0", "ROCm/HIP 6.4" or "CPU-only"."""
-        return self.cuda.build if self.cuda is not None else "CPU-only"
+        cuda, hip = (self.cuda.cuda_build, self.cuda.hip_build) if self.cuda is not None else (None, None)
+        return f"CUDA {cuda}" if cuda else f"ROCm/HIP {hip}" if hip else "CPU-only"
 
 
 def read_nvidia_smi() -> SmiReport:
@@ -123,7 +124,7 @@ def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport) -> str | None:
     fix = ("Cách sửa trong repo: (1) dùng torch có sẵn của máy, hợp với driver của nó (vd. image GPU): "
            "`COURSE_SYSTEM_TORCH=1 bash tools/course.sh test`; hoặc (2) xoá .venv rồi chạy lại `bash tools/course.sh "
            f"test` để cài {_torch_pin()} từ https://pypi.org/simple (trên Linux là bản có CUDA).")
-    return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} ({facts.build}) trong "
+    return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} ({report.build}) trong "
             f"{sys.executable} không dùng được chúng: torch.cuda.is_available() là False, mọi ô %%gpu sẽ bị bỏ qua "
             f"và phép kiểm tra GPU sẽ 'xanh' mà không chạy gì. {' '.join(explain_cuda(facts))} {fix}")
 
