@@ -1,4 +1,4 @@
-"""The public surface of lessons_lib is what lessons, tools and other modules use (d2l's trail, issue 41 point 7)."""
+"""The public surface of lessons_lib is what lessons, tools and other modules use (issue 41 point 7)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ _HOOK = re.compile(r"pytest_\w+|load_ipython_extension|unload_ipython_extension"
 # Unused public names in modules another branch of issue 41 owns (lib: precision, plots, training); they go
 # there. Each must still be public and unused, so that this list cannot outlive them.
 _PENDING = {("lessons_lib.precision", "facts_table"), ("lessons_lib.precision", "round_trip_table"),
-            ("lessons_lib.plots.formats", "plot_number_formats"), ("lessons_lib.training.trainer", "AmpTrainer"),
-            ("lessons_lib.training.trainer", "StepResult")}
+            ("lessons_lib.plots.formats", "plot_number_formats"),
+            ("lessons_lib.training.trainer", "AmpTrainer"), ("lessons_lib.training.trainer", "StepResult")}
 
 
 def _module(path: Path) -> str:
@@ -29,7 +29,7 @@ def _module(path: Path) -> str:
 def public_names() -> set[tuple[str, str]]:
     """Return (module, name) for each top-level def or class without `_` in a module without `_`."""
     return {(_module(path), node.name) for path in PACKAGE.rglob("*.py")
-            if not any(part.startswith("_") and part != "__init__.py" for part in path.relative_to(PACKAGE).parts)
+            if not any(p.startswith("_") and p != "__init__.py" for p in path.relative_to(PACKAGE).parts)
             for node in ast.parse(path.read_text(encoding="utf-8")).body
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
             and not node.name.startswith("_")}
@@ -51,7 +51,8 @@ def used_names() -> set[tuple[str, str]]:
 
 def documented_names() -> set[tuple[str, str]]:
     """Return the (module, name) rows of docs/helpers.md."""
-    return set((m, n) for n, m in re.findall(r"^\| `(\w+)` \| `([\w.]+)` \|", helpers_index.OUT.read_text("utf-8"), re.M))
+    text = helpers_index.OUT.read_text(encoding="utf-8")
+    return {(module, name) for name, module in re.findall(r"^\| `(\w+)` \| `([\w.]+)` \|", text, re.M)}
 
 
 def results_of(names: set[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -59,11 +60,12 @@ def results_of(names: set[tuple[str, str]]) -> set[tuple[str, str]]:
     found, todo = set(), [getattr(importlib.import_module(m), n) for m, n in names]
     while todo:
         obj = todo.pop()
-        members = [obj] if inspect.isfunction(obj) else [*(getattr(v, "fget", v) for v in vars(obj).values()), obj]
+        members = [obj] if inspect.isfunction(obj) else [obj, *(getattr(v, "fget", v) for v in vars(obj).values())]
         hints = " ".join(str(getattr(m, "__annotations__", {})) for m in members if callable(m) or m is obj)
         for word in set(re.findall(r"[A-Za-z]\w*", hints)):
             cls = vars(importlib.import_module(obj.__module__)).get(word)
-            if inspect.isclass(cls) and cls.__module__.startswith("lessons_lib") and (key := (cls.__module__, word)) not in found:
+            key = (getattr(cls, "__module__", ""), word)
+            if inspect.isclass(cls) and key[0].startswith("lessons_lib") and key not in found:
                 found.add(key)
                 todo.append(cls)
     return found
@@ -71,9 +73,10 @@ def results_of(names: set[tuple[str, str]]) -> set[tuple[str, str]]:
 
 def test_every_public_name_is_used_or_documented():
     used = used_names() | documented_names()
-    unused = public_names() - used - results_of(used) - {(m, n) for m, n in public_names() if _HOOK.fullmatch(n)}
-    assert unused <= _PENDING, "public but used by no lesson, tool or other module (make it private or remove it): " \
-        + ", ".join(sorted(f"{m}.{n}" for m, n in unused - _PENDING))
+    hooks = {(m, n) for m, n in public_names() if _HOOK.fullmatch(n)}
+    unused = public_names() - used - results_of(used) - hooks
+    new = ", ".join(sorted(f"{m}.{n}" for m, n in unused - _PENDING))
+    assert unused <= _PENDING, f"public but used by no lesson, tool or other module (make it private or remove it): {new}"
     assert _PENDING <= unused, f"no longer public-and-unused: drop from _PENDING: {sorted(_PENDING - unused)}"
 
 

@@ -33,7 +33,7 @@ def _home(module: str, name: str) -> tuple[str, str] | None:
 
 
 def uses(source: str, package: str = "") -> set[tuple[str, str]]:
-    """Return the (module, name) of each lessons_lib function or class `source` imports or reaches via a module."""
+    """Return the (module, name) of each lessons_lib function or class `source` imports or reaches."""
     aliases, found = {}, set()  # aliases: local name -> lessons_lib module
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -53,7 +53,7 @@ def uses(source: str, package: str = "") -> set[tuple[str, str]]:
 
 
 def markdown() -> str:
-    """Return docs/helpers.md: per helper a lesson uses, its module, docstring's first paragraph and lessons."""
+    """Return docs/helpers.md: per helper a lesson uses, its module, docstring summary and lessons."""
     used: dict[tuple[str, str], list[str]] = {}
     for lesson, code in lesson_code().items():
         for key in sorted(uses(code)):
@@ -61,13 +61,13 @@ def markdown() -> str:
     rows = ["| `{}` | `{}` | {} | {} |".format(name, module, " ".join((inspect.getdoc(getattr(
         importlib.import_module(module), name)) or "").split("\n\n")[0].split()).replace("|", "\\|"),
         ", ".join(lessons)) for (module, name), lessons in sorted(used.items())]
-    return "\n".join(["# Hàm trợ giúp và bài dùng chúng", "", "Sinh bởi `python tools/helpers_index.py` từ các ô "
-                      "code của course_src/; đừng sửa tay.", "", "| tên | module | việc | bài |",
+    return "\n".join(["# Hàm trợ giúp và bài dùng chúng", "", "Sinh bởi `python tools/helpers_index.py` "
+                      "từ các ô code của course_src/; đừng sửa tay.", "", "| tên | module | việc | bài |",
                       "| --- | --- | --- | --- |", *rows]) + "\n"
 
 
 def main(argv: list[str]) -> int:
-    """Write docs/helpers.md, or with ``--check`` return 1 (saying so) when it differs from what it should be."""
+    """Write docs/helpers.md; with ``--check``, return 1 (saying so) when it is not what it should be."""
     if "--check" not in argv:
         return OUT.write_text(markdown(), encoding="utf-8") and 0
     stale = not OUT.is_file() or OUT.read_text(encoding="utf-8") != markdown()
