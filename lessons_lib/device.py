@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .placement import describe, to_device  # noqa: F401  (lessons import them from here)
 from .platforms import detect_platform, how_to_get_gpu
 
 _NATIVE_BF16 = (8, 0)  # compute capability from which a GPU computes bf16 in hardware
@@ -24,15 +25,6 @@ _DRIVER_TOO_OLD = re.compile(r"driver on your system is too old(?: \(found versi
 _MIN_DRIVER = {11: 450, 12: 525, 13: 580}
 _COMPAT_URL = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 _HIDING = ("", "-1", "none", "NoDevFiles")  # CUDA_VISIBLE_DEVICES values that hide every GPU
-
-
-def __getattr__(name: str):
-    """Hand lessons `describe` and `to_device` from placement, which imports `as_device` from here."""
-    if name in ("describe", "to_device"):
-        from . import placement
-
-        return getattr(placement, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def as_device(value, name: str = "device", choices: str = "'cpu', 'cuda', 'cuda:0', 'mps'") -> torch.device:

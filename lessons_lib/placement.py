@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 import torch
 
-from .device import as_device
-
 
 def _is_namedtuple(obj: object) -> bool:
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
@@ -65,6 +63,8 @@ def to_device(batch, device: str | torch.device, non_blocking: bool = False):
     are rebuilt with the same types. A ``PackedSequence`` moves with its own ``.to()``. `non_blocking` is
     passed to ``Tensor.to`` (with pinned memory the copy to a GPU can overlap other work).
     """
+    from .device import as_device  # device imports this module: import it when called
+
     target = as_device(device, "device", "'cpu', 'cuda', 'cuda:0', 'mps', 'meta'")
     if not isinstance(non_blocking, bool):
         raise TypeError(f"non_blocking phải là True hoặc False, không phải {type(non_blocking).__name__}")
