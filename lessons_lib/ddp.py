@@ -25,8 +25,6 @@ from pathlib import Path
 
 from ._validate import check_number
 
-__all__ = ["DDPComparison", "DDPRun", "DDPRunError", "find_processes", "launch"]
-
 _BACKEND_ENV = "DDP_BACKEND"  # read by lessons_lib.ddp_worker.choose_backend() in the ranks
 _RUN_MARKER_ENV = "LESSONS_DDP_RUN"  # the run folder, inherited by every process of a run
 _LOG_TAIL_LINES = 12
@@ -78,12 +76,6 @@ def _environ_has(pid: int, marker: bytes) -> bool:
 
 def find_processes(marker: str) -> list[int]:
     """Return the pids of live processes whose command line (or, on Linux, environment) contains `marker`."""
-    if not isinstance(marker, str):
-        raise TypeError(f"marker phải là một chuỗi (str), ví dụ thư mục tạm của lượt chạy, "
-                        f"không phải {type(marker).__name__}")
-    if len(marker) < 8:
-        raise ValueError(f"marker phải là một chuỗi riêng biệt từ 8 ký tự trở lên (ví dụ một thư mục tạm), "
-                         f"nhận được {marker!r}")
     if Path("/proc/self").exists():
         pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
     else:
@@ -215,15 +207,10 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
            echo: bool = True) -> DDPRun:
     """Run a torchrun command (as a learner types it) safely; return the ranks' ``rank*.json`` results.
 
-    It runs as ``python -m torch.distributed.run`` of this Python in a fresh temporary folder (where the
-    ranks write their results), in a new session, with a time limit and no restarts. When NCCL was chosen
-    (a GPU per rank) and the run fails or hangs, it runs once more with gloo ($DDP_BACKEND=gloo).
-
-    Args:
-        command: ``torchrun [flags] script.py [args]``, e.g. ``"torchrun --standalone --nproc_per_node=2 train.py"``.
-        cwd: Folder the script path is relative to (default: the current folder).
-        timeout: Wall-clock limit in seconds for one attempt.
-        echo: Print the command before running it, and what went wrong after (a failed run has ``ok=False``).
+    ``command`` (``torchrun [flags] script.py [args]``, the script relative to `cwd`) runs as ``python -m
+    torch.distributed.run`` of this Python in a temporary folder, in a new session, with no restarts and at most
+    `timeout` seconds per attempt; when NCCL (a GPU per rank) fails or hangs, once more with gloo. `echo` prints
+    the command and what went wrong (a failed run has ``ok=False``).
     """
     parsed = _parse_torchrun(command)
     if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
@@ -521,15 +508,9 @@ class DDPRun:
         return f"(Lượt chạy DDP không thành công nên không có kết quả để xem: {why})"
 
     def compare_with_single_process(self, data, model, lr: float) -> DDPComparison | None:
-        """Redo the steps in one process on the ranks' joint batches and compare the ranks with it.
+        """Redo the ranks' SGD steps (`lr`) on their joint batches of `data` with a fresh `model`; compare.
 
-        Args:
-            data: The ranks' data set (a ``TensorDataset`` of inputs and labels).
-            model: A fresh instance of the ranks' model (its weights are set to the ranks' after DDP).
-            lr: The ranks' SGD learning rate.
-
-        Returns:
-            The ``DDPComparison`` (also kept in ``self.comparison``), or None when the run has no results.
+        Returns the ``DDPComparison`` (kept in ``self.comparison``), or None when the run has no results.
         """
         if not self.ranks:
             print(self._no_results())

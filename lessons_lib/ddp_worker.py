@@ -43,10 +43,8 @@ def _flat(tensors) -> list[float]:
 class RankRecorder:
     """Record what this rank sees during a DDP run and save it as ``rank{RANK}.json``.
 
-    Args:
-        sampler: The rank's ``DistributedSampler`` (its indices are the rank's shard, in the order used).
-        model: The model before DDP wraps it (its weights are recorded as they are now).
-        backend: The process-group backend ("gloo" or "nccl").
+    `sampler` is the rank's ``DistributedSampler`` (its shard), `model` the model before DDP wraps it (its
+    weights as they are now), `backend` "gloo" or "nccl".
     """
 
     def __init__(self, sampler, model, backend: str):
@@ -72,12 +70,9 @@ class RankRecorder:
         self.data["init_after_ddp"] = _flat(ddp.parameters())
 
     def step(self, x, local_grads, ddp) -> None:
-        """Record one step; call it after ``optimizer.step()``.
+        """Record one step after ``optimizer.step()``: batch `x`, this rank's own `local_grads`, and `ddp`'s.
 
-        Args:
-            x: The step's input batch (its length says which samples of the shard it held).
-            local_grads: The gradients of this rank's batch alone (``torch.autograd.grad`` on the bare model).
-            ddp: The DDP model: its ``.grad`` holds the all-reduced gradient, its weights the updated ones.
+        `local_grads` come from ``torch.autograd.grad`` on the bare model; `ddp`'s ``.grad`` is all-reduced.
         """
         batch = self.data["shard"][self._used:self._used + len(x)]
         self._used += len(x)

@@ -1,4 +1,8 @@
-"""Choose a device and explain the machine: which GPUs exist, and why CUDA may be unavailable."""
+"""Choose a device and explain the machine: which GPUs exist, and why CUDA may be unavailable.
+
+The one diagnosis of CUDA (`CudaFacts` → `explain_cuda`) lives here: lessons print it in `environment_report()`,
+and the instructor's checks (`gpu_check`) add their own fixes to it.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,27 @@ from dataclasses import dataclass
 
 import torch
 
-from .placement import _as_device, describe, to_device  # noqa: F401  (lessons import the last two from here)
+from .placement import describe, to_device  # noqa: F401  (lessons import them from here)
 from .platforms import detect_platform, how_to_get_gpu
 
 _NATIVE_BF16 = (8, 0)  # compute capability from which a GPU computes bf16 in hardware
 # c10/cuda/CUDAFunctions.cpp: "The NVIDIA driver on your system is too old (found version 12080)" (= CUDA 12.8)
 _DRIVER_TOO_OLD = re.compile(r"driver on your system is too old(?: \(found version (\d+)\))?", re.I)
+# Minimum NVIDIA driver per CUDA major version (NVIDIA, "CUDA Compatibility", minor version compatibility table).
+_MIN_DRIVER = {11: 450, 12: 525, 13: 580}
+_COMPAT_URL = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
+_HIDING = ("", "-1", "none", "NoDevFiles")  # CUDA_VISIBLE_DEVICES values that hide every GPU
+
+
+def as_device(value, name: str = "device", choices: str = "'cpu', 'cuda', 'cuda:0', 'mps'") -> torch.device:
+    """Return `value` (a str or torch.device) as a torch.device; else raise an error naming `choices`."""
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(f"{name} phải là str (vd {choices}) hoặc torch.device, "
+                        f"không phải {type(value).__name__}")
+    try:
+        return torch.device(value)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"Không hiểu thiết bị {str(value)!r}. Dùng một trong: {choices}.") from None
 
 
 @dataclass(frozen=True)
@@ -36,14 +55,16 @@ class _GpuInfo:
 
 
 @dataclass(frozen=True)
-class _CudaFacts:
-    """Raw facts about CUDA on this machine; `_explain_cuda` turns them into reasons."""
+class CudaFacts:
+    """Raw facts about CUDA on this machine; `explain_cuda` turns them into reasons."""
 
     cuda_build: str | None
     hip_build: str | None = None
     visible_devices: str | None = None
     driver_found: bool = False
+    driver_version: str | None = None
     available: bool = False
+    count: int = 0
     gpus: tuple[_GpuInfo, ...] = ()
     arch_list: tuple[str, ...] = ()
     init_warning: str = ""
@@ -64,33 +85,67 @@ def _arch_supported(capability: tuple[int, int], arch_list: tuple[str, ...]) -> 
     return False
 
 
-def _gather_cuda_facts() -> _CudaFacts:
-    """Read the CUDA facts of this machine from torch, the environment and the driver files."""
+def _driver_version(path: str = "/proc/driver/nvidia/version") -> str | None:
+    """Return the loaded NVIDIA driver's version from /proc/driver/nvidia/version (Linux), or None."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            found = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+(?:\.\d+)+)", handle.read())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def gather_cuda_facts(probe_gpus: bool = True) -> CudaFacts:
+    """Read the CUDA facts of this machine from torch, the environment and the driver files.
+
+    `probe_gpus=False` reads no GPU's properties, so no CUDA context is created (the instructor's checks).
+    """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         available = torch.cuda.is_available()
+        count = torch.cuda.device_count() if available else 0
         gpus = []
-        for i in range(torch.cuda.device_count() if available else 0):
+        for i in range(count if probe_gpus else 0):
             p = torch.cuda.get_device_properties(i)
             gpus.append(_GpuInfo(i, p.name, (p.major, p.minor), int(p.total_memory), int(p.multi_processor_count)))
     try:
         arch_list = tuple(torch.cuda.get_arch_list()) if torch.version.cuda else ()
     except Exception:  # pragma: no cover - depends on the build
         arch_list = ()
-    return _CudaFacts(
+    return CudaFacts(
         cuda_build=torch.version.cuda,
         hip_build=getattr(torch.version, "hip", None),
         visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         driver_found=os.path.exists("/proc/driver/nvidia/version") or shutil.which("nvidia-smi") is not None,
+        driver_version=_driver_version(),
         available=available,
+        count=count,
         gpus=tuple(gpus),
         arch_list=arch_list,
-        init_warning=" ".join(str(w.message) for w in caught),
+        init_warning=" ".join(str(w.message) for w in caught).strip(),
         platform=detect_platform(),
     )
 
 
-def _explain_cuda(facts: _CudaFacts) -> list[str]:
+def _driver_too_old(facts: CudaFacts) -> str | None:
+    """Return why the driver is older than this build's CUDA needs (torch's warning or the driver table), or None."""
+    warned = _DRIVER_TOO_OLD.search(facts.init_warning)
+    major = int(facts.cuda_build.split(".")[0]) if facts.cuda_build and facts.cuda_build[0].isdigit() else None
+    floor = _MIN_DRIVER.get(major)
+    try:
+        driver = min(int(d.strip().split(".")[0]) for d in (facts.driver_version or "").split(","))
+    except ValueError:
+        driver = None
+    if not warned and (floor is None or driver is None or driver >= floor):
+        return None
+    found = int(warned.group(1)) if warned and warned.group(1) else None
+    limit = (f"driver chỉ chạy được tới CUDA {found // 1000}.{found % 1000 // 10}" if found
+             else f"driver {facts.driver_version}" if facts.driver_version else "driver chỉ chạy được một bản CUDA cũ hơn")
+    need = f" (CUDA {major}.x cần driver ≥ {floor}: {_COMPAT_URL})" if floor else ""
+    return f"{limit}, còn bản PyTorch này build cho CUDA {facts.cuda_build}{need}"
+
+
+def explain_cuda(facts: CudaFacts) -> list[str]:
     """Return the reasons why CUDA is unavailable or unusable; empty if it is usable."""
     if facts.available:
         return [
@@ -110,17 +165,13 @@ def _explain_cuda(facts: _CudaFacts) -> list[str]:
                 "bản cho macOS (GPU Apple dùng MPS) hay bản XPU (GPU Intel). Muốn dùng GPU NVIDIA, "
                 "cài bản có CUDA theo lệnh ở pytorch.org/get-started/locally."]
     reasons = []
-    if facts.visible_devices is not None and facts.visible_devices.strip() in ("", "-1", "none", "NoDevFiles"):
+    if facts.visible_devices is not None and facts.visible_devices.strip() in _HIDING:
         reasons.append(f"Biến môi trường CUDA_VISIBLE_DEVICES={facts.visible_devices!r} đang giấu mọi GPU. "
                        "Bỏ biến này (hoặc đặt CUDA_VISIBLE_DEVICES=0) rồi khởi động lại kernel.")
-    too_old = _DRIVER_TOO_OLD.search(facts.init_warning)
+    too_old = _driver_too_old(facts)
     if too_old:  # a driver is there, older than the CUDA this PyTorch was built with: not "no driver"
-        found = int(too_old.group(1)) if too_old.group(1) else None
-        limit = f"CUDA {found // 1000}.{found % 1000 // 10}" if found else "một bản CUDA cũ hơn"
-        reasons.append(
-            f"Có driver NVIDIA nhưng nó quá cũ: driver chỉ chạy được tới {limit}, còn bản PyTorch này build cho "
-            f"CUDA {facts.cuda_build}. Cập nhật driver (nvidia.com/Download), hoặc cài bản PyTorch build cho CUDA "
-            "không mới hơn driver theo lệnh ở pytorch.org/get-started/locally.")
+        reasons.append(f"Có driver NVIDIA nhưng nó quá cũ: {too_old}. Cập nhật driver (nvidia.com/Download), hoặc "
+                       "cài bản PyTorch build cho CUDA không mới hơn driver theo lệnh ở pytorch.org/get-started/locally.")
     elif not facts.driver_found or "driver" in facts.init_warning.lower():
         hint = how_to_get_gpu(platform=facts.platform)
         if facts.platform in ("colab", "kaggle"):  # a GPU image given no GPU: no driver to install there
@@ -130,7 +181,7 @@ def _explain_cuda(facts: _CudaFacts) -> list[str]:
             reasons.append(f"Bản PyTorch có CUDA {facts.cuda_build} nhưng không thấy driver NVIDIA / GPU nào "
                            "(máy không có GPU, driver chưa cài, hoặc container không được cấp GPU). " + hint)
     if not reasons:
-        detail = f" ({facts.init_warning.strip()})" if facts.init_warning.strip() else ""
+        detail = f" ({facts.init_warning})" if facts.init_warning else ""
         reasons.append(f"Có driver NVIDIA nhưng CUDA không khởi tạo được{detail}. Thường do driver cũ hơn bản CUDA "
                        "của PyTorch: cập nhật driver hoặc cài bản PyTorch hợp với driver.")
     return reasons
@@ -165,7 +216,7 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
             return torch.device("cuda")
         return torch.device("mps" if _mps_available() else "cpu")
     names = available_devices()
-    device = _as_device(preferred, "preferred", ", ".join(names))
+    device = as_device(preferred, "preferred", ", ".join(names))
     if device.type == "cpu" or str(device) in names or (
             device.index is None and any(name.split(":")[0] == device.type for name in names)):
         return device
@@ -221,7 +272,7 @@ def has_native_bf16(device: str | torch.device | None = None) -> bool | None:
 class EnvReport:
     """An environment report: versions, GPUs, MPS, and a verdict on which device to use."""
 
-    cuda: _CudaFacts
+    cuda: CudaFacts
     reasons: list[str]
     mps_built: bool
     mps_available: bool
@@ -234,7 +285,7 @@ class EnvReport:
                                     "không có (torch.version.cuda là None)")
         rows = [("Nền tảng", cuda.platform), ("Python", _platform.python_version()),
                 ("PyTorch", torch.__version__), ("CUDA của bản build", build),
-                ("CUDA khả dụng", "có" if cuda.available else "không"), ("Số GPU", str(len(cuda.gpus)))]
+                ("CUDA khả dụng", "có" if cuda.available else "không"), ("Số GPU", str(cuda.count))]
         for gpu in cuda.gpus:
             size = gpu.total_memory_bytes
             bf16 = "có" if gpu.capability >= _NATIVE_BF16 else "không (chỉ giả lập)"
@@ -258,12 +309,12 @@ class EnvReport:
 
 def environment_report() -> EnvReport:
     """Return a report of this machine's PyTorch, CUDA, GPUs and MPS, ending with a one-line verdict."""
-    facts = _gather_cuda_facts()
-    reasons = _explain_cuda(facts)
+    facts = gather_cuda_facts()
+    reasons = explain_cuda(facts)
     mps = getattr(torch.backends, "mps", None)
     mps_available = _mps_available()
     if facts.available and not reasons:
-        device, verdict = "cuda", f"dùng GPU CUDA ({facts.gpus[0].name}, {len(facts.gpus)} GPU); mọi ô %%gpu sẽ chạy."
+        device, verdict = "cuda", f"dùng GPU CUDA ({facts.gpus[0].name}, {facts.count} GPU); mọi ô %%gpu sẽ chạy."
     elif facts.available:
         device, verdict = "cpu", "có GPU nhưng bản PyTorch không chạy được trên nó: tạm dùng CPU (xem lý do ở trên)."
     elif mps_available:

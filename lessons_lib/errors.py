@@ -7,10 +7,6 @@ import textwrap
 from dataclasses import dataclass
 
 
-class ExpectedErrorMissing(AssertionError):
-    """Raised when a block that should fail ran without the expected error."""
-
-
 def short_message(exc: BaseException, max_lines: int = 6) -> str:
     """Return "Type: message" for `exc`, cut to `max_lines` lines."""
     lines = str(exc).strip().splitlines() or [""]
@@ -25,7 +21,7 @@ class expect_error:  # noqa: N801 - used like a function: `with expect_error(Run
     ``with expect_error(RuntimeError, match="same device"): model(x_cpu)``. `error` is an exception class or a
     tuple of them, `match` an optional regular expression the message must contain. After the block,
     ``.exception`` holds the caught exception. A block that raises nothing (or a non-matching message) raises
-    ``ExpectedErrorMissing``; an error of another type is not caught.
+    ``AssertionError``; an error of another type is not caught.
     """
 
     def __init__(self, error: type[BaseException] | tuple[type[BaseException], ...] = Exception,
@@ -46,12 +42,12 @@ class expect_error:  # noqa: N801 - used like a function: `with expect_error(Run
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc is None:
             names = " / ".join(e.__name__ for e in self.errors)
-            raise ExpectedErrorMissing(f"Mong đợi lỗi {names} nhưng đoạn code chạy không lỗi: bài học này cần xem lại.")
+            raise AssertionError(f"Mong đợi lỗi {names} nhưng đoạn code chạy không lỗi: bài học này cần xem lại.")
         if not isinstance(exc, self.errors):
             return False  # a different error is a real failure: let it propagate
         if self.match is not None and not re.search(self.match, str(exc)):
-            raise ExpectedErrorMissing(f"Có lỗi {type(exc).__name__} như mong đợi nhưng thông báo không khớp "
-                                       f"{self.match!r}:\n{exc}") from exc
+            raise AssertionError(f"Có lỗi {type(exc).__name__} như mong đợi nhưng thông báo không khớp "
+                                 f"{self.match!r}:\n{exc}") from exc
         self.exception = exc
         print("⚠️ Lỗi (cố ý) — " + short_message(exc))
         hint = explain(exc) if self.explain_it else None

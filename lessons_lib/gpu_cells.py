@@ -13,13 +13,13 @@ _MARKER_LINE = re.compile(r"^%%gpu(?:\s+(\d+))?\s*(?:#.*)?$")
 def required_gpus(source: str) -> int | None:
     """Return how many CUDA GPUs a cell needs (1 for `%%gpu`, N for `%%gpu N`), or None if unmarked."""
     if not isinstance(source, str):
-        raise TypeError(f"source must be the cell's source text (str), got {type(source).__name__}")
+        raise TypeError(f"source phải là mã nguồn của ô (str), không phải {type(source).__name__}")
     first = source.lstrip("\n").split("\n", 1)[0].strip()
     if not first.startswith("%%gpu"):
         return None
     match = _MARKER_LINE.match(first)
     if match is None or int(match.group(1) or 1) < 1:
-        raise ValueError(f"GPU marker must be '%%gpu' or '%%gpu N' (N ≥ 1 = minimum number of GPUs), got {first!r}")
+        raise ValueError(f"Dấu ô GPU phải là '%%gpu' hoặc '%%gpu N' (N ≥ 1: số GPU tối thiểu), nhận được {first!r}")
     return int(match.group(1) or 1)
 
 

@@ -2,22 +2,24 @@
 
 `nvidia-smi` says what hardware the machine has; torch says what the course can use. When the two disagree
 (a GPU is listed but torch has no usable CUDA), every `%%gpu` cell would be skipped and a GPU check would pass
-hollow: the pytest plugin stops such a session at once and `tools/gpu_validate.sh` fails. Nothing here
-initialises CUDA.
+hollow: the pytest plugin stops such a session at once and `tools/gpu_validate.sh` fails. The cause comes from
+the one CUDA diagnosis, `device.explain_cuda`; this module adds what only an instructor needs (nvidia-smi, the
+repo's fixes). Nothing here initialises CUDA.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .device import CudaFacts
 
 ALLOW_NO_CUDA_ENV = "LESSONS_ALLOW_NO_CUDA"
 _SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
-_COMPAT_URL = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
-_PYTORCH_URL = "https://pytorch.org/get-started/locally/"
 
 
 @dataclass(frozen=True)
@@ -32,24 +34,27 @@ class SmiReport:
 
 @dataclass(frozen=True)
 class TorchReport:
-    """What torch says about CUDA: its version and build, whether CUDA is usable, and what it warned."""
+    """What torch says: its version and the CUDA facts (`device.CudaFacts`), or why it cannot be imported."""
 
     version: str | None
-    cuda: str | None = None
-    hip: str | None = None
-    available: bool = False
-    count: int = 0
-    warning: str = ""
+    cuda: CudaFacts | None = None
     error: str | None = None
+
+    @property
+    def count(self) -> int:
+        """Return how many CUDA GPUs torch can use."""
+        return self.cuda.count if self.cuda is not None else 0
+
+    @property
+    def available(self) -> bool:
+        """Return torch.cuda.is_available() as read."""
+        return self.cuda is not None and self.cuda.available
 
     @property
     def build(self) -> str:
         """Return the build in words: "CUDA 13.0", "ROCm/HIP 6.4" or "CPU-only"."""
-        if self.cuda:
-            return f"CUDA {self.cuda}"
-        if self.hip:
-            return f"ROCm/HIP {self.hip}"
-        return "CPU-only"
+        cuda, hip = (self.cuda.cuda_build, self.cuda.hip_build) if self.cuda is not None else (None, None)
+        return f"CUDA {cuda}" if cuda else f"ROCm/HIP {hip}" if hip else "CPU-only"
 
 
 def read_nvidia_smi() -> SmiReport:
@@ -70,17 +75,14 @@ def read_nvidia_smi() -> SmiReport:
 
 
 def read_torch() -> TorchReport:
-    """Import torch and ask whether CUDA is usable, recording its warnings (it never creates a CUDA context)."""
+    """Import torch and read its CUDA facts without creating a CUDA context (a broken torch is reported)."""
     try:
         import torch
+
+        from .device import gather_cuda_facts
     except Exception as exc:  # noqa: BLE001 - a broken torch install must be reported, not crash the check
         return TorchReport(version=None, error=f"{type(exc).__name__}: {exc}")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        available = bool(torch.cuda.is_available())
-        count = int(torch.cuda.device_count()) if available else 0
-    return TorchReport(version=torch.__version__, cuda=torch.version.cuda, hip=getattr(torch.version, "hip", None),
-                       available=available, count=count, warning=" ".join(str(w.message) for w in caught).strip())
+    return TorchReport(version=torch.__version__, cuda=gather_cuda_facts(probe_gpus=False))
 
 
 def header_lines(smi: SmiReport, report: TorchReport, lessons_version: str) -> list[str]:
@@ -101,24 +103,11 @@ def header_lines(smi: SmiReport, report: TorchReport, lessons_version: str) -> l
     return [torch_line, smi_line]
 
 
-_FIX = ("Cách sửa: (1) dùng torch CUDA sẵn có của máy (vd. image GPU): `COURSE_SYSTEM_TORCH=1 bash tools/course.sh "
-        "test`; hoặc (2) cài bản CUDA của torch vào môi trường này: trên Linux, torch==2.13.0 từ "
-        "https://pypi.org/simple là bản CUDA 13.0, cần driver NVIDIA ≥ 580 (xoá .venv rồi chạy lại `bash "
-        f"tools/course.sh test`); trên Windows, dùng lệnh ở {_PYTORCH_URL}.")
-_DRIVER_FIX = (f"Cách sửa: cập nhật driver NVIDIA (CUDA 13.x cần driver ≥ 580, CUDA 12.x cần ≥ 525: {_COMPAT_URL}), "
-               "hoặc dùng torch có sẵn của máy, hợp với driver của nó: `COURSE_SYSTEM_TORCH=1 bash tools/course.sh test`.")
-# Minimum NVIDIA driver per CUDA major version (NVIDIA, "CUDA Compatibility", minor version compatibility table).
-_MIN_DRIVER = {11: 450, 12: 525, 13: 580}
-
-
-def _driver_too_old(smi: SmiReport, report: TorchReport) -> bool:
-    """Return True when nvidia-smi's driver is older than the minimum for torch's CUDA major version."""
-    try:
-        cuda_major = int((report.cuda or "").split(".")[0])
-        driver_major = min(int(d.strip().split(".")[0]) for d in (smi.driver or "").split(","))
-    except ValueError:
-        return False
-    return cuda_major in _MIN_DRIVER and driver_major < _MIN_DRIVER[cuda_major]
+def _torch_pin() -> str:
+    """Return requirements.txt's torch pin (e.g. "torch==2.13.0") in a checkout, else "torch" (no second copy)."""
+    path = Path(__file__).resolve().parents[1] / "requirements.txt"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return next((line.split(";")[0].strip() for line in lines if line.startswith("torch==")), "torch")
 
 
 def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport) -> str | None:
@@ -126,21 +115,18 @@ def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport) -> str | None:
     if not smi.gpus or report.count > 0:
         return None
     n, names = len(smi.gpus), ", ".join(smi.gpus)
-    if report.error is not None:
+    if report.error is not None or report.cuda is None:
         return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng {sys.executable} không import được torch: "
                 f"{report.error}")
-    if report.cuda is None:
-        return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} trong {sys.executable} "
-                f"là bản {report.build}: "
-                f"mọi ô %%gpu sẽ bị bỏ qua và phép kiểm tra GPU sẽ 'xanh' mà không chạy gì. {_FIX}")
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if hidden is not None and hidden.strip() in ("", "-1", "none", "NoDevFiles"):
-        return f"❌ CUDA_VISIBLE_DEVICES={hidden!r} giấu cả {n} GPU ({names}) khỏi torch. Bỏ biến này rồi chạy lại."
-    said = f" torch báo: {report.warning}" if report.warning else ""
-    driver = f", driver {smi.driver}" if smi.driver else ""
-    fix = _DRIVER_FIX if _driver_too_old(smi, report) or "driver" in report.warning.lower() else _FIX
-    return (f"❌ torch {report.version} ({report.build}) không dùng được {n} GPU NVIDIA ({names}{driver}): "
-            f"torch.cuda.is_available() là False.{said} {fix}")
+    from .device import explain_cuda
+
+    facts = replace(report.cuda, driver_found=True, driver_version=smi.driver or report.cuda.driver_version)
+    fix = ("Cách sửa trong repo: (1) dùng torch có sẵn của máy, hợp với driver của nó (vd. image GPU): "
+           "`COURSE_SYSTEM_TORCH=1 bash tools/course.sh test`; hoặc (2) xoá .venv rồi chạy lại `bash tools/course.sh "
+           f"test` để cài {_torch_pin()} từ https://pypi.org/simple (trên Linux là bản có CUDA).")
+    return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} ({report.build}) trong "
+            f"{sys.executable} không dùng được chúng: torch.cuda.is_available() là False, mọi ô %%gpu sẽ bị bỏ qua "
+            f"và phép kiểm tra GPU sẽ 'xanh' mà không chạy gì. {' '.join(explain_cuda(facts))} {fix}")
 
 
 def no_usable_cuda(smi: SmiReport, report: TorchReport, init_error: str | None = None) -> str | None:

@@ -149,9 +149,9 @@ def spec_for_device(device) -> GpuSpec | None:
     """
     import torch
 
-    from .placement import _as_device
+    from .device import as_device
 
-    device = _as_device(device, "device", "'cuda', 'cuda:0'")
+    device = as_device(device, "device", "'cuda', 'cuda:0'")
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
     index = torch.cuda.current_device() if device.index is None else device.index

@@ -56,17 +56,6 @@ def _map_tensors(obj, fn, active: set[int]):
         active.discard(id(obj))
 
 
-def _as_device(value, name: str, choices: str) -> torch.device:
-    """Return `value` (a str or torch.device) as a torch.device; else raise an error naming `choices`."""
-    if not isinstance(value, (str, torch.device)):
-        raise TypeError(f"{name} phải là str (vd {choices}) hoặc torch.device, "
-                        f"không phải {type(value).__name__}")
-    try:
-        return torch.device(value)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"Không hiểu thiết bị {str(value)!r}. Dùng một trong: {choices}.") from None
-
-
 def to_device(batch, device: str | torch.device, non_blocking: bool = False):
     """Return a copy of `batch` with every tensor moved to `device`; everything else is left as it is.
 
@@ -74,7 +63,9 @@ def to_device(batch, device: str | torch.device, non_blocking: bool = False):
     are rebuilt with the same types. A ``PackedSequence`` moves with its own ``.to()``. `non_blocking` is
     passed to ``Tensor.to`` (with pinned memory the copy to a GPU can overlap other work).
     """
-    target = _as_device(device, "device", "'cpu', 'cuda', 'cuda:0', 'mps', 'meta'")
+    from .device import as_device  # device imports this module: import it when called
+
+    target = as_device(device, "device", "'cpu', 'cuda', 'cuda:0', 'mps', 'meta'")
     if not isinstance(non_blocking, bool):
         raise TypeError(f"non_blocking phải là True hoặc False, không phải {type(non_blocking).__name__}")
     return _map_tensors(batch, lambda t: t.to(target, non_blocking=non_blocking), set())

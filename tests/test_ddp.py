@@ -152,31 +152,36 @@ def test_launch_returns_a_failed_run_without_raising(monkeypatch, tmp_path):
     assert launch("torchrun --nproc_per_node=1 x.py", cwd=tmp_path, echo=False) is failed
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"cwd": 3}, TypeError, "đường dẫn thư mục"),
-    ({"cwd": "/nonexistent/lessons_ddp"}, ValueError, "thư mục có sẵn"),
-    ({"timeout": 0}, ValueError, "timeout phải là số dương"),
-    ({"timeout": "60"}, TypeError, "timeout phải là một số"),
-])
-def test_launch_rejects_bad_input(tmp_path, kwargs, error, match):
-    (tmp_path / "x.py").write_text("")
-    kwargs.setdefault("cwd", tmp_path)
-    with pytest.raises(error, match=match):
-        launch("torchrun --nproc_per_node=1 x.py", **kwargs)
+def _launch(command="torchrun --nproc_per_node=1 x.py", **kwargs):
+    return lambda folder: launch(command, **{"cwd": folder, **kwargs})
 
 
-@pytest.mark.parametrize("command, error, match", [
-    (["torchrun", "x.py"], TypeError, "command phải là một chuỗi"),
-    ("python train.py", ValueError, "phải bắt đầu bằng 'torchrun'"),
-    ("python -m torch.distributed.run x.py", ValueError, "phải bắt đầu bằng 'torchrun'"),
-    ("torchrun --standalone", ValueError, "torchrun không hiểu lệnh"),  # no script
-    ("torchrun --nproc_per_node=0 x.py", ValueError, "ít nhất một tiến trình"),
-    ("torchrun --nproc_per_node=1 missing.py", ValueError, "không có script 'missing.py'"),
+def _compare(data=None, model=None, lr=0.1):
+    data = data or torch.utils.data.TensorDataset(torch.randn(4, 1), torch.tensor([0, 1, 0, 1]))
+    return lambda folder: _run().compare_with_single_process(data, model or torch.nn.Linear(1, 2), lr)
+
+
+@pytest.mark.parametrize("call, error, named", [
+    (_launch(cwd=3), TypeError, "cwd"),
+    (_launch(cwd="/nonexistent/lessons_ddp"), ValueError, "cwd"),
+    (_launch(timeout=0), ValueError, "timeout"),
+    (_launch(timeout="60"), TypeError, "timeout"),
+    (_launch(["torchrun", "x.py"]), TypeError, "command"),
+    (_launch("python train.py"), ValueError, "'torchrun'"),
+    (_launch("python -m torch.distributed.run x.py"), ValueError, "'torchrun'"),
+    (_launch("torchrun --standalone"), ValueError, "torchrun --standalone"),  # no script
+    (_launch("torchrun --nproc_per_node=0 x.py"), ValueError, "--nproc_per_node"),
+    (_launch("torchrun --nproc_per_node=1 missing.py"), ValueError, "missing.py"),
+    (_compare(model="model"), TypeError, "nn.Module"),
+    (_compare(lr=0), ValueError, "lr"),
+    (_compare(data=[1, 2]), TypeError, "TensorDataset"),
+    (_compare(model=torch.nn.Linear(3, 2)), ValueError, "mô hình"),
 ])
-def test_launch_rejects_what_is_not_a_torchrun_command(tmp_path, command, error, match):
+def test_argument_checks_name_what_to_pass(tmp_path, call, error, named):
     (tmp_path / "x.py").write_text("")
-    with pytest.raises(error, match=match):
-        launch(command, cwd=tmp_path)
+    with pytest.raises(error) as raised:
+        call(tmp_path)
+    assert named in str(raised.value)
 
 
 @pytest.mark.parametrize("command, script, args, nproc", [
@@ -219,10 +224,6 @@ def test_find_processes_finds_a_marked_child(tmp_path, by_env):
         child.kill()
         child.wait()
     assert find_processes(marker) == []
-    with pytest.raises(ValueError, match="8 ký tự"):
-        find_processes("py")
-    with pytest.raises(TypeError, match="marker phải là một chuỗi"):
-        find_processes(None)
 
 
 # --------------------------------------------------------------------------- comparison (synthetic)
@@ -272,19 +273,6 @@ def test_ddp_run_summary_is_built_from_values():
     assert "✅" in text and "gloo" in text and "1.0e-09" in text
     assert "rank 1" in run.rank_table() and "pid 101" in run.rank_table()
     assert "❌" in _run(grad1=(1.0, 2.5)).summary()
-
-
-def test_compare_with_single_process_rejects_bad_input():
-    run = _run()
-    data = torch.utils.data.TensorDataset(torch.randn(4, 1), torch.tensor([0, 1, 0, 1]))
-    with pytest.raises(TypeError, match="nn.Module"):
-        run.compare_with_single_process(data, "model", 0.1)
-    with pytest.raises(ValueError, match="lr phải là số dương"):
-        run.compare_with_single_process(data, torch.nn.Linear(1, 2), 0)
-    with pytest.raises(TypeError, match="TensorDataset"):
-        run.compare_with_single_process([1, 2], torch.nn.Linear(1, 2), 0.1)
-    with pytest.raises(ValueError, match="đúng mô hình đó"):
-        run.compare_with_single_process(data, torch.nn.Linear(3, 2), 0.1)
 
 
 # --------------------------------------------------------------------------- diagnosis (synthetic torchrun logs)

@@ -4,7 +4,7 @@ from IPython.lib.pretty import pretty
 
 from lessons_lib import device as dev
 from lessons_lib import notebook, platforms
-from lessons_lib.device import _CudaFacts as CudaFacts
+from lessons_lib.device import CudaFacts
 from lessons_lib.device import _GpuInfo as GpuInfo
 
 T4 = GpuInfo(0, "Tesla T4", (7, 5), 15 * 2**30, 40)
@@ -44,16 +44,18 @@ def test_pick_device_rejects_missing_gpu_listing_what_exists(monkeypatch):
     assert dev.pick_device("cuda") == torch.device("cuda")
 
 
-@pytest.mark.parametrize("name", ["cdua", "gpu", "cuda:x", "meta"])
-def test_pick_device_rejects_misspelt_or_unsupported_names(name):
-    with pytest.raises(ValueError, match="cpu"):
-        dev.pick_device(name)
-
-
-@pytest.mark.parametrize("bad", [0, 1.5, ["cpu"]])
-def test_pick_device_rejects_wrong_types(bad):
-    with pytest.raises(TypeError, match="str"):
-        dev.pick_device(bad)
+@pytest.mark.parametrize("call, error, named", [
+    *[((dev.pick_device, name), ValueError, "cpu") for name in ("cdua", "gpu", "cuda:x", "meta")],
+    *[((dev.pick_device, bad), TypeError, "preferred") for bad in (0, 1.5, ["cpu"])],
+    ((dev.has_native_bf16, 3.5), TypeError, "float"),
+    ((dev.has_native_bf16, "tpu"), ValueError, "'tpu'"),
+    ((dev.as_device, "cuda:x", "device", "'cuda'"), ValueError, "'cuda'"),
+])
+def test_argument_checks_name_what_to_pass(call, error, named):
+    fn, *args = call
+    with pytest.raises(error) as raised:
+        fn(*args)
+    assert named in str(raised.value)
 
 
 def test_available_devices_always_has_cpu_first():
@@ -75,85 +77,64 @@ def test_arch_supported(capability, archs, expected):
     assert dev._arch_supported(capability, archs) is expected
 
 
-def test_explain_cuda_build_without_cuda():
-    (reason,) = dev._explain_cuda(CudaFacts(cuda_build=None))
+_TOO_OLD = ("CUDA initialization: The NVIDIA driver on your system is too old (found version 12080). Please "
+            "update your GPU driver by downloading and installing a new version from the URL: "
+            "http://www.nvidia.com/Download/index.aspx")  # torch's own warning (c10/cuda/CUDAFunctions.cpp)
+
+
+@pytest.mark.parametrize("facts, named, not_named", [
     # None means "no CUDA in this build": CPU-only, macOS (MPS) or XPU, not necessarily "CPU only"
-    assert "không có CUDA" in reason and "torch.version.cuda" in reason
-    assert "chỉ có CPU" in reason and "macOS" in reason and "XPU" in reason
+    (CudaFacts(cuda_build=None), ["torch.version.cuda", "macOS", "XPU", "pytorch.org/get-started/locally"], []),
+    (CudaFacts(cuda_build=None, hip_build="6.2"), ["ROCm"], []),
+    # Colab's and Kaggle's CPU runtimes ship a +cpu torch: the fix is a GPU runtime, not a CUDA wheel
+    (CudaFacts(cuda_build=None, platform="colab"), ["Runtime Colab", "Change runtime type → T4 GPU"],
+     ["pytorch.org", "Kaggle"]),
+    (CudaFacts(cuda_build=None, platform="kaggle"), ["Runtime Kaggle", "Accelerator → GPU T4 ×2"], ["pytorch.org"]),
+    (CudaFacts(cuda_build="12.8", visible_devices="", driver_found=True), ["CUDA_VISIBLE_DEVICES=''"], []),
+    (CudaFacts(cuda_build="12.8"), ["driver", "Colab", "T4"], []),
+    # a Colab/Kaggle GPU image given no GPU: torch's CUDA build, no driver, no nvidia-smi
+    (CudaFacts(cuda_build="12.8", platform="colab"), ["Runtime Colab", "CUDA 12.8", "Change runtime type → T4 GPU"],
+     ["driver chưa cài", "Kaggle"]),
+    (CudaFacts(cuda_build="12.8", platform="kaggle"), ["Runtime Kaggle", "Accelerator → GPU T4 ×2"], []),
+    (CudaFacts(cuda_build="12.8", driver_found=True, init_warning="CUDA initialization: error 804"),
+     ["error 804"], []),
+    # a driver older than the build's CUDA is not "no driver": from torch's warning, or the driver table
+    (CudaFacts(cuda_build="13.0", driver_found=True, init_warning=_TOO_OLD),
+     ["quá cũ", "CUDA 12.8", "CUDA 13.0", "≥ 580"], ["không thấy driver", "T4"]),
+    (CudaFacts(cuda_build="13.0", driver_found=True, init_warning="The NVIDIA driver on your system is too old"),
+     ["quá cũ", "cũ hơn"], []),
+    (CudaFacts(cuda_build="12.1", driver_found=True, driver_version="470.1"), ["quá cũ", "470.1", "≥ 525"], []),
+    (CudaFacts(cuda_build="13.0", driver_found=True, init_warning="Found no NVIDIA driver on your system"),
+     ["không thấy driver"], ["quá cũ"]),
+    (CudaFacts(cuda_build="12.8", driver_found=True, available=True, count=1, gpus=(P100,), arch_list=ARCHS_128),
+     ["sm_60", "no kernel image", "T4"], []),
+])
+def test_explain_cuda_names_the_cause_and_the_fix(facts, named, not_named):
+    (reason,) = dev.explain_cuda(facts)
+    assert all(part in reason for part in named) and not any(part in reason for part in not_named), reason
 
 
-def test_explain_cuda_rocm_build_without_gpu():
-    (reason,) = dev._explain_cuda(CudaFacts(cuda_build=None, hip_build="6.2"))
-    assert "ROCm" in reason
+@pytest.mark.parametrize("driver", ["580.95.05", None])
+def test_a_usable_gpu_or_a_recent_driver_has_no_reasons(driver):
+    usable = CudaFacts(cuda_build="12.8", driver_found=True, driver_version=driver, available=True, count=1,
+                       gpus=(T4,), arch_list=ARCHS_128)
+    assert dev.explain_cuda(usable) == []
 
 
-def test_explain_cuda_hidden_by_cuda_visible_devices():
-    reasons = dev._explain_cuda(CudaFacts(cuda_build="12.8", visible_devices="", driver_found=True))
-    assert len(reasons) == 1 and "CUDA_VISIBLE_DEVICES" in reasons[0]
-
-
-def test_explain_cuda_no_driver_says_how_to_get_a_gpu():
-    (reason,) = dev._explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False))
-    assert "driver" in reason and "Colab" in reason and "T4" in reason
-
-
-def test_explain_cuda_on_a_colab_cpu_runtime_says_the_runtime_has_no_gpu():
-    """A Colab/Kaggle GPU image given no GPU: torch's CUDA build, no driver, no nvidia-smi."""
-    (reason,) = dev._explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False, platform="colab"))
-    assert reason.startswith("Runtime Colab này chỉ có CPU: bản PyTorch có CUDA 12.8")
-    assert "driver chưa cài" not in reason and "Change runtime type → T4 GPU" in reason and "Kaggle" not in reason
-    (kaggle,) = dev._explain_cuda(CudaFacts(cuda_build="12.8", driver_found=False, platform="kaggle"))
-    assert kaggle.startswith("Runtime Kaggle này chỉ có CPU") and "Accelerator → GPU T4 ×2" in kaggle
-
-
-def test_explain_cuda_on_a_colab_or_kaggle_cpu_build_says_change_the_runtime_not_install_cuda():
-    """Colab's and Kaggle's CPU runtimes ship a +cpu torch: the fix is a GPU runtime, not a CUDA wheel."""
-    (colab,) = dev._explain_cuda(CudaFacts(cuda_build=None, platform="colab"))
-    assert colab.startswith("Runtime Colab này chỉ có CPU") and "torch.version.cuda là None" in colab
-    assert "Change runtime type → T4 GPU" in colab and "pytorch.org" not in colab and "Kaggle" not in colab
-    (kaggle,) = dev._explain_cuda(CudaFacts(cuda_build=None, platform="kaggle"))
-    assert kaggle.startswith("Runtime Kaggle này chỉ có CPU") and "Accelerator → GPU T4 ×2" in kaggle
-    assert "pytorch.org" not in kaggle
-    (local,) = dev._explain_cuda(CudaFacts(cuda_build=None, platform="local"))
-    assert "pytorch.org/get-started/locally" in local
+@pytest.mark.parametrize("text, version", [
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n", "535.104.05"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n", "580.95.05"),
+    ("garbage\n", None),
+])
+def test_driver_version_is_read_from_the_kernel_modules_line(tmp_path, text, version):
+    (tmp_path / "version").write_text(text)
+    assert dev._driver_version(str(tmp_path / "version")) == version
+    assert dev._driver_version(str(tmp_path / "absent")) is None
 
 
 def test_gather_cuda_facts_records_the_platform(monkeypatch):
     monkeypatch.setattr(dev, "detect_platform", lambda: "kaggle")
-    assert dev._gather_cuda_facts().platform == "kaggle"
-
-
-def test_explain_cuda_driver_present_but_init_failed():
-    facts = CudaFacts(cuda_build="12.8", driver_found=True, init_warning="CUDA initialization: error 804")
-    (reason,) = dev._explain_cuda(facts)
-    assert "error 804" in reason
-
-
-def test_explain_cuda_driver_too_old_is_not_no_driver():
-    """torch's own warning (c10/cuda/CUDAFunctions.cpp) when the driver is older than the build's CUDA."""
-    warning = ("CUDA initialization: The NVIDIA driver on your system is too old (found version 12080). Please "
-               "update your GPU driver by downloading and installing a new version from the URL: "
-               "http://www.nvidia.com/Download/index.aspx")
-    (reason,) = dev._explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True, init_warning=warning))
-    assert "quá cũ" in reason and "CUDA 12.8" in reason and "CUDA 13.0" in reason
-    assert "không thấy driver" not in reason and "T4" not in reason
-    (no_version,) = dev._explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True,
-                                               init_warning="The NVIDIA driver on your system is too old"))
-    assert "quá cũ" in no_version and "một bản CUDA cũ hơn" in no_version
-    (missing,) = dev._explain_cuda(CudaFacts(cuda_build="13.0", driver_found=True,
-                                            init_warning="CUDA initialization: Found no NVIDIA driver on your system"))
-    assert "không thấy driver" in missing
-
-
-def test_explain_cuda_gpu_too_old_for_build():
-    facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(P100,), arch_list=ARCHS_128)
-    (reason,) = dev._explain_cuda(facts)
-    assert "sm_60" in reason and "no kernel image" in reason and "T4" in reason
-
-
-def test_explain_cuda_usable_gpu_has_no_reasons():
-    facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(T4,), arch_list=ARCHS_128)
-    assert dev._explain_cuda(facts) == []
+    assert dev.gather_cuda_facts().platform == "kaggle"
 
 
 def test_environment_report_on_this_machine_has_verdict():
@@ -166,15 +147,15 @@ def test_environment_report_on_this_machine_has_verdict():
 
 
 def test_environment_report_shows_fake_gpu_rows(monkeypatch):
-    facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(T4,), arch_list=ARCHS_128)
-    monkeypatch.setattr(dev, "_gather_cuda_facts", lambda: facts)
+    facts = CudaFacts(cuda_build="12.8", driver_found=True, available=True, count=1, gpus=(T4,), arch_list=ARCHS_128)
+    monkeypatch.setattr(dev, "gather_cuda_facts", lambda: facts)
     report = dev.environment_report()
     text = str(report)
     assert report.device == "cuda"
     assert "Tesla T4" in text and "sm_75" in text and "40 SM" in text and "chỉ giả lập" in text
     assert "15.0 GiB (16.1 GB)" in text  # both units: the tables quote vendors' GB
-    a100 = CudaFacts(cuda_build="12.8", driver_found=True, available=True, gpus=(A100,), arch_list=ARCHS_128)
-    monkeypatch.setattr(dev, "_gather_cuda_facts", lambda: a100)
+    a100 = CudaFacts(cuda_build="12.8", driver_found=True, available=True, count=1, gpus=(A100,), arch_list=ARCHS_128)
+    monkeypatch.setattr(dev, "gather_cuda_facts", lambda: a100)
     assert "bf16 gốc: có" in str(dev.environment_report())
 
 
@@ -222,17 +203,6 @@ def test_has_native_bf16_falls_back_to_linux_flags_or_says_unknown(monkeypatch, 
 def test_has_native_bf16_is_unknown_on_mps(monkeypatch):
     monkeypatch.setattr(dev, "pick_device", lambda device=None: torch.device("mps"))
     assert dev.has_native_bf16("mps") is None
-
-
-def test_has_native_bf16_rejects_bad_devices():
-    with pytest.raises(TypeError):
-        dev.has_native_bf16(3.5)
-    with pytest.raises(ValueError):
-        dev.has_native_bf16("tpu")
-
-
-def test_has_native_bf16_on_this_cpu_is_a_checked_answer():
-    assert dev.has_native_bf16("cpu") in (True, False, None)
 
 
 def test_detect_platform(monkeypatch):

@@ -141,7 +141,7 @@ def test_gpu_cell_transform_rewrites_only_marked_cells(monkeypatch):
 
 def test_gpu_cell_transform_rejects_a_malformed_marker(monkeypatch):
     monkeypatch.setattr(gpu_cells, "cuda_gpu_count", lambda: 0)
-    with pytest.raises(ValueError, match="GPU marker"):
+    with pytest.raises(ValueError, match="%%gpu two"):
         ext._gpu_cell_transform(["%%gpu two\n", "x = 1\n"])
 
 

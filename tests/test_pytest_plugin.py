@@ -4,6 +4,7 @@ import nbformat
 import pytest
 
 from lessons_lib import gpu_cells, gpu_check
+from lessons_lib.device import CudaFacts
 from lessons_lib.gpu_check import SmiReport, TorchReport
 
 pytest_plugins = ["pytester"]
@@ -58,7 +59,7 @@ def _h200():
 
 
 def test_header_names_torch_build_and_gpus(pytester, monkeypatch):
-    _fake_machine(monkeypatch, _h200(), TorchReport("2.13.0", cuda="13.0", available=True, count=1))
+    _fake_machine(monkeypatch, _h200(), TorchReport("2.13.0", CudaFacts("13.0", available=True, count=1)))
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["lessons_lib *: torch 2.13.0 (CUDA 13.0 build), 1 CUDA GPU(s) usable by torch*",
@@ -68,7 +69,7 @@ def test_header_names_torch_build_and_gpus(pytester, monkeypatch):
 
 def test_gpu_listed_but_cpu_torch_stops_a_session_with_gpu_cells(pytester, monkeypatch):
     monkeypatch.delenv("LESSONS_ALLOW_NO_CUDA", raising=False)
-    _fake_machine(monkeypatch, _h200(), TorchReport("2.13.0+cpu"))
+    _fake_machine(monkeypatch, _h200(), TorchReport("2.13.0+cpu", CudaFacts(None)))
     _write_notebook(pytester.path / "demo.ipynb")
     result = pytester.runpytest_inprocess("--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider",
                                           "demo.ipynb")
@@ -80,7 +81,7 @@ def test_gpu_listed_but_cpu_torch_stops_a_session_with_gpu_cells(pytester, monke
 
 def test_the_opt_out_lets_the_session_skip_gpu_cells(pytester, monkeypatch):
     monkeypatch.setenv("LESSONS_ALLOW_NO_CUDA", "1")
-    _fake_machine(monkeypatch, _h200(), TorchReport("2.13.0+cpu"))
+    _fake_machine(monkeypatch, _h200(), TorchReport("2.13.0+cpu", CudaFacts(None)))
     _write_notebook(pytester.path / "demo.ipynb")
     result = pytester.runpytest_inprocess("--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider",
                                           "demo.ipynb")
@@ -89,6 +90,6 @@ def test_the_opt_out_lets_the_session_skip_gpu_cells(pytester, monkeypatch):
 
 def test_sessions_without_gpu_cells_are_never_stopped(pytester, monkeypatch):
     monkeypatch.delenv("LESSONS_ALLOW_NO_CUDA", raising=False)
-    _fake_machine(monkeypatch, _h200(), TorchReport("2.13.0+cpu"))
+    _fake_machine(monkeypatch, _h200(), TorchReport("2.13.0+cpu", CudaFacts(None)))
     pytester.makepyfile("def test_x(): pass")
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)

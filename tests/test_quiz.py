@@ -91,34 +91,24 @@ def test_display_outside_kernel_prints_text(capsys):
     assert widget_display.STATIC_HTML_KEY == "lessons_lib"
 
 
-@pytest.mark.parametrize(
-    "kwargs, error",
-    [
-        ({"prompt": "", "options": ["a", "b"], "answer": 0}, ValueError),
-        ({"prompt": "q", "options": "ab", "answer": 0}, TypeError),
-        ({"prompt": "q", "options": ["a"], "answer": 0}, ValueError),
-        ({"prompt": "q", "options": ["a", "b"], "answer": 2}, ValueError),
-        ({"prompt": "q", "options": ["a", "b"], "answer": "A"}, TypeError),
-        ({"prompt": "q", "options": ["a", ""], "answer": 0}, ValueError),
-    ],
-)
-def test_choice_rejects_bad_input(kwargs, error):
-    with pytest.raises(error):
-        quiz.choice(explanation="e", **kwargs)
+def _choice(**changes):
+    kwargs = {"prompt": "q", "options": ["a", "b"], "answer": 0, "explanation": "e", **changes}
+    return lambda: quiz.choice(**kwargs)
 
 
-def test_choice_rejects_bad_why_wrong():
-    with pytest.raises(TypeError, match="why_wrong"):
-        quiz.choice("q", ["a", "b"], 0, "e", why_wrong=["x"])
-
-
-def test_yes_no_rejects_non_bool():
-    with pytest.raises(TypeError, match="True"):
-        quiz.yes_no("q", answer="Có", explanation="e")
-
-
-@pytest.mark.parametrize("bad, error", [("Z", ValueError), ("", ValueError), (1, TypeError),
-                                        (True, TypeError), ("purple", ValueError)])
-def test_answer_rejects_unknown_choice(bad, error):
-    with pytest.raises(error, match="choice"):
-        make_choice().answer(bad)
+@pytest.mark.parametrize("call, error, named", [
+    (_choice(prompt=""), ValueError, "prompt"),
+    (_choice(options="ab"), TypeError, "options"),
+    (_choice(options=["a"]), ValueError, "options"),
+    (_choice(answer=2), ValueError, "answer"),
+    (_choice(answer="A"), TypeError, "answer"),
+    (_choice(options=["a", ""]), ValueError, "options"),
+    (_choice(why_wrong=["x"]), TypeError, "why_wrong"),
+    (lambda: quiz.yes_no("q", answer="Có", explanation="e"), TypeError, "True"),
+    *[(lambda bad=bad: make_choice().answer(bad), error, "choice")
+      for bad, error in [("Z", ValueError), ("", ValueError), (1, TypeError), (True, TypeError), ("purple", ValueError)]],
+])
+def test_argument_checks_name_what_to_pass(call, error, named):
+    with pytest.raises(error) as raised:
+        call()
+    assert named in str(raised.value)
