@@ -14,11 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lessons_lib"
 # Called by a framework, not by name: pytest hooks (the pytest11 entry point) and IPython's %load_ext.
 _HOOK = re.compile(r"pytest_\w+|load_ipython_extension|unload_ipython_extension")
-# Unused public names in modules another branch of issue 41 owns (lib: precision, plots, training); they go
+# Unused public names in modules another branch of issue 41 owns (lib: training); they go
 # there. Each must still be public and unused, so that this list cannot outlive them.
-_PENDING = {("lessons_lib.precision", "facts_table"), ("lessons_lib.precision", "round_trip_table"),
-            ("lessons_lib.plots.formats", "plot_number_formats"),
-            ("lessons_lib.training.trainer", "AmpTrainer"), ("lessons_lib.training.trainer", "StepResult")}
+_PENDING = {("lessons_lib.training.trainer", "AmpTrainer"), ("lessons_lib.training.trainer", "StepResult")}
 
 
 def _module(path: Path) -> str:
