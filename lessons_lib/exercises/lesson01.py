@@ -15,8 +15,6 @@ import torch
 
 from ._core import Exercise, Report, as_device, is_blank, on_gpu_note, source_has
 
-GROUP = "lesson01"  # the exercise group (tools/grade.py reads it)
-
 
 @dataclass(frozen=True)
 class _Machine:
@@ -191,7 +189,7 @@ def _evaluate(report: Report, choose_device=None, x=None) -> None:
     on_gpu_note(report, here, "choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
 
 
-task1 = Exercise("task1", "Bài 14.1 · Nhiệm vụ 1 · Viết choose_device()", _evaluate, group=GROUP, hints=[
+task1 = Exercise("task1", "Bài 14.1 · Nhiệm vụ 1 · Viết choose_device()", _evaluate, hints=[
     "Hai việc: nếu prefer không phải None thì trả về torch.device(prefer); còn lại hỏi lần lượt "
      "torch.cuda.is_available(), rồi torch.backends.mps.is_available(), cuối cùng là CPU.",
     "if prefer is not None: return torch.device(prefer)\n"

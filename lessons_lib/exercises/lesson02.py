@@ -13,8 +13,6 @@ import torch
 from ._core import Exercise, Report, source_has
 from ._tracking import MoveTracker
 
-GROUP = "lesson02"  # the exercise group (tools/grade.py reads it)
-
 _META = torch.device("meta")
 
 def _call_noise(report: Report, add_noise, x: torch.Tensor, std: float):
@@ -93,8 +91,7 @@ def _evaluate_noise(report: Report, add_noise=None) -> None:
                 "CPU → GPU nào cho nhiễu.")
 
 
-task1 = Exercise("task1", "Bài 14.2 · Nhiệm vụ 1 · Tạo nhiễu ngay trên thiết bị", _evaluate_noise,
-                 group=GROUP, hints=[
+task1 = Exercise("task1", "Bài 14.2 · Nhiệm vụ 1 · Tạo nhiễu ngay trên thiết bị", _evaluate_noise, hints=[
     "Nhiễu phải có cùng shape, dtype và thiết bị với x. Hàm *_like của PyTorch lấy cả ba từ một tensor có sẵn.",
     "return x + std * torch.randn_like(x)",
 ])
@@ -210,8 +207,7 @@ def _evaluate_move(report: Report, move_keep=None) -> None:
                 "thì thêm non_blocking=True vào .to().")
 
 
-task2 = Exercise("task2", "Bài 14.2 · Nhiệm vụ 2 · Chuyển batch mà giữ nguyên kiểu", _evaluate_move,
-                 group=GROUP, hints=[
+task2 = Exercise("task2", "Bài 14.2 · Nhiệm vụ 2 · Chuyển batch mà giữ nguyên kiểu", _evaluate_move, hints=[
     "Bắt đầu từ move() ở trên. Một namedtuple là một tuple có thuộc tính _fields; với nó, dựng lại bằng "
      "type(batch)(*items) (có dấu *), còn tuple/list thường thì type(batch)(items).",
     "Thứ tự các nhánh: tensor → dict → namedtuple (hasattr(batch, '_fields')) → list/tuple → còn lại trả về "

@@ -21,8 +21,6 @@ from ..device import pick_device
 from ._core import Exercise, Report, on_gpu_note, same_device
 from ._tracking import MoveTracker
 
-GROUP = "lesson03"  # the exercise group (tools/grade.py reads it)
-
 
 class _Probe(nn.Module):
     def __init__(self):
@@ -131,8 +129,7 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
                    "(cuda:1).")
 
 
-task1 = Exercise("task1", "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ", _evaluate_misplaced,
-                 group=GROUP, hints=[
+task1 = Exercise("task1", "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ", _evaluate_misplaced, hints=[
     "Duyệt cả hai: for name, t in model.named_parameters() và for name, t in model.named_buffers(); "
      "giữ name khi t.device khác device.",
     "torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
@@ -205,8 +202,7 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
                 "và ngược lại.")
 
 
-task2 = Exercise("task2", "Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi", _evaluate_load,
-                 group=GROUP, hints=[
+task2 = Exercise("task2", "Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi", _evaluate_load, hints=[
     "Ba bước: state = torch.load(path, map_location=\"cpu\", weights_only=True); "
      "model.load_state_dict(state); model.to(device). Rồi return model.",
     "map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "

@@ -18,8 +18,6 @@ import torch
 from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, number
 
-GROUP = "lesson05"  # the exercise group (tools/grade.py reads it)
-
 _MAX_NORM = 0.1
 _INIT_SCALE = 2.0**10
 _TOL = 1e-3
@@ -161,7 +159,7 @@ def _evaluate(report: Report, amp_step=None) -> None:
                     "cần nó. Trên T4 (float16), GradScaler là bắt buộc và thứ tự này y hệt.")
 
 
-task1 = Exercise("task1", "Bài 14.5 · Bước train AMP có clip gradient", _evaluate, group=GROUP, hints=[
+task1 = Exercise("task1", "Bài 14.5 · Bước train AMP có clip gradient", _evaluate, hints=[
     "Bảy dòng: zero_grad; forward + loss trong torch.autocast; scaler.scale(loss).backward(); …; "
      "scaler.step(optimizer); scaler.update(); return loss.item(). Còn thiếu hai dòng ở giữa.",
     "Clip so chuẩn với max_norm, nên cần gradient THẬT: scaler.unscale_(optimizer) trước, rồi "
