@@ -93,7 +93,7 @@ WRONG_TASK0 = {
     "torch.cuda.synchronize": (lambda x, sync, repeats=5: time_it(lambda: x @ x, sync=torch.cuda.synchronize),
                                ["torch.cuda.synchronize()", "sync"]),
     "too few": (lambda x, sync, repeats=5: _hand_timed(x, sync, runs=2), ["3 lần", "repeats=5"]),
-    "milliseconds": (lambda x, sync, repeats=5: _hand_timed(x, sync, scale=1e3), ["50.0"]),
+    "milliseconds": (lambda x, sync, repeats=5: _hand_timed(x, sync, scale=1e3), ["50000.0 ms", "giây"]),
     "no sync": (lambda x, sync, repeats=5: _hand_timed(x, sync, sync_after=False), ["sync()", "time_it"]),
     "total": (lambda x, sync, repeats=5: _hand_timed(x, sync, total=True), ["250.0 ms"]),
     "off": (lambda x, sync, repeats=5: _hand_timed(x, sync, answer=0.02), ["20.0 ms", "50 ms"]),

@@ -35,6 +35,8 @@ class _FakeGpu:
     uploads: int = 0
     downloads: int = 0
     clock: float = 0.0  # the time the learner's clock reads while checking: only the fake work advances it
+    seconds: float = 0.0  # what the learner's function returned: the (compute) time, and the copy time
+    copy_s: float = 0.0
 
     def __repr__(self) -> str:
         return "device(type='cuda', index=0)  # giả lập"
@@ -46,6 +48,15 @@ class _FakeGpu:
 
     def now(self) -> float:
         return self.clock
+
+    @property
+    def ms(self) -> str:
+        """Return the time(s) returned, as the messages say them."""
+        return f"{self.seconds * 1e3:.1f} ms" if not self.copy_s else (
+            f"copy {self.copy_s * 1e3:.1f} ms, compute {self.seconds * 1e3:.1f} ms")
+
+    def why_fast(self, after: str) -> str:
+        return "không gọi sync() lần nào" if self.syncs == 0 else f"không gọi sync() {after}"
 
     def wait(self) -> None:
         self.spend(self.pending)
@@ -131,31 +142,19 @@ def _nearest(value: float, kinds: dict[str, float]) -> str:  # compared on log s
     return min(kinds, key=lambda k: abs(math.log(max(value, 1e-9) / kinds[k])))
 
 
-@dataclass
-class _Timing:
-    """What a timing function returned (seconds: one number, or copy and compute) and what the fake GPU counted."""
-
-    gpu: _FakeGpu
-    seconds: float = 0.0
-    copy_s: float = 0.0
-
-    @property
-    def ms(self) -> str:
-        return f"{self.seconds * 1e3:.1f} ms" if not self.copy_s else (
-            f"copy {self.copy_s * 1e3:.1f} ms, compute {self.seconds * 1e3:.1f} ms")
-
-    def why_fast(self, after: str) -> str:
-        return "không gọi sync() lần nào" if self.gpu.syncs == 0 else f"không gọi sync() {after}"
-
-
 _SYNCHRONIZE = Wrong("torch.cuda.synchronize", raised(Exception, "CUDA|cuda|NVIDIA"),
                      "đừng gọi torch.cuda.synchronize() ở đây: dùng hàm sync được truyền vào (GPU giả chỉ hiểu nó).")
+_TOO_FEW = Wrong("too few", lambda t: t.matmuls < _REPEATS,
+                 lambda t: f"phép nhân chỉ chạy {t.matmuls} lần; cần repeats={_REPEATS} lần có đo.")
+_MILLISECONDS = Wrong("milliseconds", lambda t: max(t.seconds, t.copy_s) > 1,
+                      lambda t: f"đo được {t.ms}: có vẻ là mili-giây; hãy trả về giây.")
+_NO_WARM_UP = Wrong("no warm-up", lambda t: t.matmuls == _REPEATS,
+                    "thiếu warm-up: lần nhân đầu tiên trên GPU chậm hơn hẳn (khởi tạo cuBLAS); chạy một vòng không "
+                    "tính giờ TRƯỚC khi đo.")
 _GPU_TIME_WRONGS = (
     _SYNCHRONIZE,
-    Wrong("too few", lambda t: t.gpu.matmuls < _REPEATS,
-          lambda t: f"x @ x chỉ chạy {t.gpu.matmuls} lần; cần đo repeats={_REPEATS} lần."),
-    Wrong("milliseconds", lambda t: t.seconds > 1,
-          lambda t: f"gpu_time trả về {t.seconds:.1f}: có vẻ là mili-giây; hãy trả về giây."),
+    _TOO_FEW,
+    _MILLISECONDS,
     Wrong("no sync", lambda t: t.seconds < 0.3 * _COMPUTE_S, lambda t: (
         f"đo được {t.ms}, nhưng phép nhân thật mất {_MS}: {t.why_fast('sau x @ x, trước khi đọc đồng hồ')}. x @ x "
         "chỉ XẾP HÀNG việc rồi trả về ngay, nên đồng hồ chỉ đo lúc xếp hàng. Gọi sync() sau x @ x rồi mới dừng giờ "
@@ -164,9 +163,7 @@ _GPU_TIME_WRONGS = (
           lambda t: f"đo được {t.ms}, gấp nhiều lần một phép nhân ({_MS}): có vẻ là tổng của nhiều lần. Trả về thời "
                     "gian MỘT lời gọi: trung vị của các lần đo."),
     Wrong("off", lambda t: not _within(t.seconds, _COMPUTE_S), lambda t: f"đo được {t.ms}; phép nhân thật mất {_MS}."),
-    Wrong("no warm-up", lambda t: t.gpu.matmuls == _REPEATS,
-          "thiếu warm-up: lần x @ x đầu tiên chậm hơn hẳn (khởi tạo cuBLAS); chạy nó một lần không tính giờ trước "
-          "khi đo."),
+    _NO_WARM_UP,
 )
 
 
@@ -182,9 +179,9 @@ def _evaluate_gpu_time(report: Report, gpu_time=None) -> None:
     report.require_return(result, "gpu_time", "giây")
     if number(result) is None:
         report.problem(f"gpu_time phải trả về MỘT số giây (float), không phải {type(result).__name__}.", stop=True)
-    timing = _Timing(gpu, number(result))
-    report.diagnose(_GPU_TIME_WRONGS, timing)
-    report.success(f"đo được {timing.ms} trên 'GPU giả' mà mỗi phép nhân mất {_MS}: có warm-up, và sync() sau x @ x "
+    gpu.seconds = number(result)
+    report.diagnose(_GPU_TIME_WRONGS, gpu)
+    report.success(f"đo được {gpu.ms} trên 'GPU giả' mà mỗi phép nhân mất {_MS}: có warm-up, và sync() sau x @ x "
                    "nên đồng hồ đo thời gian tính, không phải thời gian xếp hàng.")
     report.note("trên GPU thật, cùng hàm với sync=torch.cuda.synchronize đo đúng như vậy.")
 
@@ -200,13 +197,11 @@ _COPY_KINDS = {"right": _COPY_S, "up_only": 2 * _UP_S, "down_only": _DOWN_S, "wi
 _PAIR = {"copy": _COPY_S, "compute": _COMPUTE_S}
 
 _SPLIT_WRONGS = (
-    Wrong("too few", lambda t: t.gpu.matmuls < _REPEATS,
-          lambda t: f"phép nhân chỉ chạy {t.gpu.matmuls} lần; cần repeats={_REPEATS} lần có đo."),
-    Wrong("no copies", lambda t: t.gpu.uploads < 2 * _REPEATS or t.gpu.downloads < _REPEATS, lambda t: (
+    _TOO_FEW,
+    Wrong("no copies", lambda t: t.uploads < 2 * _REPEATS or t.downloads < _REPEATS, lambda t: (
         "mỗi lần đo phải chép a và b lên device (a.to(device), b.to(device)) và chép kết quả về (.cpu()); đếm "
-        f"được {t.gpu.uploads} lần chép lên, {t.gpu.downloads} lần chép về.")),
-    Wrong("milliseconds", lambda t: t.copy_s > 1 or t.seconds > 1,
-          lambda t: f"split_time trả về {t.copy_s:.1f} và {t.seconds:.1f}: có vẻ là mili-giây; hãy trả về giây."),
+        f"được {t.uploads} lần chép lên, {t.downloads} lần chép về.")),
+    _MILLISECONDS,
     Wrong("swapped", lambda t: (_nearest(t.copy_s, _PAIR), _nearest(t.seconds, _PAIR)) == ("compute", "copy")
           and t.seconds > 0.3 * _COPY_S,
           lambda t: f"hai số bị đảo thứ tự ({t.ms}): trả về (copy_s, compute_s), copy trước."),
@@ -224,9 +219,7 @@ _SPLIT_WRONGS = (
     Wrong("copy off", lambda t: _nearest(t.copy_s, _COPY_KINDS) == "with_compute" or not _within(t.copy_s, _COPY_S),
           lambda t: f"đo được {t.ms}; chép thật mất {_COPY_S * 1e3:.0f} ms (a, b lên + kết quả về). Đo phần chép "
                     "lên (kèm sync()) và phần chép về, cộng lại (không gồm phép nhân), lấy trung vị."),
-    Wrong("no warm-up", lambda t: t.gpu.matmuls == _REPEATS,
-          "thiếu warm-up: chạy một vòng chép lên → nhân → chép về TRƯỚC khi đo (lần nhân đầu trên GPU chậm hơn hẳn "
-          "vì khởi tạo cuBLAS)."),
+    _NO_WARM_UP,
 )
 
 
@@ -243,9 +236,9 @@ def _evaluate_split(report: Report, split_time=None) -> None:
         report.problem(f"split_time phải trả về HAI số (copy_s, compute_s), không phải {result!r}.", stop=True)
     if number(result[0]) is None or number(result[1]) is None:
         report.problem("copy_s và compute_s phải là số giây (float).", stop=True)
-    timing = _Timing(gpu, number(result[1]), number(result[0]))
-    report.diagnose(_SPLIT_WRONGS, timing)
-    report.success(f"đo được {timing.ms} trên một 'GPU giả' mà chép thật mất {_COPY_S * 1e3:.0f} ms, nhân thật mất "
+    gpu.copy_s, gpu.seconds = number(result[0]), number(result[1])
+    report.diagnose(_SPLIT_WRONGS, gpu)
+    report.success(f"đo được {gpu.ms} trên một 'GPU giả' mà chép thật mất {_COPY_S * 1e3:.0f} ms, nhân thật mất "
                    f"{_MS}: sync đặt đúng chỗ nên thời gian tính không lẫn vào .cpu().")
     report.note("trên GPU thật, bench.copy_vs_compute(n, 'cuda') đo đúng ba phần này với tensor thật.")
 
