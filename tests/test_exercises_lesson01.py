@@ -95,6 +95,7 @@ WRONG = {
     "misses cuda": (PREFERRED + "if torch.backends.mps.is_available():\n    return torch.device('mps')\n"
                     "return torch.device('cpu')", ["cpu", "torch.cuda.is_available()"]),
     "check_available on torch 2.6": (CHECKED, ["check_available", "torch.accelerator.is_available()"]),
+    "no optional prefer": (("", FULL), ["def choose_device(prefer=None)"]),
 }
 
 
@@ -107,13 +108,14 @@ def test_each_misconception_has_its_message(row, tmp_path, monkeypatch):
     elif row == "the build's accelerator" and not HAS_CHECK_AVAILABLE:
         pytest.skip("check_available is new in torch 2.7")
     body, names = WRONG[row]
-    assert_shows(check(chooser(body, tmp_path), torch.ones(3)), row, *names)
+    signature, body = body if isinstance(body, tuple) else ("prefer=None", body)
+    assert_shows(check(chooser(body, tmp_path, signature), torch.ones(3)), row, *names)
 
 
 @pytest.mark.parametrize(("fn", "x", "names"), [
-    ("", torch.ones(3), ["def choose_device(prefer=None)"]), ("prefer", torch.ones(3), ["prefer=None"]),
-    (None, torch.ones(3, device="meta"), ["meta", "device=choose_device()"]), (None, [1, 1, 1], ["list"]),
-    (3, torch.ones(3), ["int"])], ids=["no prefer", "prefer required", "x elsewhere", "x not a tensor", "int"])
+    ("prefer", torch.ones(3), ["prefer=None"]), (None, torch.ones(3, device="meta"), ["meta", "device=choose_device()"]),
+    (None, [1, 1, 1], ["list"]), (3, torch.ones(3), ["int"])],
+    ids=["prefer required", "x elsewhere", "x not a tensor", "int"])
 def test_the_function_and_x_are_checked(fn, x, names, tmp_path):
     if isinstance(fn, str):
         fn = chooser(FULL, tmp_path, fn)

@@ -7,7 +7,7 @@ shows without a GPU), then on a CPU tensor for its values; ``move_keep`` moves a
 from __future__ import annotations
 
 from collections import namedtuple
-from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
@@ -27,24 +27,6 @@ _ON_META = (  # what an error of add_noise(x) with x on meta means
           f"báo lỗi lệch thiết bị. Tạo nhiễu ngay trên thiết bị của x: {_RANDN_LIKE}, hoặc torch.randn(x.shape, "
           "device=x.device, dtype=x.dtype)."),
 )
-
-
-@dataclass
-class _Noisy:
-    """What add_noise returned for x (and whether it changed x, or copied a CPU-made noise over)."""
-
-    x: torch.Tensor
-    result: object
-    changed: bool = False
-    copied: bool = False
-
-    @property
-    def mean(self) -> float:
-        return float(self.result.mean())
-
-    @property
-    def spread(self) -> float:
-        return float(self.result.std())
 
 
 _NOISE_WRONGS = (
@@ -92,14 +74,15 @@ def _evaluate_noise(report: Report, add_noise=None) -> None:
         report.problem(f"add_noise phải trả về một tensor, không phải {type(result).__name__}.", stop=True)
     copied = any(m.source.device.type == "cpu" and m.target.type == "meta" and m.source.numel() > 1
                  for m in tracker.moves)
-    report.diagnose(_NOISE_WRONGS[2:6], _Noisy(x, result, copied=copied))
+    report.diagnose(_NOISE_WRONGS[2:6], SimpleNamespace(x=x, result=result, copied=copied))
     x = torch.full((20_000,), 3.0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         result = report.call("add_noise(x, 0.5)", add_noise, x, 0.5)
     if not isinstance(result, torch.Tensor) or result.shape != x.shape or not result.is_floating_point():
         report.problem("với x = torch.full((20000,), 3.0), kết quả phải là tensor float cùng shape với x.", stop=True)
-    report.diagnose(_NOISE_WRONGS[6:], _Noisy(x, result, changed=not torch.equal(x, torch.full_like(x, 3.0))))
+    report.diagnose(_NOISE_WRONGS[6:], SimpleNamespace(changed=not torch.equal(x, torch.full_like(x, 3.0)),
+                                                       mean=float(result.mean()), spread=float(result.std())))
     report.success("nhiễu được sinh ngay trên thiết bị và dtype của x (x ở meta/float16 → kết quả meta/float16, "
                    "không có lần chép nào), đúng phân phối chuẩn nhân std, và x không bị sửa.")
     report.note("Trên GPU: randn_like(x) sinh số ngẫu nhiên ngay trong VRAM; mỗi bước train không tốn lần chép "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from types import SimpleNamespace
 from unittest import mock
 
 import torch
@@ -142,19 +142,7 @@ def _save_as_if_on_gpu(state: dict, path: str, tag: str) -> None:
         torch.save(state, path)
 
 
-@dataclass
-class _Loaded:
-    """What load_weights did: its result, the model handed in, the torch.load calls, what moved, the file's weights."""
-
-    result: object
-    model: nn.Module
-    loads: list
-    moved: bool
-    saved: dict
-    device: torch.device
-
-
-def _mismatch(x: _Loaded) -> str | None:
+def _mismatch(x) -> str | None:
     return next((name for name, value in x.saved.items() if not torch.equal(x.model.state_dict()[name].cpu(), value)),
                 None)
 
@@ -204,7 +192,8 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
     if not all("weights_only" in call for call in loads):
         report.note("ghi rõ weights_only=True: từ PyTorch 2.6 đây là mặc định, nhưng bản cũ hơn mặc định False.")
     moved = any(m.source is p for m in tracker.moves for p in params)
-    report.diagnose(_LOAD_WRONGS[1:], _Loaded(result, model, loads, moved, saved, device))
+    report.diagnose(_LOAD_WRONGS[1:], SimpleNamespace(result=result, model=model, loads=loads, moved=moved,
+                                                      saved=saved, device=device))
     report.success(f"file lưu trên {_missing_gpu()} (GPU mà máy này không có) được nạp, trọng số khớp, mô hình nằm "
                    f"trên {device}.")
     on_gpu_note(report, device, "cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
