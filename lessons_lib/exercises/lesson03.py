@@ -1,10 +1,8 @@
 """Lesson 03's checked tasks: find the misplaced tensors of a model, load a GPU checkpoint anywhere.
 
-``misplaced`` is tried on ``meta``/CPU models, once with ``cpu:0`` (the same place as ``cpu`` but an unequal
-``torch.device``, like ``cuda`` and ``cuda:0``), and once on a model of fake tensors (``FakeTensor``: a device, no
-data, no GPU needed) on ``cuda:0`` with one parameter on ``cuda:1``, checked against ``cuda``: a comparison of
-``.type`` alone misses it, as it would on a two-GPU machine; ``load_weights`` gets a checkpoint tagged with a GPU this
-machine lacks, so a forgotten ``map_location`` fails here as it does on a laptop.
+``misplaced`` also gets ``cpu:0`` (the same place as ``cpu``, an unequal ``torch.device``, like ``cuda:0`` and
+``cuda``) and fake tensors on ``cuda:0`` and ``cuda:1`` (no GPU needed); ``load_weights`` gets a checkpoint tagged
+with a GPU this machine lacks, so a forgotten ``map_location`` fails here as on a laptop.
 """
 
 from __future__ import annotations

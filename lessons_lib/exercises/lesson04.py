@@ -1,11 +1,8 @@
 """Lesson 04's checked tasks: time an asynchronous matmul, split copies from compute, find the crossover size.
 
-``fake_cuda()`` hands the lesson a stand-in CUDA matrix on any machine: ``x @ x`` only queues work (it returns at
-once), ``sync()`` waits for it. ``gpu_time`` (task 0, on the core path) is graded on it.
-
-``split_time`` runs on stand-ins for pageable CUDA tensors: ``.to(device)`` and ``.cpu()`` wait for the queued
-work, then copy; ``@`` only queues (the first one slower, as cuBLAS warms up); ``sync()`` waits. Without a
-``sync()`` right after ``@`` the matmul's time lands in ``.cpu()``, as on a GPU.
+``gpu_time`` and ``split_time`` run on a fake GPU, on any machine: ``@`` only queues work (the first one slower, as
+cuBLAS warms up), ``sync()`` waits for it, ``.to(device)`` and ``.cpu()`` wait for it and then copy; so without a
+``sync()`` right after ``@`` the matmul's time lands in ``.cpu()``, as on a GPU. ``fake_cuda()`` hands it to the lesson.
 """
 
 from __future__ import annotations
@@ -130,10 +127,6 @@ def fake_cuda() -> tuple[_FakeTensor, object]:
 _MS = f"{_COMPUTE_S * 1e3:.0f} ms"  # one matmul's time, as the messages say it
 
 
-class _RealSynchronize(RuntimeError):
-    """Raised by torch.cuda.synchronize while a check runs: the fake GPU only knows the `sync` it hands out."""
-
-
 def _within(value: float, target: float) -> bool:  # a busy machine only makes sleeps longer
     return 0.7 * target <= value <= 2.2 * target
 
@@ -173,7 +166,7 @@ def _evaluate_gpu_time(report: Report, gpu_time=None) -> None:
     # torch.cuda.synchronize fails differently on each build (CPU build, CUDA build without a driver, a real GPU that
     # has nothing queued): patched, the same mistake gets the same message everywhere
     with (mock.patch.multiple(time, perf_counter=gpu.now, monotonic=gpu.now, time=gpu.now),
-          mock.patch.object(torch.cuda, "synchronize", side_effect=_RealSynchronize("torch.cuda.synchronize"))):
+          mock.patch.object(torch.cuda, "synchronize", side_effect=RuntimeError("torch.cuda.synchronize"))):
         result = report.call("gpu_time(x, sync, repeats=5)", gpu_time, _FakeTensor(gpu, on_gpu=True), gpu.sync,
                              repeats=_REPEATS, mistakes=[_SYNCHRONIZE])
     report.require_return(result, "gpu_time", "giây")

@@ -1,9 +1,7 @@
 """Lesson 05's checked task: one AMP training step with gradient clipping, in the right order.
 
-``amp_step`` runs twice on a small MLP (CUDA float16, else CPU bfloat16; the GradScaler is always enabled so its
-order matters) while the scaler's calls and the gradient norm at each are recorded: the norm before
-``unscale_`` shows a clip done too early, the norm when ``scaler.step`` starts a missing clip or ``unscale_``.
-The weights are then compared with the lesson's solution.
+``amp_step`` runs twice on a small MLP (CUDA float16, else CPU bfloat16, the GradScaler always on) while the scaler's
+calls and the gradient norm at each are recorded, then its weights are compared with the lesson's solution's.
 """
 
 from __future__ import annotations
