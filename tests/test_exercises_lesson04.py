@@ -253,3 +253,8 @@ def test_task2_the_cases_are_what_the_solution_answers(case):
 def test_task2_an_error_is_reported():
     feedback = task2.evaluate(lambda sizes, cpu_s, gpu_s: sizes[99])
     assert feedback.status == _core.FAIL and "IndexError" in feedback.lines[0]
+
+
+def test_task2_an_answer_that_changes_the_lists_does_not_change_the_next_check():
+    task2.evaluate(lambda sizes, cpu_s, gpu_s: sizes.reverse())
+    assert task2.evaluate(solution_of(task2, "crossover_n", SCOPE)).passed

@@ -251,14 +251,16 @@ def _crossover(label: str, sizes, cpu_s, gpu_s, want) -> Case:
     return Case(f"crossover_n(sizes, cpu_s, gpu_s) với {label} ({table})", (sizes, cpu_s, gpu_s), want)
 
 
-_CROSSOVER_CASES = (
-    _crossover("đường cong bình thường", [64, 128, 256, 512, 1024], [1e-5, 6e-5, 4e-4, 3e-3, 2.4e-2],
-               [3e-5, 4e-5, 6e-5, 1.5e-4, 6e-4], 128),
-    _crossover("một điểm 'ăn may' ở N nhỏ", [64, 128, 256, 512, 1024], [1e-5, 6e-5, 4e-4, 3e-3, 2.4e-2],
-               [8e-6, 9e-5, 7e-5, 1.5e-4, 6e-4], 256),
-    _crossover("GPU không bao giờ nhanh hơn", [16, 32, 64], [1e-6, 2e-6, 5e-6], [2e-5, 2e-5, 2.1e-5], None),
-    _crossover("GPU nhanh hơn ngay từ N đầu", [256, 512, 1024], [4e-4, 3e-3, 2.4e-2], [6e-5, 1.5e-4, 6e-4], 256),
-)
+def _crossover_cases() -> tuple[Case, ...]:
+    """Return the cases with fresh lists (the learner's function may change them)."""
+    return (
+        _crossover("đường cong bình thường", [64, 128, 256, 512, 1024], [1e-5, 6e-5, 4e-4, 3e-3, 2.4e-2],
+                   [3e-5, 4e-5, 6e-5, 1.5e-4, 6e-4], 128),
+        _crossover("một điểm 'ăn may' ở N nhỏ", [64, 128, 256, 512, 1024], [1e-5, 6e-5, 4e-4, 3e-3, 2.4e-2],
+                   [8e-6, 9e-5, 7e-5, 1.5e-4, 6e-4], 256),
+        _crossover("GPU không bao giờ nhanh hơn", [16, 32, 64], [1e-6, 2e-6, 5e-6], [2e-5, 2e-5, 2.1e-5], None),
+        _crossover("GPU nhanh hơn ngay từ N đầu", [256, 512, 1024], [4e-4, 3e-3, 2.4e-2], [6e-5, 1.5e-4, 6e-4], 256),
+    )
 
 
 def _first(a, faster: bool):
@@ -288,14 +290,14 @@ _CROSSOVER_WRONGS = (
 def _evaluate_crossover(report: Report, crossover_n=None) -> None:
     if same_code(crossover_n, task2.starter_code):
         report.missing_part("crossover_n chưa làm gì (thân hàm còn là ...).", stop=True)
-    run_cases(report, crossover_n, "crossover_n(sizes, cpu_s, gpu_s)", _CROSSOVER_CASES, _CROSSOVER_WRONGS,
+    run_cases(report, crossover_n, "crossover_n(sizes, cpu_s, gpu_s)", _crossover_cases(), _CROSSOVER_WRONGS,
               same=lambda got, want: got == want and (got is None) == (want is None))
     report.success("crossover_n đúng cả 4 trường hợp: đường cong bình thường, một điểm 'ăn may' ở N nhỏ, GPU không "
                    "bao giờ nhanh hơn (None), và nhanh hơn ngay từ N đầu.")
 
 
 task2 = Exercise("task2", "Bài 14.4 · Nhiệm vụ 3 · Điểm hoà vốn CPU–GPU", _evaluate_crossover, starter=True,
-                 cases=_CROSSOVER_CASES, wrongs=_CROSSOVER_WRONGS, hints=[
+                 cases=_crossover_cases(), wrongs=_CROSSOVER_WRONGS, hints=[
     "Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
     "Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
 ])
