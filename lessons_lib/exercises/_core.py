@@ -1,4 +1,9 @@
-"""What every exercise shares: `Exercise`, `Report`, `Feedback`, `progress()`; a checker never raises."""
+"""What every exercise shares: `Exercise`, `Report`, `Feedback`, `progress()`, case tables; a checker never raises.
+
+A checker may be declared as tables (Kaggle learntools' ``_test_cases``): `Case` rows say what the learner's function
+is called with and what it must return, `Wrong` rows name a misconception, how an answer shows it, and its message;
+`run_cases` is the one loop that runs them. The tests iterate the same tables (``Exercise.cases`` and ``.wrongs``).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,13 @@ import functools
 import inspect
 import json
 import linecache
+import operator
 import os
 import re
+import sys
 import textwrap
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -46,6 +54,44 @@ class Stop(Exception):
     """Raised inside an evaluation to end it early (the report already says why)."""
 
 
+@dataclass(frozen=True)
+class Case:
+    """A row of a checker's table: the call (`label`), its arguments, the right answer, and where it runs."""
+
+    label: str
+    args: tuple = ()
+    want: object = None
+    setup: Callable[[], AbstractContextManager] = nullcontext  # e.g. a simulated machine; what it yields is `seen`
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What the learner's function `fn` returned (`got`) on `case`, and what the case's setup yielded (`seen`)."""
+
+    case: Case
+    got: object
+    fn: Callable
+    seen: object = None
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """A misconception: its `name`, the test an answer `shows` it by, and its message (text, or text of the answer)."""
+
+    name: str
+    shows: Callable[[object], bool]
+    message: str | Callable[[object], str]
+
+    def text(self, answer: object) -> str:
+        """Return the message for `answer`."""
+        return self.message(answer) if callable(self.message) else self.message
+
+
+def raised(kind: type, pattern: str = "") -> Callable[[object], bool]:
+    """Return the test "an exception of type `kind` whose text matches `pattern`" (for `Wrong` rows of `call`)."""
+    return lambda exc: isinstance(exc, kind) and re.search(pattern, str(exc)) is not None
+
+
 @dataclass
 class Report:
     """What an evaluation found: problems (wrong), missing parts (not done yet), and notes."""
@@ -53,6 +99,7 @@ class Report:
     problems: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    causes: list[str] = field(default_factory=list)  # the names of the `Wrong` rows found
     passed_msg: str = ""
 
     def _add(self, into: list[str], message: str, stop: bool) -> None:
@@ -90,19 +137,25 @@ class Report:
             wanted = f"return {returns}" if returns else "return"
             self.missing_part(f"{name} chưa trả về gì (thiếu {wanted}).", stop=True)
 
-    def call(self, what: str, fn: Callable, *args, mistakes: Mistakes = (), **kwargs):
-        """Call the learner's `fn`; if it raises, record the first mistake it matches (else the error) and stop.
+    def call(self, what: str, fn: Callable, *args, mistakes: Iterable[Wrong] | Mistakes = (), **kwargs):
+        """Call the learner's `fn`; if it raises, record the first mistake it shows (else the error) and stop.
 
-        `mistakes` are ``(exception type, regex searched in its text, message)`` in order; a message may be a
-        function of the exception.
+        `mistakes` are `Wrong` rows tested on the exception, or ``(exception type, regex, message)`` in order.
         """
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
-            for kind, pattern, message in mistakes:
-                if isinstance(exc, kind) and re.search(pattern, str(exc)):
-                    self.problem(message(exc) if callable(message) else message, stop=True)
+            rows = [m if isinstance(m, Wrong) else Wrong("", raised(m[0], m[1]), m[2]) for m in mistakes]
+            self.diagnose(rows, exc)
             self.error(what, exc)
+
+    def diagnose(self, wrongs: Iterable[Wrong], answer: object, stop: bool = True) -> bool:
+        """Record the message of the first `Wrong` row that `answer` shows; return True when one did."""
+        row = next((row for row in wrongs if row.shows(answer)), None)
+        if row is not None:
+            self.causes.append(row.name)
+            self.problem(row.text(answer), stop=stop)
+        return row is not None
 
     def first(self, rules: Iterable[tuple[object, str]], stop: bool = True) -> bool:
         """Record the message of the first ``(wrong, message)`` rule that holds; return True when one did."""
@@ -127,6 +180,7 @@ class Feedback:
     status: str
     lines: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    causes: tuple[str, ...] = ()  # the names of the misconceptions found (what the tests look for)
 
     @property
     def passed(self) -> bool:
@@ -146,17 +200,51 @@ class Feedback:
         return "\n".join(out)
 
 
+def run_cases(report: Report, fn, signature: str, cases: Iterable[Case], wrongs: Iterable[Wrong] = (), *,
+              returns: type | tuple[type, ...] | None = None, read: Callable | None = None,
+              same: Callable[[object, object], bool] = operator.eq, mistakes: Iterable[Wrong] = ()) -> None:
+    """Run the learner's `fn` on every case; stop at the first wrong answer with the first misconception it shows.
+
+    Generic messages: a blank `fn` is "chưa làm", so is a None answer when `returns` (the types it must return) is
+    given; an answer of another type, an error (`mistakes` first), an answer no row explains. `read(report, got)`
+    may turn the answer into what `same` compares with ``case.want``.
+    """
+    report.require_function(fn, signature)
+    name = signature.split("(")[0]
+    for case in cases:
+        with case.setup() as seen:
+            got = report.call(case.label, fn, *case.args, mistakes=mistakes)
+        if returns is not None:
+            report.require_return(got, name)
+            if not isinstance(got, returns):
+                kinds = " hoặc ".join(t.__name__ for t in (returns if isinstance(returns, tuple) else (returns,)))
+                report.problem(f"{name} phải trả về {kinds}, không phải {type(got).__name__}.", stop=True)
+        got = read(report, got) if read else got
+        if not same(got, case.want):
+            report.diagnose([*wrongs, Wrong("", bool, lambda a: f"{a.case.label}: cần {a.case.want!r}, nhận được "
+                                                             f"{a.got!r}.")], Attempt(case, got, fn, seen))
+
+
+def _caller_group() -> str:
+    """Return the group of the module making an Exercise: its name ("lesson04"), else "exercises" (notebook 10)."""
+    name = sys._getframe(2).f_globals.get("__name__", "").rsplit(".", 1)[-1]
+    return name if re.fullmatch(r"lesson\d+", name) else "exercises"
+
+
 class Exercise:
     """One checked exercise: ``check(...)`` prints feedback, ``hint()`` the next hint, ``solution()`` the code.
 
-    ``evaluate(report, *answer)`` fills the `Report`; the solution is the task's SOLUTION region of the lesson
-    source and, for a debugging task (`starter`), the buggy code it hands out is its LEARNER region: handed in
-    unchanged it counts as "chưa làm". Both are read from ``solutions.json``, which the build writes.
+    ``evaluate(report, *answer)`` fills the `Report`; `cases` and `wrongs` are the tables it runs (for the tests).
+    The solution is the task's SOLUTION region of the lesson source and, for a debugging task (`starter`), the buggy
+    code it hands out is its LEARNER region: handed in unchanged it counts as "chưa làm". Both are read from
+    ``solutions.json``, which the build writes. The group is the module's name (``lesson04``) unless given.
     """
 
-    def __init__(self, key: str, title: str, evaluate: Callable, hints: list[str], *,
-                 starter: bool = False, group: str = "exercises"):
+    def __init__(self, key: str, title: str, evaluate: Callable, hints: list[str], *, starter: bool = False,
+                 group: str | None = None, cases: Iterable[Case] = (), wrongs: Iterable[Wrong] = ()):
+        group = group or _caller_group()
         self.key, self.group, self.title = key, group, title
+        self.cases, self.wrongs = tuple(cases), tuple(wrongs)
         self._evaluate, self._hints, self._starter = evaluate, list(hints), starter
         self._hints_shown, self.last_status = 0, None
         GROUPS.setdefault(group, {})[key] = self
@@ -213,7 +301,7 @@ class Exercise:
         else:
             status, lines = PASS, [report.passed_msg] if report.passed_msg else []
         self.last_status = status
-        return Feedback(self.key, self.title, status, tuple(lines), tuple(report.notes))
+        return Feedback(self.key, self.title, status, tuple(lines), tuple(report.notes), tuple(report.causes))
 
     def check(self, *args, **kwargs) -> None:
         """Check an answer and print the feedback (✅ đạt / ❌ chưa đúng / ⏳ chưa làm)."""
