@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from dataclasses import dataclass
 from unittest import mock
 
 import torch
@@ -16,7 +17,7 @@ from torch import nn
 
 from .._validate import check_number
 from ..device import pick_device
-from ._core import Exercise, Report, first_true, number, on_gpu_note
+from ._core import Exercise, Report, Wrong, first_true, number, on_gpu_note
 
 GROUP = "lesson11"  # the exercise group (tools/grade.py reads it)
 
@@ -81,6 +82,55 @@ class _Watch:
             self.keep_next = False
 
 
+@dataclass
+class _Evaluated:
+    """What the learner's evaluate() did: each forward's (training, grad mode, …), what it returned, the right value."""
+
+    calls: list
+    got: object
+    grad_left_off: bool
+    right: float
+    n: int
+
+    @property
+    def value(self) -> float | None:
+        return number(self.got)
+
+
+#: How evaluate() may predict wrongly: every one found is reported.
+MODE_WRONGS = [
+    Wrong("train mode", lambda e: any(training for training, *_ in e.calls),
+          "model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả ngẫu nhiên mỗi "
+          "lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch)."),
+    Wrong("autograd on", lambda e: any(grad for _, grad, *_ in e.calls),
+          "autograd vẫn bật khi dự đoán: bọc forward trong `with torch.no_grad():` (hoặc torch.inference_mode()), "
+          "nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi."),
+    Wrong("autograd off for good", lambda e: e.grad_left_off,
+          "evaluate tắt autograd cho cả chương trình (torch.set_grad_enabled(False)) mà không bật lại: các ô train "
+          "sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối."),
+]
+#: What evaluate() may return wrongly: the first one found is reported (the value ones only when predicting right).
+RESULT_WRONGS = [
+    Wrong("no forward", lambda e: not e.calls, "evaluate không gọi model(X) (bộ chấm không thấy lần forward nào)."),
+    Wrong("graph", lambda e: isinstance(e.got, torch.Tensor) and e.got.requires_grad,
+          "evaluate trả về tensor còn gắn đồ thị autograd: trả về một số Python (.item())."),
+    Wrong("tensor", lambda e: isinstance(e.got, torch.Tensor),
+          "evaluate trả về một tensor, không phải số Python: kết thúc bằng `return (pred == y).float().mean().item()`. "
+          "Trên GPU, tensor đó còn nằm trên GPU, và mỗi phép so hay in nó sau này lại bắt CPU chờ."),
+    Wrong("not a number", lambda e: e.value is None, lambda e: (
+        f"evaluate phải trả về độ chính xác là một số (vd 0.93), không phải {type(e.got).__name__}.")),
+]
+VALUE_WRONGS = [
+    Wrong("percent", lambda e: math.isclose(e.value, 100 * e.right, abs_tol=1e-2), lambda e: (
+        f"evaluate trả về phần trăm ({e.value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({e.right:.4f}).")),
+    Wrong("count", lambda e: math.isclose(e.value, e.right * e.n, abs_tol=0.5), lambda e: (
+        f"evaluate trả về số ảnh đoán đúng ({e.value:.0f}); chia cho len(y) = {e.n} để được tỉ lệ.")),
+    Wrong("other", lambda e: not math.isclose(e.value, e.right, abs_tol=1e-4), lambda e: (
+        f"evaluate trả về {e.value:.4f}, nhưng mô hình đoán đúng {e.right:.4f} ảnh test. Dự đoán là "
+        "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.")),
+]
+
+
 def _evaluate_task1(report: Report, evaluate=None) -> None:
     report.require_function(evaluate, "evaluate(model, X, y)")
     device = pick_device()
@@ -101,50 +151,19 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
     finally:
         watch.close()
     report.require_return(got, "evaluate", "độ chính xác")
-    if not watch.calls:
-        report.problem("evaluate không gọi model(X) (bộ chấm không thấy lần forward nào).", stop=True)
-    slips = [
-        (any(training for training, *_ in watch.calls),
-         "model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả ngẫu "
-         "nhiên mỗi lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch)."),
-        (any(grad for _, grad, *_ in watch.calls),
-         "autograd vẫn bật khi dự đoán: bọc forward trong `with torch.no_grad():` (hoặc "
-         "torch.inference_mode()), nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi."),
-        (grad_left_off,
-         "evaluate tắt autograd cho cả chương trình (torch.set_grad_enabled(False)) mà không bật lại: các ô "
-         "train sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối."),
-    ]
-    for wrong, message in slips:
-        if wrong:
-            report.problem(message)
-    if isinstance(got, torch.Tensor) and got.requires_grad:
-        report.problem("evaluate trả về tensor còn gắn đồ thị autograd: trả về một số Python (.item()).",
-                       stop=True)
-    if isinstance(got, torch.Tensor):
-        report.problem("evaluate trả về một tensor, không phải số Python: kết thúc bằng "
-                       "`return (pred == y).float().mean().item()`. Trên GPU, tensor đó còn nằm trên GPU, và mỗi "
-                       "phép so hay in nó sau này lại bắt CPU chờ.", stop=True)
-    value, n = number(got), len(y_test)
-    if value is None:
-        report.problem(f"evaluate phải trả về độ chính xác là một số (vd 0.93), không phải {type(got).__name__}.",
-                       stop=True)
-    if report.problems:
+    seen = _Evaluated(watch.calls, got, grad_left_off, right, len(y_test))
+    for row in MODE_WRONGS:
+        report.diagnose([row], seen, stop=False)
+    report.diagnose(RESULT_WRONGS, seen)
+    if report.problems or report.diagnose(VALUE_WRONGS, seen):
         return
-    if not report.first([
-        (math.isclose(value, 100 * right, abs_tol=1e-2),
-         f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f})."),
-        (math.isclose(value, right * n, abs_tol=0.5),
-         f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ."),
-        (not math.isclose(value, right, abs_tol=1e-4),
-         f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
-         "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập."),
-    ], stop=False):
-        report.success(f"model.eval() + no_grad, độ chính xác {value:.1%} trên {n} ảnh test (mô hình mới "
-                       "train 1 epoch của bộ chấm).")
-        report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
+    report.success(f"model.eval() + no_grad, độ chính xác {seen.value:.1%} trên {seen.n} ảnh test (mô hình mới "
+                   "train 1 epoch của bộ chấm).")
+    report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
 
 
-task1 = Exercise("task1", "Nhiệm vụ 1 · Hàm evaluate đúng cách", _evaluate_task1, group=GROUP, hints=[
+task1 = Exercise("task1", "Nhiệm vụ 1 · Hàm evaluate đúng cách", _evaluate_task1, group=GROUP,
+                 wrongs=MODE_WRONGS + RESULT_WRONGS + VALUE_WRONGS, hints=[
     "Hai việc trước khi dự đoán: model.eval() (tắt dropout) và `with torch.no_grad():` (tắt autograd). "
     "Rồi pred = model(X).argmax(dim=1).",
     "Độ chính xác = (pred == y).float().mean().item(): tỉ lệ từ 0 đến 1, một số Python.",
