@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -57,25 +57,16 @@ def _as_triple(report: Report, value) -> tuple[float, float, float]:
     return tuple(numbers)
 
 
-@dataclass
-class _Answer:
-    """The learner's (params, grads, adam) for one of the checker's models, beside what that model really holds."""
-
-    where: str
-    params: float
-    grads: float
-    adam: float
-    model: nn.Module
-
-    def __post_init__(self) -> None:
-        self.right = _measured_bytes(self.model)
-        weights = list(self.model.parameters())
-        self.numel = sum(p.numel() for p in weights)
-        self.trainable = sum(p.numel() for p in weights if p.requires_grad)
-        self.size, self.dtype = weights[0].element_size(), str(weights[0].dtype).removeprefix("torch.")
-        self.weights_only = sum(m.weight.numel() * m.weight.element_size() for m in self.model.modules()
-                                if isinstance(m, nn.Linear))
-        self.steps = 4 * sum(1 for p in weights if p.requires_grad)   # one float32 `step` counter per tensor
+def _answer(where: str, got: tuple[float, float, float], model: nn.Module) -> SimpleNamespace:
+    """Return the learner's (params, grads, adam) for `model`, beside what that model really holds."""
+    weights = list(model.parameters())
+    trainable = [p for p in weights if p.requires_grad]
+    linears = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
+    return SimpleNamespace(where=where, params=got[0], grads=got[1], adam=got[2], right=_measured_bytes(model),
+                           numel=sum(p.numel() for p in weights), trainable=sum(p.numel() for p in trainable),
+                           size=weights[0].element_size(), dtype=str(weights[0].dtype).removeprefix("torch."),
+                           weights_only=sum(w.numel() * w.element_size() for w in linears),
+                           steps=4 * len(trainable))  # one float32 `step` counter per tensor
 
 
 def _row(name: str, shows, text) -> Wrong:
@@ -128,7 +119,7 @@ def _evaluate(report: Report, training_bytes=None) -> None:
     report.require_function(training_bytes, "training_bytes(model)")
     for where, model in _cases():
         got = _as_triple(report, report.call("training_bytes(model)", training_bytes, model))
-        answer = _Answer(where, *got, model)
+        answer = _answer(where, got, model)
         params, grads, adam = answer.right
         for wrong, rows in ((got[0] != params, PARAMS_WRONGS), (got[1] != grads, GRADS_WRONGS),
                             (got[2] not in (adam, adam + answer.steps), ADAM_WRONGS)):  # the step counters may count

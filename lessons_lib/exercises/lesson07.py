@@ -4,7 +4,7 @@ typical slips recognised by replaying them). The per-GPU bytes under ZeRO are le
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -42,22 +42,8 @@ def _replay(model, batches, *, scale: float = 1 / ACCUM, steps_after=_CADENCE, z
     return [p.detach() for p in twin.parameters()]
 
 
-@dataclass
-class _Loop:
-    """What the learner's loop did: rows per forward, forwards done before each step, the weights it left."""
-
-    seen: list[int]
-    steps: list[int]
-    weights: list[torch.Tensor]
-    start: torch.nn.Module
-    batches: list
-
-    def replays(self, **habits) -> bool:
-        """Return True when the weights are those of a loop with `habits` (see `_replay`)."""
-        return same_weights(self.weights, _replay(self.start, self.batches, **habits))
-
-
-#: The typical slips, by what the loop did (counts first, then weights replayed with the slip's habit).
+#: The typical slips, by what the loop did (`r`: rows per forward, forwards before each step, the weights left,
+#: ``r.replays(**habits)``: whether they are a `_replay` with those habits): counts first, then the weights.
 WRONGS = [
     Wrong("one big batch", lambda r: max(r.seen) > MICRO, lambda r: (
         f"mô hình nhận một batch {max(r.seen)} mẫu, lớn hơn micro-batch ({MICRO}): đưa TỪNG micro-batch vào mô "
@@ -105,7 +91,10 @@ def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
                     model, optimizer, batches, ACCUM)
     if not seen and not steps:
         report.missing_part("hàm chưa làm gì (chưa có forward, chưa gọi optimizer.step()).", stop=True)
-    report.diagnose(WRONGS, _Loop(seen or [0], steps, [p.detach() for p in model.parameters()], start, batches))
+    weights = [p.detach() for p in model.parameters()]
+    loop = SimpleNamespace(seen=seen or [0], steps=steps, weights=weights, start=start, batches=batches,
+                           replays=lambda **habits: same_weights(weights, _replay(start, batches, **habits)))
+    report.diagnose(WRONGS, loop)
     report.success(f"{N_MICRO} micro-batch {MICRO} mẫu, step mỗi {ACCUM}: trọng số khớp (torch.allclose) với train "
                    f"trên 2 batch {MICRO * ACCUM} mẫu, mà mỗi lần forward chỉ tốn bộ nhớ của {MICRO} mẫu.")
 

@@ -9,7 +9,7 @@ import operator
 import os
 import sys
 import time
-from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -73,21 +73,8 @@ def _profile_of_tiny_ops():
     return prof
 
 
-@dataclass
-class _Pick:
-    """The learner's answer `got` for the profile `label`, and that profile's rows."""
-
-    label: str
-    got: object
-    rows: list
-
-    def __post_init__(self) -> None:
-        self.ops = [row for row in self.rows if row.key.startswith("aten::")]
-        self.by_key = {row.key: row for row in self.rows}
-        self.right = max(self.ops, key=lambda r: r.self_cpu_time_total).key
-
-
-#: What a wrong answer to "which op dominates" may be (counts and times of the rows of the checker's profiles).
+#: What a wrong answer to "which op dominates" may be (`p`: the answer `got` for the profile `label`, its rows by
+#: key, its aten ops and the `right` one).
 DOMINANT_WRONGS = [
     Wrong("whole row", lambda p: hasattr(p.got, "key") and hasattr(p.got, "self_cpu_time_total"),
           "dominant_op trả về cả dòng của profiler; hãy trả về TÊN của nó: row.key (một chuỗi như 'aten::mm')."),
@@ -124,7 +111,10 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
             prof = make()
         got = report.call(f"dominant_op({label})", dominant_op, prof)
         report.require_return(got, "dominant_op")
-        pick = _Pick(label, got, prof.key_averages())
+        rows = prof.key_averages()
+        ops = [row for row in rows if row.key.startswith("aten::")]
+        pick = SimpleNamespace(label=label, got=got, ops=ops, by_key={row.key: row for row in rows},
+                               right=max(ops, key=lambda r: r.self_cpu_time_total).key)
         if not (isinstance(got, str) and got == pick.right):
             report.diagnose(DOMINANT_WRONGS, pick)
         answers.append(got)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from dataclasses import dataclass
+from types import SimpleNamespace
 from unittest import mock
 
 import torch
@@ -82,22 +82,8 @@ class _Watch:
             self.keep_next = False
 
 
-@dataclass
-class _Evaluated:
-    """What the learner's evaluate() did: each forward's (training, grad mode, …), what it returned, the right value."""
-
-    calls: list
-    got: object
-    grad_left_off: bool
-    right: float
-    n: int
-
-    @property
-    def value(self) -> float | None:
-        return number(self.got)
-
-
-#: How evaluate() may predict wrongly: every one found is reported.
+#: How evaluate() may predict wrongly (`e`: its forwards' (training, grad mode, …), what it returned, the right value):
+#: every one found is reported.
 MODE_WRONGS = [
     Wrong("train mode", lambda e: any(training for training, *_ in e.calls),
           "model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả ngẫu nhiên mỗi "
@@ -151,7 +137,8 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
     finally:
         watch.close()
     report.require_return(got, "evaluate", "độ chính xác")
-    seen = _Evaluated(watch.calls, got, grad_left_off, right, len(y_test))
+    seen = SimpleNamespace(calls=watch.calls, got=got, value=number(got), grad_left_off=grad_left_off, right=right,
+                           n=len(y_test))
     for row in MODE_WRONGS:
         report.diagnose([row], seen, stop=False)
     report.diagnose(RESULT_WRONGS, seen)
@@ -254,24 +241,7 @@ class _ItemCount:
             patch.stop()
 
 
-@dataclass
-class _Epoch:
-    """What the learner's first epoch did: each forward, .item() calls, the optimizer and scaler, the weights."""
-
-    calls: list
-    n_rows: int
-    items: int
-    grads: _GradientWatch
-    amp_dtype: torch.dtype | None
-    learned: bool
-
-    def __post_init__(self) -> None:
-        rows = [r for *_, r, _ in self.calls]
-        self.seen, self.largest = sum(rows), max(rows, default=0)
-        self.short = str(self.amp_dtype).removeprefix("torch.")
-
-
-#: What one epoch may do wrong, in groups: the first row of each group that holds is reported (all groups are
+#: What one epoch may do wrong (`e`: its forwards, .item() calls, the optimizer and scaler, the weights), in groups: the first row of each group that holds is reported (all groups are
 #: looked at; the last one only when the weights did not change, and it ends the check).
 EPOCH_WRONGS = [
     [Wrong("item each step", lambda e: e.items > 2 and e.items >= len(e.calls) // 2, lambda e: (
@@ -324,16 +294,7 @@ EPOCH_WRONGS = [
 ]
 
 
-@dataclass
-class _Run:
-    """What training with the learner's train_epoch gave: the first batch of each epoch, accuracies, losses."""
-
-    first_batches: list
-    accuracies: list
-    losses: list
-
-
-#: Why a run that trains may still miss the target.
+#: Why a run that trains may still miss the target (`r`: the first batch of each epoch, accuracies, losses).
 RUN_WRONGS = [
     Wrong("not shuffled", lambda r: len(r.first_batches) >= 2 and torch.equal(*r.first_batches[:2]),
           "epoch 1 và epoch 2 bắt đầu bằng cùng một batch: dữ liệu không được xáo trộn. Lấy thứ tự mới mỗi epoch: "
@@ -357,7 +318,7 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=_LR)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     watch, grads = _Watch(model), _GradientWatch(model, optimizer, scaler)
-    run = _Run(watch.first_batches, [], [])
+    run = SimpleNamespace(first_batches=watch.first_batches, accuracies=[], losses=[])
     try:
         with _rng_guard(device):
             torch.manual_seed(0)
@@ -379,7 +340,10 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
                                        stop=True)
                     learned = any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(),
                                                                                  strict=True))
-                    first = _Epoch(calls, len(X_train), items.calls, grads, amp_dtype, learned)
+                    rows = [r for *_, r, _ in calls]
+                    first = SimpleNamespace(calls=calls, n_rows=len(X_train), items=items.calls, grads=grads,
+                                            amp_dtype=amp_dtype, short=short, learned=learned, seen=sum(rows),
+                                            largest=max(rows))
                     for group in EPOCH_WRONGS:
                         report.diagnose(group, first, stop=group is EPOCH_WRONGS[-1])
                     if report.problems:
