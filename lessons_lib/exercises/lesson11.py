@@ -6,6 +6,7 @@ lesson's solutions, so the later sections run whether the tasks are done or not.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -215,30 +216,19 @@ LOSS_WRONGS = [
 ]
 
 
-class _ItemCount:
-    """Count `.item()` and `float(tensor)` calls made by the learner's own code (not by torch, e.g. Adam, GradScaler)."""
+@contextlib.contextmanager
+def _item_calls():
+    """Yield a one-item list counting the learner's own `.item()` and `float(tensor)` calls (not Adam's, …)."""
+    count, torch_dir = [0], os.path.dirname(torch.__file__)
 
-    def __init__(self):
-        self.calls = 0
-        self._torch_dir = os.path.dirname(torch.__file__)
-
-    def _counted(self, original):
+    def counted(original):
         def wrapper(tensor, *args, **kwargs):
-            if not sys._getframe(1).f_code.co_filename.startswith(self._torch_dir):
-                self.calls += 1
+            count[0] += not sys._getframe(1).f_code.co_filename.startswith(torch_dir)
             return original(tensor, *args, **kwargs)
         return wrapper
 
-    def __enter__(self):
-        self._patches = [mock.patch.object(torch.Tensor, name, self._counted(getattr(torch.Tensor, name)))
-                         for name in ("item", "__float__")]
-        for patch in self._patches:
-            patch.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for patch in self._patches:
-            patch.stop()
+    with mock.patch.multiple(torch.Tensor, item=counted(torch.Tensor.item), __float__=counted(torch.Tensor.__float__)):
+        yield count
 
 
 #: What one epoch may do wrong (`e`: its forwards, .item() calls, the optimizer and scaler, the weights), in groups: the first row of each group that holds is reported (all groups are
@@ -325,7 +315,7 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
             for epoch in range(1, _MAX_EPOCHS + 1):
                 before = [p.detach().clone() for p in model.parameters()]
                 calls_before, watch.keep_next = len(watch.calls), True
-                with torch.enable_grad(), _ItemCount() as items:
+                with torch.enable_grad(), _item_calls() as items:
                     value = report.call(what, train_epoch, model, optimizer, scaler, X_train, y_train, _BATCH_SIZE,
                                         amp_dtype)
                 if value is None:
@@ -341,7 +331,7 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
                     learned = any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(),
                                                                                  strict=True))
                     rows = [r for *_, r, _ in calls]
-                    first = SimpleNamespace(calls=calls, n_rows=len(X_train), items=items.calls, grads=grads,
+                    first = SimpleNamespace(calls=calls, n_rows=len(X_train), items=items[0], grads=grads,
                                             amp_dtype=amp_dtype, short=short, learned=learned, seen=sum(rows),
                                             largest=max(rows))
                     for group in EPOCH_WRONGS:
