@@ -13,7 +13,7 @@ from ..bench.timing import format_count
 from ..memory import format_bytes, training_state_sizes
 from ._core import Exercise, Report, Wrong, is_blank, number
 
-GROUP = "lesson06"  # the exercise group (tools/grade.py reads it)
+GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
 
 
 def _lesson_mlp(dtype: torch.dtype = torch.float32) -> nn.Sequential:
@@ -136,7 +136,7 @@ def _evaluate(report: Report, training_bytes=None) -> None:
 
 
 task1 = Exercise("task1", "Bài 14.6 · Tự tính bộ nhớ của tham số, gradient và Adam", _evaluate,
-                 group=GROUP, wrongs=PARAMS_WRONGS + GRADS_WRONGS + ADAM_WRONGS, hints=[
+                 wrongs=PARAMS_WRONGS + GRADS_WRONGS + ADAM_WRONGS, hints=[
     "Byte của một tensor = p.numel() * p.element_size(). params: cộng qua mọi p trong model.parameters(); "
     "grads: chỉ những p có p.requires_grad.",
     "Adam giữ exp_avg và exp_avg_sq, mỗi cái cùng kích thước và dtype với tham số được train: adam = 2 * grads.",

@@ -13,7 +13,7 @@ from ..device import pick_device
 from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, Wrong, same_weights
 
-GROUP = "lesson07"  # the exercise group (tools/grade.py reads it)
+GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
 
 MICRO, ACCUM, N_MICRO, LR = 4, 4, 8, 0.5     # 8 micro-batches of 4 samples, a step every 4: two big batches of 16
 _CADENCE = frozenset(i for i in range(N_MICRO) if (i + 1) % ACCUM == 0)
@@ -100,7 +100,7 @@ def _evaluate_accumulate(report: Report, train_accumulated=None) -> None:
 
 
 task1 = Exercise("task1", "Bài 14.7 · Vòng train với gradient accumulation", _evaluate_accumulate,
-                 group=GROUP, wrongs=WRONGS, hints=[
+                 wrongs=WRONGS, hints=[
     "for i, (xb, yb) in enumerate(micro_batches): loss chia accum_steps, backward (gradient tự cộng dồn vào "
     ".grad); cứ accum_steps micro-batch thì step một lần.",
     "if (i + 1) % accum_steps == 0: optimizer.step(); optimizer.zero_grad(). Một lần zero_grad trước vòng lặp.",

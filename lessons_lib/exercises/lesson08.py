@@ -11,7 +11,7 @@ from torch.utils.data.distributed import DistributedSampler
 from ..memory import sharded_training_memory
 from ._core import Case, Exercise, Report, Wrong, number, run_cases
 
-GROUP = "lesson08"  # the exercise group (tools/grade.py reads it)
+GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
 
 def _expected_shard(n: int, world_size: int, rank: int) -> list[int]:
     """Return the indices torch's ``DistributedSampler(shuffle=False, drop_last=False)`` gives `rank`."""
@@ -80,7 +80,7 @@ def _evaluate_shard(report: Report, shard_indices=None) -> None:
 
 
 task2 = Exercise("task2", "Bài 14.8 · Nhiệm vụ 2 · Mỗi rank một phần dữ liệu", _evaluate_shard,
-                 group=GROUP, cases=_SHARD_CASES, wrongs=SHARD_WRONGS, hints=[
+                 cases=_SHARD_CASES, wrongs=SHARD_WRONGS, hints=[
     "Không xáo (shuffle=False), thứ tự là 0, 1, …, n-1. Rank r lấy các vị trí r, r + world_size, "
     "r + 2·world_size, … Thử với n=64, world_size=2: rank 0 lấy 0, 2, 4, …",
     "Mọi rank phải có cùng số mẫu: total = ceil(n / world_size) · world_size. Khi n không chia hết, kéo dài danh "
@@ -165,7 +165,7 @@ def _evaluate_memory(report: Report, per_gpu_gb=None) -> None:
 
 
 task1 = Exercise("task1", "Bài 14.8 · Nhiệm vụ 1 · Bộ nhớ mỗi GPU: DDP và ZeRO", _evaluate_memory,
-                 group=GROUP, wrongs=MEMORY_WRONGS, hints=[
+                 wrongs=MEMORY_WRONGS, hints=[
     "Mỗi tham số: 2 byte tham số fp16, 2 byte gradient fp16, 12 byte trạng thái Adam. Một phần được 'chia' thì "
     "mỗi GPU chỉ giữ 1/n_gpus của nó.",
     "Stage 0 (DDP): không chia gì. Stage 1: chia trạng thái Adam. Stage 2: thêm gradient. Stage 3: thêm tham số. "

@@ -17,7 +17,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from ._core import Attempt, Case, Exercise, Report, Wrong
 
-GROUP = "lesson09"  # the exercise group (tools/grade.py reads it)
+GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
 
 
 @contextlib.contextmanager
@@ -123,7 +123,7 @@ def _evaluate_dominant(report: Report, dominant_op=None) -> None:
 
 
 task1 = Exercise("task1", "Nhiệm vụ 1 · Phép nào tốn thời gian nhất?", _evaluate_dominant,
-                 group=GROUP, wrongs=DOMINANT_WRONGS, hints=[
+                 wrongs=DOMINANT_WRONGS, hints=[
     "prof.key_averages() là danh sách các dòng; mỗi dòng có row.key (tên), row.self_cpu_time_total (µs, "
     "không tính phép con), row.cpu_time_total (µs, tính cả phép con) và row.count (số lần gọi).",
     "Lọc: [r for r in prof.key_averages() if r.key.startswith('aten::')], rồi max(..., key=lambda r: "
@@ -201,7 +201,7 @@ def _evaluate_workers(report: Report, pick_num_workers=None) -> None:
                    "thì chọn cấu hình nhanh nhất.")
 
 
-task2 = Exercise("task2", "Nhiệm vụ 2 · Chọn num_workers từ số đo", _evaluate_workers, group=GROUP,
+task2 = Exercise("task2", "Nhiệm vụ 2 · Chọn num_workers từ số đo", _evaluate_workers,
                  cases=_WORKER_CASES, wrongs=WORKER_WRONGS, hints=[
     "Duyệt số worker từ nhỏ đến lớn (sorted(loader_sps)); số đầu tiên có loader_sps[w] >= step_sps là đáp án.",
     "Nếu không số nào đủ nhanh, trả về số worker nhanh nhất: max(loader_sps, key=loader_sps.get).",

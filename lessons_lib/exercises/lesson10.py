@@ -19,7 +19,7 @@ from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, on_gpu_note, same_code, same_weights
 from ._tracking import MoveTracker
 
-GROUP = "lesson10"  # the exercise group (tools/grade.py reads it)
+GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
 
 
 def _unchanged(report: Report, exercise: Exercise, *answers) -> None:
@@ -98,7 +98,7 @@ def _evaluate_train(report: Report, train=None) -> None:
                 "mới hiện ra. Trên CPU không lỗi nào lộ ra, nên bộ chấm theo dõi từng lời gọi .to().")
 
 
-task1 = Exercise("task1", "Nhiệm vụ 1 · Gỡ lỗi: vòng train và device", _evaluate_train, starter=True, group=GROUP,
+task1 = Exercise("task1", "Nhiệm vụ 1 · Gỡ lỗi: vòng train và device", _evaluate_train, starter=True,
                  hints=[
     "Có 4 lỗi. Ba lỗi về device: model, input, target phải cùng nằm trên device. Một lỗi về bộ nhớ: "
     "danh sách losses.",
@@ -162,7 +162,7 @@ def _evaluate_eval(report: Report, evaluate=None) -> None:
 
 
 task2 = Exercise("task2", "Nhiệm vụ 2 · Gỡ lỗi: vòng đánh giá giữ đồ thị", _evaluate_eval, starter=True,
-                 group=GROUP, hints=[
+                 hints=[
     "Có 3 lỗi: model còn ở chế độ train, autograd còn bật, và total_loss/correct cộng dồn tensor.",
     "model.eval(); `with torch.no_grad():` quanh vòng lặp; total_loss += F.cross_entropy(...).item() và "
     "correct += (...).sum().item().",
@@ -231,7 +231,7 @@ def _evaluate_fetch(report: Report, fetch_predictions=None) -> None:
 
 
 task3 = Exercise("task3", "Nhiệm vụ 3 · Gỡ lỗi: đọc bản chép non_blocking quá sớm", _evaluate_fetch, starter=True,
-                 group=GROUP, hints=[
+                 hints=[
     "non_blocking=True trả về ngay, trước khi dữ liệu tới nơi. Phải chờ GPU trước khi đọc.",
     "Sau vòng for, trước dòng return: sync() (trên GPU truyền sync=torch.cuda.synchronize).",
 ])
@@ -271,7 +271,7 @@ def _evaluate_epochs(report: Report, train_epochs=None) -> None:
 
 
 task4 = Exercise("task4", "Nhiệm vụ 4 · Gỡ lỗi: DistributedSampler thiếu set_epoch", _evaluate_epochs, starter=True,
-                 group=GROUP, hints=[
+                 hints=[
     "DistributedSampler không dùng bộ sinh số ngẫu nhiên toàn cục: nó xáo bằng seed + epoch của chính nó.",
     "Dòng đầu của mỗi epoch: sampler.set_epoch(epoch), trước `for xb, yb in loader:`.",
 ])
@@ -357,7 +357,7 @@ def _evaluate_accum(report: Report, train_accum=None) -> None:
 
 
 task5 = Exercise("task5", "Nhiệm vụ 5 · Gỡ lỗi: AMP cùng gradient accumulation", _evaluate_accum, starter=True,
-                 group=GROUP, hints=[
+                 hints=[
     "Có 2 lỗi: loss của mỗi micro-batch chưa chia cho accum_steps, và scaler.step/update chạy mỗi micro-batch.",
     "loss = F.cross_entropy(...) / accum_steps; scaler.scale(loss).backward() mỗi micro-batch; "
     "chỉ trong `if (i + 1) % accum_steps == 0:` mới scaler.step(optimizer), scaler.update(), zero_grad.",
@@ -422,7 +422,7 @@ def _evaluate_resume(report: Report, save_checkpoint=None, load_checkpoint=None)
 
 
 task6 = Exercise("task6", "Nhiệm vụ 6 · Gỡ lỗi: chạy tiếp từ checkpoint mà quên GradScaler", _evaluate_resume,
-                 starter=True, group=GROUP, hints=[
+                 starter=True, hints=[
     "GradScaler cũng có trạng thái (hệ số S, bộ đếm tăng S), lưu và nạp như model và optimizer.",
     'save: thêm "scaler": scaler.state_dict(); load: scaler.load_state_dict(ckpt["scaler"]).',
 ])

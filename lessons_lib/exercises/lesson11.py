@@ -20,7 +20,7 @@ from .._validate import check_number
 from ..device import pick_device
 from ._core import Exercise, Report, Wrong, first_true, number, on_gpu_note
 
-GROUP = "lesson11"  # the exercise group (tools/grade.py reads it)
+GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
 
 _TEST_SIZE, _SPLIT_SEED = 0.25, 0  # how the notebook splits load_digits
 _BATCH_SIZE, _LR, _MAX_EPOCHS, _TARGET_ACCURACY = 64, 1e-2, 10, 0.95
@@ -150,7 +150,7 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
     report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
 
 
-task1 = Exercise("task1", "Nhiệm vụ 1 · Hàm evaluate đúng cách", _evaluate_task1, group=GROUP,
+task1 = Exercise("task1", "Nhiệm vụ 1 · Hàm evaluate đúng cách", _evaluate_task1,
                  wrongs=MODE_WRONGS + RESULT_WRONGS + VALUE_WRONGS, hints=[
     "Hai việc trước khi dự đoán: model.eval() (tắt dropout) và `with torch.no_grad():` (tắt autograd). "
     "Rồi pred = model(X).argmax(dim=1).",
@@ -353,7 +353,7 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     on_gpu_note(report, device, "cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
 
 
-task2 = Exercise("task2", "Nhiệm vụ 2 · Vòng train một epoch (AMP)", _evaluate_task2, group=GROUP,
+task2 = Exercise("task2", "Nhiệm vụ 2 · Vòng train một epoch (AMP)", _evaluate_task2,
                  wrongs=LOSS_WRONGS + [row for group in EPOCH_WRONGS for row in group] + RUN_WRONGS, hints=[
     "Khung của một epoch: model.train(); order = torch.randperm(len(X), device=X.device); rồi với start chạy "
     "range(0, len(X), batch_size): idx = order[start:start + batch_size], forward + loss trên X[idx], y[idx].",
