@@ -75,6 +75,18 @@ def assert_fails(feedback: Feedback, *fragments: str, in_lines: bool = False) ->
         assert fragment in searched, f"{fragment!r} not in:\n{text}"
 
 
+def assert_shows(feedback: Feedback, wrong: str, *names: str) -> None:
+    """Assert the feedback fails with the misconception `wrong` (a row of the checker's table) and names each of `names`."""
+    assert feedback.status == "fail" and wrong in feedback.causes, str(feedback)
+    for name in names:
+        assert name in lines_of(feedback), f"{name!r} not in:\n{feedback}"
+
+
+def rows(exercise) -> list[str]:
+    """Return the names of the exercise's misconception rows (one parametrised test case each)."""
+    return [row.name for row in exercise.wrongs]
+
+
 def assert_missing(feedback: Feedback, *fragments: str) -> None:
     """Assert the feedback says "not done yet" and names every fragment."""
     text = str(feedback)

@@ -10,25 +10,18 @@ import torch
 from _lesson_tasks import (
     TORCH_SCOPE,
     assert_checks_never_raise,
-    assert_fails,
+    assert_shows,
     assert_task_cell_reports,
     load_function,
     notebook_pair,
+    rows,
     run_cell,
     solution_of,
     task_cell,
 )
 
-from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson01 import (
-    _COLAB_T4,
-    _CPU_ONLY,
-    _CUDA_NO_GPU,
-    _MAC,
-    _MACHINES,
-    _simulated,
-    task1,
-)
+from lessons_lib.exercises import _core, lesson01
+from lessons_lib.exercises.lesson01 import _COLAB_T4, _CUDA_NO_GPU, _MACHINES, _simulated, task1
 
 LEARNER_NB, SOLUTION_NB = notebook_pair("01_device_basics")
 
@@ -61,70 +54,80 @@ FULL = '''
 '''
 
 
-def test_solution_passes(tmp_path):
-    ns = solution(tmp_path)
-    feedback = check(ns["choose_device"], ns["x"])
-    assert feedback.passed, str(feedback)
-    assert "bốn máy giả lập" in str(feedback) and "bản CUDA trên máy không có GPU" in str(feedback)
+ACCELERATOR = getattr(torch, "accelerator", None)
+HAS_CHECK_AVAILABLE = ACCELERATOR is not None and "check_available" in inspect.signature(
+    ACCELERATOR.current_accelerator).parameters
+PREFERRED = "if prefer is not None:\n    return torch.device(prefer)\n"
+CHECKED = PREFERRED + "return torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')"
 
 
-def test_blanks_are_not_done_yet(tmp_path):
-    assert check(None, None).status == "missing"
-    assert check().status == "missing"
-    learner = chooser("return None   # TODO", tmp_path)
-    feedback = check(learner, None)
-    assert feedback.status == "missing" and "chưa trả về" in str(feedback)
+def test_solution_passes_and_blanks_are_not_done_yet(tmp_path):
     ns = solution(tmp_path)
+    assert check(ns["choose_device"], ns["x"]).passed
+    assert check(None, None).status == check().status == "missing"
+    assert check(chooser("return None   # TODO", tmp_path), None).status == "missing"
     feedback = check(ns["choose_device"], None)
-    assert feedback.status == "missing" and "chưa tạo x" in str(feedback)
+    assert feedback.status == "missing" and "x = torch.ones(3, device=choose_device())" in feedback.lines[0]
 
 
-def test_the_tutorial_one_liner_misses_mps(tmp_path):
-    one_liner = chooser('return torch.device("cuda" if torch.cuda.is_available() else "cpu")', tmp_path)
-    assert_fails(check(one_liner, torch.ones(3)), "bỏ sót MPS", "elif torch.backends.mps.is_available()")
+@pytest.mark.parametrize("case", task1.cases, ids=lambda case: case.label)
+def test_the_cases_are_what_the_solution_answers(case, tmp_path):
+    choose_device = solution_of(task1, "choose_device", TORCH_SCOPE)
+    with case.setup():
+        assert choose_device(*case.args) == case.want
 
 
-def test_hard_coded_cuda_fails_on_a_cpu_machine(tmp_path):
-    assert_fails(check(chooser('return torch.device("cuda")', tmp_path), torch.ones(3)), "viết cứng 'cuda'")
+#: A wrong choose_device (its body) for each row of the table, and what its message must name.
+WRONG = {
+    "torch.device(None)": ("return torch.device(prefer)", ["torch.device(None)", "prefer is not None"]),
+    "prefer ignored": (FULL, ["prefer", "torch.device(prefer)"]),
+    "forgotten parentheses": ("if torch.cuda.is_available:\n    return torch.device('cuda')\nreturn torch.device('cpu')",
+                              ["torch.cuda.is_available()"]),
+    "hard-coded cuda": ("return torch.device('cuda')", ["'cuda'", "torch.cuda.is_available()"]),
+    "the build's accelerator": (PREFERRED + "return torch.accelerator.current_accelerator() or torch.device('cpu')",
+                                ["check_available=True", "torch.accelerator.is_available()"]),
+    "asks the build": (PREFERRED + "if torch.version.cuda:\n    return torch.device('cuda')\nreturn torch.device('cpu')",
+                       ["torch.version.cuda", "torch.cuda.is_available()"]),
+    "cuda without a GPU": (PREFERRED + "if torch.cuda.is_available() or getattr(torch.version, 'cuda'):\n"
+                           "    return torch.device('cuda')\nreturn torch.device('cpu')", ["torch.cuda.is_available()"]),
+    "misses mps": ("return torch.device('cuda' if torch.cuda.is_available() else 'cpu')",
+                   ["mps", "torch.backends.mps.is_available()"]),
+    "misses cuda": (PREFERRED + "if torch.backends.mps.is_available():\n    return torch.device('mps')\n"
+                    "return torch.device('cpu')", ["cpu", "torch.cuda.is_available()"]),
+    "check_available on torch 2.6": (CHECKED, ["check_available", "torch.accelerator.is_available()"]),
+    "no optional prefer": (("", FULL), ["def choose_device(prefer=None)"]),
+}
 
 
-def test_forgotten_parentheses_are_named(tmp_path):
-    no_call = chooser('''
-        if torch.cuda.is_available:
-            return torch.device("cuda")
-        return torch.device("cpu")
-    ''', tmp_path)
-    assert_fails(check(no_call, torch.ones(3)), "quên dấu ngoặc", "torch.cuda.is_available()")
+@pytest.mark.parametrize("row", rows(task1))
+def test_each_misconception_has_its_message(row, tmp_path, monkeypatch):
+    if row == "check_available on torch 2.6":
+        if ACCELERATOR is None:
+            pytest.skip("torch.accelerator is new in torch 2.6")
+        monkeypatch.setattr(lesson01, "_has_check_available", lambda: False)  # answer as torch 2.6 does
+    elif row == "the build's accelerator" and not HAS_CHECK_AVAILABLE:
+        pytest.skip("check_available is new in torch 2.7")
+    body, names = WRONG[row]
+    signature, body = body if isinstance(body, tuple) else ("prefer=None", body)
+    assert_shows(check(chooser(body, tmp_path, signature), torch.ones(3)), row, *names)
 
 
-def test_missing_or_late_cuda_branch(tmp_path):
-    mps_only = chooser('''
-        if prefer is not None:
-            return torch.device(prefer)
-        if torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    ''', tmp_path)
-    assert_fails(check(mps_only, torch.ones(3)), "trên máy có GPU CUDA", "hỏi CUDA trước tiên")
+@pytest.mark.parametrize(("fn", "x", "names"), [
+    ("prefer", torch.ones(3), ["prefer=None"]), (None, torch.ones(3, device="meta"), ["meta", "device=choose_device()"]),
+    (None, [1, 1, 1], ["list"]), (3, torch.ones(3), ["int"])],
+    ids=["prefer required", "x elsewhere", "x not a tensor", "int"])
+def test_the_function_and_x_are_checked(fn, x, names, tmp_path):
+    if isinstance(fn, str):
+        fn = chooser(FULL, tmp_path, fn)
+    feedback = check(solution(tmp_path)["choose_device"] if fn is None else fn, x)
+    assert feedback.status == "fail" and all(name in feedback.lines[0] for name in names), str(feedback)
 
 
-def test_prefer_must_exist_and_be_respected(tmp_path):
-    assert_fails(check(chooser(FULL, tmp_path, signature=""), torch.ones(3)), "def choose_device(prefer=None)")
-    assert_fails(check(chooser(FULL, tmp_path, signature="prefer"), torch.ones(3)), "def choose_device(prefer=None)")
-    assert_fails(check(chooser(FULL, tmp_path), torch.ones(3)), "prefer bị bỏ qua")
-    always = chooser("return torch.device(prefer)", tmp_path)
-    assert_fails(check(always, torch.ones(3)), "torch.device(None)")
-
-
-def test_x_must_live_on_the_chosen_device(tmp_path):
-    ns = solution(tmp_path)
-    assert_fails(check(ns["choose_device"], torch.ones(3, device="meta")), "x đang ở meta", "device=choose_device()")
-    assert_fails(check(ns["choose_device"], [1, 1, 1]), "x phải là một tensor")
-
-
-def test_a_device_is_required(tmp_path):
-    assert_fails(check(chooser("return 5", tmp_path), torch.ones(3)), "torch.device")
-    assert_fails(check(chooser('return "cdua"', tmp_path), torch.ones(3)), "torch.device")
+@pytest.mark.parametrize(("body", "named"), [("return 5", "int"), ('return "cdua"', "'cdua'"),
+                                             ('return torch.zeros(1, device="nope").device', "báo lỗi")])
+def test_answers_that_are_no_device_are_named(body, named, tmp_path):
+    feedback = check(chooser(body, tmp_path), torch.ones(3))
+    assert feedback.status == "fail" and named in feedback.lines[0] and "Traceback" not in str(feedback)
 
 
 def test_a_string_device_passes_with_a_note(tmp_path):
@@ -135,30 +138,20 @@ def test_a_string_device_passes_with_a_note(tmp_path):
     ''', tmp_path)
     feedback = check(strings, torch.ones(3, device=here()))
     assert feedback.passed, str(feedback)
-    assert sum("chuỗi" in note for note in feedback.notes) == 1  # said once, not once per call
+    assert sum("torch.device(" in note for note in feedback.notes) == 1  # said once, not once per call
 
 
-def test_errors_in_learner_code_are_summarised(tmp_path):
-    makes_a_tensor = chooser('return torch.zeros(1, device="cuda").device', tmp_path)
-    feedback = check(makes_a_tensor, torch.ones(3))
-    if torch.cuda.is_available():
-        assert_fails(feedback)
-    else:
-        assert_fails(feedback, "báo lỗi")
-    assert "Traceback" not in str(feedback)
-
-
-def test_not_a_function():
-    assert_fails(check(3, torch.ones(3)), "phải là một hàm")
+@pytest.mark.parametrize("body", [CHECKED, PREFERRED + "if torch.accelerator.is_available():\n"
+                                  "    return torch.accelerator.current_accelerator()\nreturn torch.device('cpu')"],
+                         ids=["check_available", "is_available first"])
+def test_the_accelerator_api_passes(body, tmp_path):
+    if ACCELERATOR is None or ("check_available" in body and not HAS_CHECK_AVAILABLE):
+        pytest.skip("torch.accelerator is new in torch 2.6, check_available in 2.7")
+    assert check(chooser(body, tmp_path), torch.ones(3, device=here())).passed
 
 
 def test_checker_never_raises(capsys):
     assert_checks_never_raise(task1, capsys, arities=(1, 2, 3), keyword=True)
-
-
-ACCELERATOR = getattr(torch, "accelerator", None)
-HAS_CHECK_AVAILABLE = ACCELERATOR is not None and "check_available" in inspect.signature(
-    ACCELERATOR.current_accelerator).parameters
 
 
 @pytest.mark.parametrize("machine", _MACHINES, ids=lambda m: m.name)
@@ -183,68 +176,6 @@ def test_simulated_machines_answer_and_restore(machine):
             torch.version.cuda) == original
 
 
-def test_the_four_machines():
-    assert [m.best for m in (_CPU_ONLY, _CUDA_NO_GPU, _COLAB_T4, _MAC)] == ["cpu", "cpu", "cuda", "mps"]
-    assert [m.built for m in (_CPU_ONLY, _CUDA_NO_GPU, _COLAB_T4, _MAC)] == [None, "cuda", "cuda", "mps"]
-
-
-@pytest.mark.skipif(ACCELERATOR is None, reason="torch.accelerator is new in torch 2.6")
-def test_plain_current_accelerator_is_told_it_names_the_build(tmp_path):
-    plain = chooser('''
-        if prefer is not None:
-            return torch.device(prefer)
-        found = torch.accelerator.current_accelerator()
-        return found if found is not None else torch.device("cpu")
-    ''', tmp_path)
-    feedback = check(plain, torch.ones(3))
-    if HAS_CHECK_AVAILABLE:  # passes _CPU_ONLY (no accelerator built), fails on the CUDA build without a GPU
-        assert_fails(feedback, "bản CUDA trên máy không có GPU", "bản build được biên dịch cho", "check_available=True")
-    else:  # torch 2.6 raises there instead
-        assert_fails(feedback, "báo lỗi")
-
-
-@pytest.mark.skipif(not HAS_CHECK_AVAILABLE, reason="check_available is new in torch 2.7")
-def test_current_accelerator_with_the_runtime_check_passes(tmp_path):
-    checked = chooser('''
-        if prefer is not None:
-            return torch.device(prefer)
-        return torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
-    ''', tmp_path)
-    feedback = check(checked, torch.ones(3, device=here()))
-    assert feedback.passed, str(feedback)
-
-
-@pytest.mark.skipif(ACCELERATOR is None, reason="torch.accelerator is new in torch 2.6")
-def test_accelerator_is_available_first_passes(tmp_path):
-    guarded = chooser('''
-        if prefer is not None:
-            return torch.device(prefer)
-        if torch.accelerator.is_available():
-            return torch.accelerator.current_accelerator()
-        return torch.device("cpu")
-    ''', tmp_path)
-    assert check(guarded, torch.ones(3, device=here())).passed
-
-
-def test_asking_the_build_is_told_it_is_not_the_machine(tmp_path):
-    by_build = chooser('''
-        if prefer is not None:
-            return torch.device(prefer)
-        if torch.version.cuda:
-            return torch.device("cuda")
-        if torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    ''', tmp_path)
-    assert_fails(check(by_build, torch.ones(3)), "bản CUDA trên máy không có GPU", "không nói máy có GPU")
-
-
-def test_progress_lists_the_lesson(capsys):
-    _core.progress("lesson01")
-    out = capsys.readouterr().out
-    assert "Nhiệm vụ 1" in out and "Tiến độ:" in out
-
-
 # --------------------------------------------------------------------------- the notebooks
 
 
@@ -260,17 +191,10 @@ def test_the_task_cell_runs_in_both_notebooks(path, status, capsys):
 
 
 @pytest.mark.skipif(ACCELERATOR is None, reason="torch.accelerator is new in torch 2.6")
-def test_on_torch_2_6_the_simulation_has_no_check_available(tmp_path, monkeypatch):
-    from lessons_lib.exercises import lesson01
+def test_on_torch_2_6_the_simulation_has_no_check_available(monkeypatch):
     monkeypatch.setattr(lesson01, "_has_check_available", lambda: False)  # answer as torch 2.6 does
     with _simulated(_CUDA_NO_GPU):
         with pytest.raises(RuntimeError, match="none is available"):
             torch.accelerator.current_accelerator()
     with _simulated(_COLAB_T4):
         assert torch.accelerator.current_accelerator().type == "cuda"
-    checked = chooser('''
-        if prefer is not None:
-            return torch.device(prefer)
-        return torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
-    ''', tmp_path)
-    assert_fails(check(checked, torch.ones(3)), "chưa có tham số check_available", "is_available()")

@@ -11,12 +11,13 @@ import torch
 from _lesson_tasks import (
     TORCH_SCOPE,
     assert_checks_never_raise,
-    assert_fails,
+    assert_shows,
     assert_task_cell_reports,
     code_cells,
     load,
     load_function,
     notebook_pair,
+    rows,
     task_cell,
 )
 
@@ -39,40 +40,43 @@ def noise(body: str, tmp_path):
 # --------------------------------------------------------------------------- task 1: add_noise
 
 
-def test_task1_solution_passes(tmp_path):
-    feedback = check(task1, load(task1.solution_code, tmp_path, "add_noise", TORCH_SCOPE))
-    assert feedback.passed, str(feedback)
+@pytest.mark.parametrize(("task", "name"), [(task1, "add_noise"), (task2, "move_keep")])
+def test_solutions_pass_and_blanks_are_missing(task, name, tmp_path):
+    assert check(task, load(task.solution_code, tmp_path, name, TORCH_SCOPE)).passed
+    unfinished = load(f"def {name}(a, b):\n    return None   # TODO", tmp_path, name, TORCH_SCOPE)
+    for blank in (None, ..., unfinished):
+        assert check(task, blank).status == "missing"
 
 
-def test_task1_blanks(tmp_path):
-    assert check(task1, None).status == "missing"
-    learner = noise("return None   # TODO", tmp_path)
-    feedback = check(task1, learner)
-    assert feedback.status == "missing" and "chưa trả về" in str(feedback)
+#: A wrong add_noise body for each row of task1's table, and what its message must name.
+WRONG_TASK1 = {
+    "copied to the CPU": ("return (x + std * torch.randn_like(x)).cpu()", [".cpu()"]),
+    "noise made on the CPU": ("return x + std * torch.randn(x.shape)", ["torch.randn_like(x)", "device=x.device"]),
+    "moved elsewhere": ("return torch.zeros(x.shape, dtype=x.dtype)", ["meta", "cpu"]),
+    "other shape": ("return (x + std * torch.randn_like(x))[0]", ["(8,)", "(4, 8)"]),
+    "float32 noise": ("return x + std * torch.randn(x.shape, device=x.device)", ["float32", "dtype=x.dtype"]),
+    "made then copied": ("return x + std * torch.randn(x.shape).to(x.device, x.dtype)", ["torch.randn_like(x)"]),
+    "in place": ("return x.add_(std * torch.randn_like(x))", ["x.add_"]),
+    "forgot x": ("return std * torch.randn_like(x)", ["x + std"]),
+    "uniform noise": ("return x + std * torch.rand_like(x)", ["torch.randn"]),
+    "mean off": ("return x + 1 + std * torch.randn_like(x)", ["≈ 3"]),
+    "no std": ("return x + torch.randn_like(x)", ["std"]),
+    "std squared": ("return x + std**2 * torch.randn_like(x)", ["std**2"]),
+    "spread off": ("return x + 3 * std * torch.randn_like(x)", ["1.51", "≈ 0.5"]),
+}
 
 
-@pytest.mark.parametrize(("body", "fragments"), [
-    ("return x + std * torch.randn(x.shape)", ("lệch thiết bị", "torch.randn_like(x)")),
-    ("return x + std * torch.randn(x.shape).to(x.device, x.dtype)", ("tạo trên CPU rồi mới chép",)),
-    ("return x + std * torch.randn(x.shape, device=x.device)", ("float32 trong khi x là float16", "dtype=x.dtype")),
-    ("return x + std * torch.rand_like(x)", ("torch.rand / rand_like", "phân phối đều")),
-    ("return x + torch.randn_like(x)", ("quên nhân nhiễu với std",)),
-    ("return x + std**2 * torch.randn_like(x)", ("std**2",)),
-    ("return std * torch.randn_like(x)", ("quên cộng x",)),
-    ("return x.add_(std * torch.randn_like(x))", ("sửa x tại chỗ",)),
-    ("return (x + std * torch.randn_like(x)).cpu()", ("chép tensor về CPU",)),
-    ("return x + std * torch.randn_like(x[0])", ()),
-    ("return 'noisy'", ("phải trả về một tensor",)),
-], ids=["cpu-noise", "copied", "float32", "uniform", "no-std", "variance", "no-x", "in-place", "moved-back",
-        "wrong-shape", "not-a-tensor"])
-def test_task1_typical_mistakes(body, fragments, tmp_path):
-    assert_fails(check(task1, noise(body, tmp_path)), *fragments)
+@pytest.mark.parametrize("row", rows(task1))
+def test_task1_each_misconception_has_its_message(row, tmp_path):
+    body, names = WRONG_TASK1[row]
+    assert_shows(check(task1, noise(body, tmp_path)), row, *names)
 
 
-def test_task1_error_in_learner_code_is_summarised(tmp_path):
-    feedback = check(task1, noise("return x + std * undefined_name", tmp_path))
-    assert_fails(feedback, "báo lỗi", "NameError")
-    assert "Traceback" not in str(feedback)
+@pytest.mark.parametrize(("body", "named"), [("return x + std * undefined_name", "NameError"),
+                                             ("return 'noisy'", "str")])
+def test_task1_errors_and_other_kinds_are_named(body, named, tmp_path):
+    feedback = check(task1, noise(body, tmp_path))
+    assert feedback.status == "fail" and named in feedback.lines[0] and "Traceback" not in str(feedback)
 
 
 def test_task1_keeps_the_learners_random_state(tmp_path):
@@ -129,64 +133,56 @@ def keep_but(*changes: tuple[str, str]) -> str:
     return body
 
 
-def test_task2_solution_passes(tmp_path):
-    feedback = check(task2, load(task2.solution_code, tmp_path, "move_keep", TORCH_SCOPE))
-    assert feedback.passed, str(feedback)
+STR_AS_SEQUENCE = '''
+from collections.abc import Sequence
+if isinstance(batch, torch.Tensor):
+    return batch.to(device)
+if isinstance(batch, dict):
+    return {k: move_keep(v, device) for k, v in batch.items()}
+if isinstance(batch, Sequence):
+    return [move_keep(v, device) for v in batch]
+return batch
+'''
+ONLY_BOX = keep_but(('hasattr(batch, "_fields")', "type(batch).__name__ == 'Box'"))
+#: A wrong move_keep body for each row of task2's table, and what its message must name.
+WRONG_TASK2 = {
+    "a string as a sequence": (STR_AS_SEQUENCE, ["RecursionError", "dict, list và tuple"]),
+    ".to on a non-tensor": (keep_but((TENSOR_BRANCH, ""), ("return batch\n", "return batch.to(device)\n")), [".to()"]),
+    "only Box": (ONLY_BOX, ["Sample", "Box", "hasattr(batch, '_fields')"]),
+    "namedtuple from an iterable": (keep_but((NAMEDTUPLE_BRANCH, "")), ["Box", "type(batch)(*"]),
+}
 
 
-def test_task2_blanks(tmp_path):
-    assert check(task2, None).status == "missing"
-    feedback = check(task2, mover("return None   # TODO", tmp_path))
-    assert feedback.status == "missing" and "chưa trả về" in str(feedback)
+@pytest.mark.parametrize("row", rows(task2))
+def test_task2_each_misconception_has_its_message(row, tmp_path):
+    body, names = WRONG_TASK2[row]
+    assert_shows(check(task2, mover(body, tmp_path)), row, *names)
 
 
-def test_task2_the_notebooks_move_loses_namedtuples(tmp_path):
-    move = load(MOVE, tmp_path, "move", TORCH_SCOPE)
-    assert_fails(check(task2, move), "namedtuple Box", "tuple thường", "type(batch)(*")
+def test_task2_only_box_handles_a_box(tmp_path):
+    box = namedtuple("Box", "coords label")
+    assert mover(ONLY_BOX, tmp_path)(box(torch.ones(1), "a"), "meta").label == "a"
 
 
-@pytest.mark.parametrize(("body", "fragments"), [
-    (keep_but((NAMEDTUPLE_BRANCH, "")),
-     ("missing 1 required positional argument", "không nhận một iterable", "type(batch)(*")),
+@pytest.mark.parametrize(("body", "names"), [
     (keep_but((NAMEDTUPLE_BRANCH, ""), ("return type(batch)(move_keep(v, device) for v in batch)",
-                                        "return [move_keep(v, device) for v in batch]")),
-     ("là namedtuple Box nhưng kết quả là list", "giữ nguyên kiểu container")),
+                                        "return [move_keep(v, device) for v in batch]")), ["Box", "list"]),
+    (MOVE.replace("def move(batch, device):", "").replace("move(value", "move_keep(value"), ["Box", "type(batch)(*"]),
     ('''
      for key in batch:
          if isinstance(batch[key], torch.Tensor):
              batch[key] = batch[key].to(device)
      return batch
-     ''', ("đã sửa batch gốc", "batch['pixels']")),
-    ('''
-     return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
-     ''', ("batch['boxes'][0].coords vẫn ở cpu", "đệ quy")),
-    ('''
-     from collections.abc import Sequence
-     if isinstance(batch, torch.Tensor):
-         return batch.to(device)
-     if isinstance(batch, dict):
-         return {k: move_keep(v, device) for k, v in batch.items()}
-     if isinstance(batch, Sequence):
-         return [move_keep(v, device) for v in batch]
-     return batch
-     ''', ("RecursionError", "Sequence")),
-    (keep_but((TENSOR_BRANCH, ""), ("return batch\n", "return batch.to(device)\n")),
-     ("không phải tensor", "trả về nguyên giá trị")),
-    (keep_but(("batch.to(device)", "batch.to(device, dtype=torch.float32)")), ("batch['labels'] đổi dtype/shape",)),
-    (keep_but(("batch.items()}", 'batch.items() if k != "scale"}')), ("giữ nguyên mọi khoá",)),
-    (keep_but(("return batch\n", "return str(batch)\n")), ("không phải tensor nên phải giữ nguyên", "0.5")),
-], ids=["namedtuple-iterable", "all-lists", "in-place", "shallow", "str-as-sequence", "to-on-str", "dtype",
-        "lost-key", "stringified"])
-def test_task2_typical_mistakes(body, fragments, tmp_path):
-    assert_fails(check(task2, mover(body, tmp_path)), *fragments)
-
-
-def test_task2_checking_only_for_box_fails_on_other_namedtuples(tmp_path):
-    box = namedtuple("Box", "coords label")
-    only_box = load(task2.solution_code.replace('hasattr(batch, "_fields")', "type(batch).__name__ == 'Box'"),
-                    tmp_path, "move_keep", TORCH_SCOPE)
-    assert only_box(box(torch.ones(1), "a"), "meta").label == "a"
-    assert_fails(check(task2, only_box), "Sample", "chỉ nhận ra namedtuple tên Box", "_fields")
+     ''', ["batch['pixels']"]),
+    ("return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}",
+     ["batch['boxes'][0].coords", "cpu"]),
+    (keep_but(("batch.to(device)", "batch.to(device, dtype=torch.float32)")), ["batch['labels']", ".to(device)"]),
+    (keep_but(("batch.items()}", 'batch.items() if k != "scale"}')), ["scale"]),
+    (keep_but(("return batch\n", "return str(batch)\n")), ["0.5", "'0.5'"]),
+], ids=["all-lists", "the-notebooks-move", "in-place", "shallow", "dtype", "lost-key", "stringified"])
+def test_task2_each_wrong_place_is_named(body, names, tmp_path):
+    feedback = check(task2, mover(body, tmp_path))
+    assert feedback.status == "fail" and all(name in feedback.lines[0] for name in names), str(feedback)
 
 
 def test_task2_single_tensor(tmp_path):
@@ -197,7 +193,7 @@ def test_task2_single_tensor(tmp_path):
     only_dicts = mover("return {k: move_keep(v, device) for k, v in batch.items()} if isinstance(batch, dict) "
                        "else (batch.to(device) if isinstance(batch, torch.Tensor) and batch.dim() > 1 else batch)",
                        tmp_path)
-    assert_fails(check(task2, only_dicts))
+    assert check(task2, only_dicts).status == "fail"
 
 
 # --------------------------------------------------------------------------- both tasks
@@ -205,12 +201,6 @@ def test_task2_single_tensor(tmp_path):
 @pytest.mark.parametrize("exercise", [task1, task2], ids=["task1", "task2"])
 def test_checkers_never_raise(exercise, capsys):
     assert_checks_never_raise(exercise, capsys, keyword=True)
-
-
-def test_progress_lists_both_tasks(capsys):
-    _core.progress("lesson02")
-    out = capsys.readouterr().out
-    assert "Nhiệm vụ 1" in out and "Nhiệm vụ 2" in out
 
 
 # --------------------------------------------------------------------------- the notebooks

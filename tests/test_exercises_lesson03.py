@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-from _lesson_tasks import assert_fails, lines_of, solution_of
+from _lesson_tasks import assert_shows, lines_of, rows, solution_of
 
 from lessons_lib.exercises import _core
-from lessons_lib.exercises.lesson03 import _missing_gpu, _save_as_if_on_gpu, task1, task2
+from lessons_lib.exercises.lesson03 import _cases, _missing_gpu, _save_as_if_on_gpu, task1, task2
 
 SCOPE = {"torch": torch, "nn": nn}
 
@@ -16,15 +16,16 @@ SCOPE = {"torch": torch, "nn": nn}
 # --------------------------------------------------------------------------- task 1: misplaced
 
 
-def test_task1_solution_passes():
-    feedback = task1.evaluate(solution_of(task1, "misplaced", SCOPE))
-    assert feedback.passed, str(feedback)
+def _stub(model, device_or_path, device=None):
+    ...
 
 
-@pytest.mark.parametrize("blank", [None, ...])
-def test_task1_blank_is_missing(blank):
-    feedback = task1.evaluate(blank)
-    assert feedback.status == _core.MISSING and "misplaced" in lines_of(feedback)
+@pytest.mark.parametrize(("task", "name"), [(task1, "misplaced"), (task2, "load_weights")])
+def test_solutions_pass_and_blanks_are_missing(task, name):
+    feedback = task.evaluate(solution_of(task, name, SCOPE))
+    assert feedback.passed and not any("weights_only" in note for note in feedback.notes), str(feedback)
+    for blank in (None, ..., _stub):
+        assert task.evaluate(blank).status == _core.MISSING
 
 
 def _naive(model, device):
@@ -84,33 +85,39 @@ def _no_return(model, device):
     [n for n, _ in model.named_parameters()]
 
 
+#: A wrong misplaced for each row of task1's table, and what its message must name.
 WRONG_TASK1 = {
-    "naive comparison": (_naive, "cpu:0"),
-    ".type only": (_type_only, "chỉ so .type"),
-    "cuda not normalised": (_normalises_cpu_only, "torch.device('cuda:0') != torch.device('cuda')"),
-    "parameters only": (_params_only, "named_buffers"),
-    "buffers only": (_buffers_only, "named_parameters"),
-    "inverted": (_inverted, "đảo ngược"),
-    "every name": (_everything, "mọi tên"),
-    "tensors not names": (_tensors, "TÊN"),
-    "short names": (_short_names, "tên đầy đủ"),
-    "a str": (lambda model, device: "head.bias", "list"),
-    "raises": (lambda model, device: model.nope, "báo lỗi"),
+    ".type only": (_type_only, [".type", "cuda:1", "torch.empty(0, device=device).device"]),
+    "cuda not normalised": (_normalises_cpu_only, ["torch.device('cuda:0')", "torch.empty(0, device=device).device"]),
+    "naive comparison": (_naive, ["cpu:0", "torch.empty(0, device=device).device"]),
+    "parameters only": (_params_only, ["mask", "named_buffers()"]),
+    "buffers only": (_buffers_only, ["named_parameters()"]),
+    "inverted": (_inverted, ["KHÔNG"]),
+    "every name": (_everything, ["t.device"]),
+    "short names": (_short_names, ["'head.bias'", "'bias'"]),
 }
 
 
-@pytest.mark.parametrize(("fn", "message"), WRONG_TASK1.values(), ids=WRONG_TASK1.keys())
-def test_task1_typical_wrong_answers_fail_with_their_message(fn, message):
-    assert_fails(task1.evaluate(fn), message, in_lines=True)
+@pytest.mark.parametrize("row", rows(task1))
+def test_task1_each_misconception_has_its_message(row):
+    fn, names = WRONG_TASK1[row]
+    assert_shows(task1.evaluate(fn), row, *names)
 
 
-def test_task1_no_return_is_missing():
-    feedback = task1.evaluate(_no_return)
-    assert feedback.status == _core.MISSING and "return" in lines_of(feedback)
+@pytest.mark.parametrize(("fn", "names"), [(_tensors, ["TÊN", "named_parameters()"]),
+                                           (lambda model, device: "head.bias", ["str"]),
+                                           (lambda model, device: model.nope, ["AttributeError"]),
+                                           (_no_return, ["return"]), (42, ["int"])],
+                         ids=["tensors", "a str", "raises", "no return", "not a function"])
+def test_task1_answers_of_the_wrong_kind_are_named(fn, names):
+    feedback = task1.evaluate(fn)
+    assert feedback.status != "pass" and all(name in lines_of(feedback) for name in names), str(feedback)
 
 
-def test_task1_not_a_function():
-    assert_fails(task1.evaluate(42), "misplaced(model, device)", in_lines=True)
+@pytest.mark.parametrize("case", _cases(), ids=lambda case: case.label)
+def test_task1_the_cases_are_what_the_solution_answers(case):
+    with case.setup():
+        assert set(solution_of(task1, "misplaced", SCOPE)(*case.args)) == case.want
 
 
 # --------------------------------------------------------------------------- task 2: load_weights
@@ -125,27 +132,6 @@ def test_the_fake_gpu_checkpoint_fails_without_map_location(tmp_path):
     assert torch.load(path, map_location="cpu", weights_only=True)["weight"].shape == (2, 3)
 
 
-def test_task2_solution_passes():
-    feedback = task2.evaluate(solution_of(task2, "load_weights", SCOPE))
-    assert feedback.passed, str(feedback)
-    assert not any("weights_only" in n for n in feedback.notes)
-
-
-def test_task2_the_learner_stub_is_missing():
-    def load_weights(model, path, device):
-        ...
-
-    feedback = task2.evaluate(load_weights)
-    assert feedback.status == _core.MISSING and "..." in lines_of(feedback)
-
-
-def test_task1_the_learner_stub_is_missing():
-    def misplaced(model, device):
-        ...
-
-    assert task1.evaluate(misplaced).status == _core.MISSING
-
-
 def test_task2_map_location_device_passes_too():
     def load_weights(model, path, device):
         model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
@@ -153,12 +139,6 @@ def test_task2_map_location_device_passes_too():
         return model
 
     assert task2.evaluate(load_weights).passed
-
-
-@pytest.mark.parametrize("blank", [None, ...])
-def test_task2_blank_is_missing(blank):
-    feedback = task2.evaluate(blank)
-    assert feedback.status == _core.MISSING and "load_weights" in lines_of(feedback)
 
 
 def _no_map_location(model, path, device):
@@ -194,20 +174,30 @@ def _no_torch_load(model, path, device):
     return model.to(device)
 
 
+def _to_meta(model, path, device):
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return model.to("meta")
+
+
+#: A wrong load_weights for each row of task2's table, and what its message must name.
 WRONG_TASK2 = {
-    "no map_location": (_no_map_location, "map_location"),
-    "weights_only=False": (_unsafe, "weights_only=False"),
-    "model not moved": (_not_moved, "model.to(device)"),
-    "returns the state_dict": (_returns_state, "dict"),
-    "returns load_state_dict's keys": (_returns_keys, "khoá thiếu/thừa"),
-    "never loads": (_never_loads, "không khớp"),
-    "no torch.load": (_no_torch_load, "torch.load"),
+    "no map_location": (_no_map_location, ["map_location", _missing_gpu()]),
+    "no torch.load": (_no_torch_load, ["torch.load(path"]),
+    "weights_only=False": (_unsafe, ["weights_only=True"]),
+    "returns the state_dict": (_returns_state, ["model.load_state_dict", "return model"]),
+    "returns load_state_dict's keys": (_returns_keys, ["return model"]),
+    "not the model": (lambda model, path, device: [torch.load(path, map_location="cpu", weights_only=True)],
+                      ["list"]),
+    "model not moved": (_not_moved, ["model.to(device)"]),
+    "wrong device": (_to_meta, ["model.to(device)"]),
+    "never loads": (_never_loads, ["model.load_state_dict"]),
 }
 
 
-@pytest.mark.parametrize(("fn", "message"), WRONG_TASK2.values(), ids=WRONG_TASK2.keys())
-def test_task2_typical_wrong_answers_fail_with_their_message(fn, message):
-    assert_fails(task2.evaluate(fn), message, in_lines=True)
+@pytest.mark.parametrize("row", rows(task2))
+def test_task2_each_misconception_has_its_message(row):
+    fn, names = WRONG_TASK2[row]
+    assert_shows(task2.evaluate(fn), row, *names)
 
 
 def test_task2_without_weights_only_gets_a_note_not_a_failure():
@@ -224,10 +214,3 @@ def test_task2_leaves_torch_load_and_location_tag_alone():
     task2.evaluate(_no_map_location)
     task2.evaluate(solution_of(task2, "load_weights", SCOPE))
     assert torch.load is real_load and torch.serialization.location_tag is real_tag
-
-
-def test_lesson03_tasks_are_grouped(capsys):
-    assert set(_core.GROUPS["lesson03"]) == {"task1", "task2"}
-    _core.progress("lesson03")
-    out = capsys.readouterr().out
-    assert "Nhiệm vụ 1" in out and "Nhiệm vụ 2" in out

@@ -1,4 +1,4 @@
-"""Checked tasks of lesson 04: the solutions pass, typical wrong answers fail with their own message, blanks are "missing"."""
+"""Lesson 04's checked tasks: the solutions pass, each misconception row is reached by a wrong answer, blanks are "missing"."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 import torch
-from _lesson_tasks import assert_fails, lines_of, solution_of
+from _lesson_tasks import assert_shows, rows, solution_of
 
 from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson04 import _COMPUTE_S, _FakeGpu, _FakeTensor, fake_cuda, task0, task1, task2
@@ -30,9 +30,6 @@ def time_it(fn, sync=lambda: None, warmup=2, repeats=7):
 SCOPE = {"torch": torch, "time": time, "statistics": statistics, "time_it": time_it}  # what the lesson defines
 
 
-# --------------------------------------------------------------------------- the fake GPU behaves like CUDA
-
-
 def test_the_fake_gpu_queues_matmuls_and_cpu_waits_for_them():
     gpu = _FakeGpu()
     a, b, device = _FakeTensor(gpu), _FakeTensor(gpu), gpu
@@ -48,9 +45,6 @@ def test_the_fake_gpu_queues_matmuls_and_cpu_waits_for_them():
     assert gpu.uploads == 2 and gpu.downloads == 1 and gpu.matmuls == 2
 
 
-# --------------------------------------------------------------------------- task 0: gpu_time (core)
-
-
 def test_fake_cuda_queues_and_sync_waits():
     x, sync = fake_cuda()
     start = time.perf_counter()
@@ -60,46 +54,62 @@ def test_fake_cuda_queues_and_sync_waits():
     assert queued < 0.01 and time.perf_counter() - start >= _COMPUTE_S
 
 
-def test_task0_solution_passes():
-    feedback = task0.evaluate(solution_of(task0, "gpu_time", SCOPE))
+@pytest.mark.parametrize(("task", "name"), [(task0, "gpu_time"), (task1, "split_time"), (task2, "crossover_n")])
+def test_solutions_pass_and_blanks_are_missing(task, name):
+    feedback = task.evaluate(solution_of(task, name, SCOPE))
     assert feedback.passed, str(feedback)
+    assert task.evaluate(None).status == task.evaluate(...).status == _core.MISSING
 
 
-@pytest.mark.parametrize("blank", [None, ...])
-def test_task0_blank_is_missing(blank):
-    assert task0.evaluate(blank).status == _core.MISSING
+def test_the_learner_stubs_are_missing():
+    def split_time(a, b, device, sync, repeats=5):
+        ...
+
+    def crossover_n(sizes, cpu_s, gpu_s):
+        ...  # TODO: N nhỏ nhất mà từ đó trở lên GPU luôn nhanh hơn (None nếu không có)
+
+    assert task1.evaluate(split_time).status == task2.evaluate(crossover_n).status == _core.MISSING
 
 
-def _hand_timed(x, sync, repeats, *, warm=True, sync_after=True, scale=1.0, total=False):
+# --------------------------------------------------------------------------- task 0: gpu_time (core)
+
+
+def _hand_timed(x, sync, repeats=5, *, warm=True, sync_after=True, scale=1.0, total=False, runs=None, answer=None):
     if warm:
         x @ x
     times = []
-    for _ in range(repeats):
+    for _ in range(repeats if runs is None else runs):
         sync()
         start = time.perf_counter()
         x @ x
         if sync_after:
             sync()
         times.append(time.perf_counter() - start)
-    return (sum(times) if total else statistics.median(times)) * scale
+    return answer if answer is not None else (sum(times) if total else statistics.median(times)) * scale
 
 
+#: A wrong gpu_time for each row of task0's table, and what its message must name.
 WRONG_TASK0 = {
-    "no sync at all": (lambda x, sync, repeats=5: time_it(lambda: x @ x, repeats=repeats), "không gọi sync() lần nào"),
-    "sync only before the clock starts": (lambda x, sync, repeats=5: _hand_timed(x, sync, repeats, sync_after=False),
-                                          "XẾP HÀNG"),
-    "no warm-up": (lambda x, sync, repeats=5: _hand_timed(x, sync, repeats, warm=False), "warm-up"),
-    "milliseconds": (lambda x, sync, repeats=5: _hand_timed(x, sync, repeats, scale=1e3), "mili-giây"),
-    "the total": (lambda x, sync, repeats=5: _hand_timed(x, sync, repeats, total=True), "tổng"),
     "torch.cuda.synchronize": (lambda x, sync, repeats=5: time_it(lambda: x @ x, sync=torch.cuda.synchronize),
-                               "sync được truyền vào"),
-    "a list": (lambda x, sync, repeats=5: [0.05] * repeats, "MỘT số giây"),
+                               ["torch.cuda.synchronize()", "sync"]),
+    "too few": (lambda x, sync, repeats=5: _hand_timed(x, sync, runs=2), ["3 lần", "repeats=5"]),
+    "milliseconds": (lambda x, sync, repeats=5: _hand_timed(x, sync, scale=1e3), ["50000.0 ms", "giây"]),
+    "no sync": (lambda x, sync, repeats=5: _hand_timed(x, sync, sync_after=False), ["sync()", "time_it"]),
+    "total": (lambda x, sync, repeats=5: _hand_timed(x, sync, total=True), ["250.0 ms"]),
+    "off": (lambda x, sync, repeats=5: _hand_timed(x, sync, answer=0.02), ["20.0 ms", "50 ms"]),
+    "no warm-up": (lambda x, sync, repeats=5: _hand_timed(x, sync, warm=False), ["warm-up"]),
 }
 
 
-@pytest.mark.parametrize(("fn", "message"), WRONG_TASK0.values(), ids=WRONG_TASK0.keys())
-def test_task0_typical_wrong_answers_fail_with_their_message(fn, message):
-    assert_fails(task0.evaluate(fn), message, in_lines=True)
+@pytest.mark.parametrize("row", rows(task0))
+def test_task0_each_misconception_has_its_message(row):
+    fn, names = WRONG_TASK0[row]
+    assert_shows(task0.evaluate(fn), row, *names)
+
+
+def test_task0_without_sync_says_so():
+    feedback = task0.evaluate(lambda x, sync, repeats=5: time_it(lambda: x @ x, repeats=repeats))
+    assert_shows(feedback, "no sync", "không gọi sync() lần nào")
 
 
 @pytest.mark.parametrize("error", ["Torch not compiled with CUDA enabled",  # a CPU build
@@ -109,95 +119,87 @@ def test_task0_names_a_real_synchronize_the_same_way_on_every_build(monkeypatch,
         raise RuntimeError(error)
 
     monkeypatch.setattr(torch.cuda, "synchronize", synchronize)  # the matrix's CUDA-build row found the second
-    fn, message = WRONG_TASK0["torch.cuda.synchronize"]
-    assert_fails(task0.evaluate(fn), message, in_lines=True)
+    fn, names = WRONG_TASK0["torch.cuda.synchronize"]
+    assert_shows(task0.evaluate(fn), "torch.cuda.synchronize", *names)
+
+
+def test_task0_a_list_is_named():
+    feedback = task0.evaluate(lambda x, sync, repeats=5: [0.05] * repeats)
+    assert feedback.status == _core.FAIL and "list" in feedback.lines[0]
 
 
 # --------------------------------------------------------------------------- task 1: split_time
 
 
-def test_task1_solution_passes():
-    feedback = task1.evaluate(solution_of(task1, "split_time", SCOPE))
-    assert feedback.passed, str(feedback)
-
-
-@pytest.mark.parametrize("blank", [None, ...])
-def test_task1_blank_is_missing(blank):
-    assert task1.evaluate(blank).status == _core.MISSING
-
-
-def test_task1_learner_stub_is_missing():
-    def split_time(a, b, device, sync, repeats=5):
-        ...
-
-    feedback = task1.evaluate(split_time)
-    assert feedback.status == _core.MISSING and "return" in lines_of(feedback)
-
-
 def _timed(a, b, device, sync, repeats, *, warm=True, sync_after_matmul=True, sync_at_all=True, upload=True,
-           download=True, scale=1.0, swap=False):
+           download=True, scale=1.0, swap=False, runs=None, copies_on=True, compute_add=0.0, copy_add=0.0):
     s = sync if sync_at_all else (lambda: None)
+    a_d, b_d = a.to(device), b.to(device)
     if warm:
-        (a.to(device) @ b.to(device)).cpu()
+        (a_d @ b_d).cpu()
     copies, computes = [], []
-    for _ in range(repeats):
+    for _ in range(repeats if runs is None else runs):
         s()
         t0 = time.perf_counter()
-        a_d, b_d = a.to(device), b.to(device)
+        if copies_on:
+            a_d, b_d = a.to(device), b.to(device)
         s()
         t1 = time.perf_counter()
         c_d = a_d @ b_d
         if sync_after_matmul:
             s()
         t2 = time.perf_counter()
-        c_d.cpu()
+        if copies_on:
+            c_d.cpu()
         t3 = time.perf_counter()
-        copies.append(((t1 - t0) if upload else 0) + ((t3 - t2) if download else 0))
-        computes.append(t2 - t1)
+        copies.append(((t1 - t0) if upload else 0) + ((t3 - t2) if download else 0) + copy_add)
+        computes.append(t2 - t1 + compute_add)
     result = statistics.median(copies) * scale, statistics.median(computes) * scale
     return result[::-1] if swap else result
 
 
+#: A wrong split_time for each row of task1's table (options of _timed), and what its message must name.
 WRONG_TASK1 = {
-    "no sync after the matmul": (dict(sync_after_matmul=False), "ngay sau phép nhân"),
-    "no sync at all": (dict(sync_at_all=False), "không gọi sync() lần nào"),
-    "no warm-up": (dict(warm=False), "warm-up"),
-    "upload only": (dict(download=False), "chép kết quả về"),
-    "download only": (dict(upload=False), "chép a, b lên"),
-    "milliseconds": (dict(scale=1e3), "mili-giây"),
-    "swapped": (dict(swap=True), "đảo thứ tự"),
+    "too few": (dict(runs=2), ["3 lần", "repeats=5"]),
+    "no copies": (dict(copies_on=False), [".cpu()", "a.to(device)"]),
+    "milliseconds": (dict(scale=1e3), ["giây"]),
+    "swapped": (dict(swap=True), ["(copy_s, compute_s)"]),
+    "no sync after the matmul": (dict(sync_after_matmul=False), ["sync()", "c = a_d @ b_d"]),
+    "compute off": (dict(compute_add=0.1), ["150.0 ms", "50 ms"]),
+    "upload only": (dict(download=False), [".cpu()"]),
+    "download only": (dict(upload=False), ["a, b lên"]),
+    "copy off": (dict(copy_add=0.05), ["25 ms"]),
+    "no warm-up": (dict(warm=False), ["warm-up"]),
 }
 
 
-@pytest.mark.parametrize(("options", "message"), WRONG_TASK1.values(), ids=WRONG_TASK1.keys())
-def test_task1_typical_wrong_answers_fail_with_their_message(options, message):
+def _split(options):
     def split_time(a, b, device, sync, repeats=5):
         return _timed(a, b, device, sync, repeats, **options)
+    return split_time
 
-    assert_fails(task1.evaluate(split_time), message, in_lines=True)
+
+@pytest.mark.parametrize("row", rows(task1))
+def test_task1_each_misconception_has_its_message(row):
+    options, names = WRONG_TASK1[row]
+    assert_shows(task1.evaluate(_split(options)), row, *names)
 
 
 def test_task1_other_wrong_shapes():
-    assert "HAI số" in lines_of(task1.evaluate(lambda a, b, device, sync, repeats=5: 0.1))
-    assert "TypeError" in lines_of(task1.evaluate(lambda a, b: (0.1, 0.2)))
-    no_copy = task1.evaluate(lambda a, b, device, sync, repeats=5: (a @ b, 0.1))
-    assert no_copy.status == _core.FAIL and "chép a, b lên trước" in lines_of(no_copy)
+    assert "0.1" in task1.evaluate(lambda a, b, device, sync, repeats=5: 0.1).lines[0]
+    assert "TypeError" in task1.evaluate(lambda a, b: (0.1, 0.2)).lines[0]
+    assert "a.to(device)" in task1.evaluate(lambda a, b, device, sync, repeats=5: (a @ b, 0.1)).lines[0]
+
+
+@pytest.mark.parametrize("row", ["upload only", "download only", None])
+def test_task1_verdict_does_not_depend_on_a_busy_machine(row, monkeypatch):
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: real_sleep(3 * s + 0.01))  # every fake step overshoots a lot
+    feedback = task1.evaluate(_split(WRONG_TASK1[row][0] if row else {}))
+    assert feedback.passed if row is None else row in feedback.causes, str(feedback)
 
 
 # --------------------------------------------------------------------------- task 2: crossover_n
-
-
-def test_task2_solution_passes():
-    feedback = task2.evaluate(solution_of(task2, "crossover_n", SCOPE))
-    assert feedback.passed, str(feedback)
-
-
-def test_task2_learner_stub_is_missing():
-    def crossover_n(sizes, cpu_s, gpu_s):
-        ...  # TODO: N nhỏ nhất mà từ đó trở lên GPU luôn nhanh hơn (None nếu không có)
-
-    feedback = task2.evaluate(crossover_n)
-    assert feedback.status == _core.MISSING, str(feedback)
 
 
 def _first_faster(sizes, cpu_s, gpu_s):
@@ -226,40 +228,28 @@ def _never_none(sizes, cpu_s, gpu_s):
     return answer
 
 
-def _speedup(sizes, cpu_s, gpu_s):
-    return cpu_s[-1] / gpu_s[-1]
-
-
+#: A wrong crossover_n for each row of task2's table, and what its message must name.
 WRONG_TASK2 = {
-    "first faster point": (_first_faster, "LẦN ĐẦU"),
-    "inverted comparison": (_first_slower, "bị đảo"),
-    "index instead of N": (_index, "chỉ số"),
-    "no None when never faster": (_never_none, "None"),
-    "a speedup, not a size": (_speedup, "kích thước N"),
-    "always None": (lambda sizes, cpu_s, gpu_s: None, "trả về None"),
-    "raises": (lambda sizes, cpu_s, gpu_s: sizes[99], "báo lỗi"),
+    "no None when never faster": (_never_none, ["None", "64"]),
+    "always None": (lambda sizes, cpu_s, gpu_s: None, ["N=128"]),
+    "index instead of N": (_index, ["chỉ số 1", "N=128"]),
+    "first faster point": (_first_faster, ["N=64"]),
+    "inverted comparison": (_first_slower, ["N=64", "gpu_s", "cpu_s"]),
+    "a speedup, not a size": (lambda sizes, cpu_s, gpu_s: cpu_s[-1] / gpu_s[-1], ["40.0", "sizes"]),
 }
 
 
-@pytest.mark.parametrize(("fn", "message"), WRONG_TASK2.values(), ids=WRONG_TASK2.keys())
-def test_task2_typical_wrong_answers_fail_with_their_message(fn, message):
-    assert_fails(task2.evaluate(fn), message, in_lines=True)
+@pytest.mark.parametrize("row", rows(task2))
+def test_task2_each_misconception_has_its_message(row):
+    fn, names = WRONG_TASK2[row]
+    assert_shows(task2.evaluate(fn), row, *names)
 
 
-def test_lesson04_tasks_are_grouped():
-    assert set(_core.GROUPS["lesson04"]) == {"task0", "task1", "task2"}
+@pytest.mark.parametrize("case", task2.cases, ids=lambda case: str(case.want))
+def test_task2_the_cases_are_what_the_solution_answers(case):
+    assert solution_of(task2, "crossover_n", SCOPE)(*case.args) == case.want
 
 
-@pytest.mark.parametrize(("options", "message"), [WRONG_TASK1["upload only"], WRONG_TASK1["download only"],
-                                                  (dict(), None)], ids=["upload only", "download only", "right"])
-def test_task1_verdict_does_not_depend_on_a_busy_machine(options, message, monkeypatch):
-    real_sleep = time.sleep
-    monkeypatch.setattr(time, "sleep", lambda s: real_sleep(3 * s + 0.01))  # every fake step overshoots a lot
-
-    def split_time(a, b, device, sync, repeats=5):
-        return _timed(a, b, device, sync, repeats, **options)
-
-    if message is None:
-        assert task1.evaluate(split_time).passed
-    else:
-        assert_fails(task1.evaluate(split_time), message, in_lines=True)
+def test_task2_an_error_is_reported():
+    feedback = task2.evaluate(lambda sizes, cpu_s, gpu_s: sizes[99])
+    assert feedback.status == _core.FAIL and "IndexError" in feedback.lines[0]

@@ -159,8 +159,8 @@ def task_info(lessons: Mapping[str, Lesson]) -> dict[str, tuple[str, dict[str, s
 
     info = {}
     for name, lesson in lessons.items():
-        module = importlib.import_module(lesson.module)
-        group = getattr(module, "GROUP", "exercises")
+        importlib.import_module(lesson.module)  # registers its exercises
+        group = lesson.module.rsplit(".", 1)[-1]  # the group is the module's name ("exercises" for lesson 10)
         tasks = {}
         for key in lesson.tasks:
             exercise = _core.GROUPS.get(group, {}).get(key)

@@ -1,8 +1,8 @@
-"""What every exercise shares: `Exercise`, `Report`, `Feedback`, `progress()`, case tables; a checker never raises.
+"""What every exercise shares: `Exercise`, `Report`, `Feedback`, `progress()`; a checker never raises.
 
-A checker may be declared as tables (Kaggle learntools' ``_test_cases``): `Case` rows say what the learner's function
-is called with and what it must return, `Wrong` rows name a misconception, how an answer shows it, and its message;
-`run_cases` is the one loop that runs them. The tests iterate the same tables (``Exercise.cases`` and ``.wrongs``).
+A checker is best declared as tables, as Kaggle learntools' ``_test_cases``: `Case` rows (a call and its right
+answer) run by the one loop `run_cases`, and `Wrong` rows (a misconception: its name, how an answer shows it, its
+message) that `Report.diagnose` reads. The tests iterate the same tables (``Exercise.cases`` and ``.wrongs``).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class Attempt:
     case: Case
     got: object
     fn: Callable
-    seen: object = None
+    seen: object
 
 
 @dataclass(frozen=True)
@@ -138,10 +138,7 @@ class Report:
             self.missing_part(f"{name} chưa trả về gì (thiếu {wanted}).", stop=True)
 
     def call(self, what: str, fn: Callable, *args, mistakes: Iterable[Wrong] | Mistakes = (), **kwargs):
-        """Call the learner's `fn`; if it raises, record the first mistake it shows (else the error) and stop.
-
-        `mistakes` are `Wrong` rows tested on the exception, or ``(exception type, regex, message)`` in order.
-        """
+        """Call the learner's `fn`; if it raises, record the first of `mistakes` it shows (else the error) and stop."""
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
@@ -201,23 +198,22 @@ class Feedback:
 
 
 def run_cases(report: Report, fn, signature: str, cases: Iterable[Case], wrongs: Iterable[Wrong] = (), *,
-              returns: type | tuple[type, ...] | None = None, read: Callable | None = None,
+              returns: tuple[type, ...] = (), read: Callable | None = None,
               same: Callable[[object, object], bool] = operator.eq, mistakes: Iterable[Wrong] = ()) -> None:
-    """Run the learner's `fn` on every case; stop at the first wrong answer with the first misconception it shows.
+    """Run `fn` on every case; stop at the first answer not `same` as the case's, with the first row it shows.
 
-    Generic messages: a blank `fn` is "chưa làm", so is a None answer when `returns` (the types it must return) is
-    given; an answer of another type, an error (`mistakes` first), an answer no row explains. `read(report, got)`
-    may turn the answer into what `same` compares with ``case.want``.
+    The loop writes the generic messages: blank `fn` ("chưa làm"), None or another type than `returns`, an error
+    (after `mistakes`), an answer no row explains. `read(report, got)` may first turn the answer into a value.
     """
     report.require_function(fn, signature)
     name = signature.split("(")[0]
     for case in cases:
         with case.setup() as seen:
             got = report.call(case.label, fn, *case.args, mistakes=mistakes)
-        if returns is not None:
+        if returns:
             report.require_return(got, name)
             if not isinstance(got, returns):
-                kinds = " hoặc ".join(t.__name__ for t in (returns if isinstance(returns, tuple) else (returns,)))
+                kinds = " hoặc ".join(t.__name__ for t in returns)
                 report.problem(f"{name} phải trả về {kinds}, không phải {type(got).__name__}.", stop=True)
         got = read(report, got) if read else got
         if not same(got, case.want):
@@ -234,10 +230,9 @@ def _caller_group() -> str:
 class Exercise:
     """One checked exercise: ``check(...)`` prints feedback, ``hint()`` the next hint, ``solution()`` the code.
 
-    ``evaluate(report, *answer)`` fills the `Report`; `cases` and `wrongs` are the tables it runs (for the tests).
-    The solution is the task's SOLUTION region of the lesson source and, for a debugging task (`starter`), the buggy
-    code it hands out is its LEARNER region: handed in unchanged it counts as "chưa làm". Both are read from
-    ``solutions.json``, which the build writes. The group is the module's name (``lesson04``) unless given.
+    ``evaluate(report, *answer)`` fills the `Report`, running the tables `cases` and `wrongs`; the group is the
+    module's name unless given. The solution is the task's SOLUTION region of the lesson source; a debugging task's
+    (`starter`) buggy code is its LEARNER region, "chưa làm" if handed in unchanged (both from ``solutions.json``).
     """
 
     def __init__(self, key: str, title: str, evaluate: Callable, hints: list[str], *, starter: bool = False,

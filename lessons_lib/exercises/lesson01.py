@@ -13,9 +13,7 @@ from unittest import mock
 
 import torch
 
-from ._core import Exercise, Report, as_device, is_blank, on_gpu_note, source_has
-
-GROUP = "lesson01"  # the exercise group (tools/grade.py reads it)
+from ._core import Case, Exercise, Report, Wrong, as_device, on_gpu_note, raised, run_cases, source_has
 
 
 @dataclass(frozen=True)
@@ -42,6 +40,7 @@ _MACHINES = (_CPU_ONLY, _CUDA_NO_GPU, _COLAB_T4, _MAC)
 
 @dataclass
 class _Probe:
+    machine: _Machine
     cuda_check: mock.Mock
     compile_time_calls: list = field(default_factory=list)  # current_accelerator() without the runtime check
 
@@ -74,7 +73,7 @@ def _fake_current_accelerator(machine: _Machine, probe: _Probe):
 @contextlib.contextmanager
 def _simulated(machine: _Machine):
     """Make PyTorch's build and availability checks answer as on `machine`; yield a `_Probe` of what was asked."""
-    probe = _Probe(mock.Mock(return_value=machine.cuda))
+    probe = _Probe(machine, mock.Mock(return_value=machine.cuda))
     usable = machine.best != "cpu"
     patches = [(torch.cuda, "is_available", probe.cuda_check),
                (torch.cuda, "device_count", mock.Mock(return_value=int(machine.cuda))),
@@ -94,7 +93,7 @@ def _simulated(machine: _Machine):
         yield probe
 
 
-def _as_result(report: Report, value, call: str) -> torch.device:
+def _as_result(report: Report, value, call: str = "choose_device()") -> torch.device:
     """Return the learner's result as a device, or record why it is not one and stop."""
     report.require_return(value, call, "device")
     device = as_device(value)
@@ -107,79 +106,67 @@ def _as_result(report: Report, value, call: str) -> torch.device:
     return device
 
 
-def _call(report: Report, choose_device, machine: _Machine, *args):
-    """Call the learner's function on a simulated machine; turn its errors into specific feedback."""
-    call = f"choose_device({', '.join(repr(a) for a in args)})"
-    try:
-        inspect.signature(choose_device).bind(*args)
-    except TypeError:
-        report.problem(f"{call} không gọi được: hàm cần đúng một tham số tuỳ chọn, viết "
-                       "def choose_device(prefer=None):.", stop=True)
-    except ValueError:  # pragma: no cover - a builtin without a signature
-        pass
-    mistakes = [(TypeError, "check_available", lambda exc: (
-        f"{call} báo TypeError ({exc}): PyTorch {torch.__version__} chưa có tham số "
-        "check_available (có từ 2.7). Hỏi torch.accelerator.is_available() trước, hoặc dùng "
-        "torch.cuda.is_available() / torch.backends.mps.is_available()."))]
-    if not args:
-        mistakes.append((TypeError, r"device\(\)", "choose_device() báo lỗi khi prefer là None: torch.device(None) "
-                         "không hợp lệ. Chỉ dùng torch.device(prefer) khi prefer is not None."))
-    with _simulated(machine) as probe:
-        return report.call(f"{call} trên {machine.name}", choose_device, *args, mistakes=mistakes), probe
+def _case(machine: _Machine, *prefer: str) -> Case:
+    return Case(f"choose_device({', '.join(map(repr, prefer))}) trên {machine.name}", prefer,
+                torch.device(prefer[0] if prefer else machine.best), setup=lambda: _simulated(machine))
 
 
-def _cuda_on_cpu_message(choose_device, machine: _Machine, probe: _Probe) -> str:
-    """Say why the function picked cuda on a machine without a GPU."""
-    if not probe.cuda_check.called and source_has(choose_device, r"is_available\b(?!\s*\()"):
-        return ("trên máy chỉ có CPU, hàm vẫn trả về cuda mà không hề gọi torch.cuda.is_available(): có lẽ bạn "
-                "quên dấu ngoặc. `if torch.cuda.is_available:` luôn đúng vì một hàm luôn là 'truthy'; viết "
-                "torch.cuda.is_available().")
-    if machine.built != "cuda":
-        return ("trên máy chỉ có CPU, hàm trả về cuda: viết cứng 'cuda' sẽ lỗi ở đây. Chỉ chọn cuda khi "
-                "torch.cuda.is_available() là True.")
-    if probe.compile_time_calls:
-        return (f"trên {machine.name}, hàm trả về cuda. torch.accelerator.current_accelerator() (không có "
-                "check_available=True) trả về accelerator mà bản build được biên dịch cho, không hỏi máy có GPU hay "
-                "không: bản CUDA cài trên máy không có GPU (laptop Linux cài torch mặc định, ảnh GPU không được "
-                "cấp GPU) vẫn cho cuda. Dùng current_accelerator(check_available=True), hoặc hỏi "
-                "torch.accelerator.is_available() trước, hoặc torch.cuda.is_available().")
-    if source_has(choose_device, r"version\.cuda|is_built\s*\("):
-        return (f"trên {machine.name}, hàm trả về cuda: torch.version.cuda / is_built() chỉ nói bản build có CUDA, "
-                "không nói máy có GPU. Chỉ chọn cuda khi torch.cuda.is_available() là True.")
-    return (f"trên {machine.name}, hàm trả về cuda dù máy không có GPU. Chỉ chọn cuda khi "
-            "torch.cuda.is_available() là True (câu hỏi lúc chạy: có driver, có GPU).")
+_CASES = (*(_case(machine) for machine in _MACHINES), _case(_COLAB_T4, "cpu"), _case(_MAC, "cpu"),
+          _case(_COLAB_T4, "cuda:0"))
+_IS_AVAILABLE = "Chỉ chọn cuda khi torch.cuda.is_available() là True"
+_MISTAKES = (
+    Wrong("check_available on torch 2.6", raised(TypeError, "check_available"), lambda exc: (
+        f"choose_device báo TypeError ({exc}): PyTorch {torch.__version__} chưa có tham số check_available (có từ "
+        "2.7). Hỏi torch.accelerator.is_available() trước, hoặc dùng torch.cuda.is_available() / "
+        "torch.backends.mps.is_available().")),
+    Wrong("torch.device(None)", raised(TypeError, r"^device\(\)"), "choose_device() báo lỗi khi prefer là None: "
+          "torch.device(None) không hợp lệ. Chỉ dùng torch.device(prefer) khi prefer is not None."),
+    Wrong("no optional prefer", raised(TypeError, r"^choose_device\(\) (takes|missing)"), "choose_device không gọi "
+          "được với một hay không tham số: hàm cần đúng một tham số tuỳ chọn, viết def choose_device(prefer=None):."),
+)
 
 
-def _check_machine(report: Report, choose_device, machine: _Machine) -> None:
-    result, probe = _call(report, choose_device, machine)
-    device = _as_result(report, result, "choose_device()")
-    if device.type == machine.best:
-        return
-    report.first([
-        (machine.best == "cpu" and device.type == "cuda", _cuda_on_cpu_message(choose_device, machine, probe)),
-        (machine.best == "mps", f"trên Mac có MPS, hàm trả về {device.type}: bỏ sót MPS. Đây đúng là chỗ thiếu của "
-                                "dòng quen thuộc torch.device('cuda' if torch.cuda.is_available() else 'cpu'); thêm "
-                                "nhánh elif torch.backends.mps.is_available()."),
-        (machine.best == "cuda", f"trên máy có GPU CUDA, hàm trả về {device.type}: thiếu nhánh "
-                                 "torch.cuda.is_available(), hoặc nó đứng sau nhánh khác. Thứ tự là cuda > mps > "
-                                 "cpu: hỏi CUDA trước tiên."),
-        (True, f"trên {machine.name}, hàm trả về {device}, đúng phải là {machine.best}."),
-    ])
+def _cuda_without_gpu(a) -> bool:
+    return a.case.want.type == "cpu" and not a.case.args and a.got.type == "cuda"
+
+
+_WRONGS = (
+    *_MISTAKES,
+    Wrong("prefer ignored", lambda a: a.case.args, lambda a: (
+        f"{a.case.label} trả về {a.got}: tham số prefer bị bỏ qua. Khi prefer không phải None, trả về đúng "
+        "torch.device(prefer) (vd để ép chạy trên CPU khi gỡ lỗi).")),
+    Wrong("forgotten parentheses", lambda a: _cuda_without_gpu(a) and not a.seen.cuda_check.called
+          and source_has(a.fn, r"is_available\b(?!\s*\()"),
+          "trên máy chỉ có CPU, hàm vẫn trả về cuda mà không hề gọi torch.cuda.is_available(): có lẽ bạn quên dấu "
+          "ngoặc. `if torch.cuda.is_available:` luôn đúng vì một hàm luôn là 'truthy'; viết torch.cuda.is_available()."),
+    Wrong("hard-coded cuda", lambda a: _cuda_without_gpu(a) and a.seen.machine.built != "cuda",
+          f"trên máy chỉ có CPU, hàm trả về cuda: viết cứng 'cuda' sẽ lỗi ở đây. {_IS_AVAILABLE}."),
+    Wrong("the build's accelerator", lambda a: _cuda_without_gpu(a) and a.seen.compile_time_calls, lambda a: (
+        f"{a.case.label}: hàm trả về cuda. torch.accelerator.current_accelerator() (không có check_available=True) "
+        "trả về accelerator mà bản build được biên dịch cho, không hỏi máy có GPU hay không: bản CUDA cài trên máy "
+        "không có GPU (laptop Linux cài torch mặc định, ảnh GPU không được cấp GPU) vẫn cho cuda. Dùng "
+        "current_accelerator(check_available=True), hoặc hỏi torch.accelerator.is_available() trước, hoặc "
+        "torch.cuda.is_available().")),
+    Wrong("asks the build", lambda a: _cuda_without_gpu(a) and source_has(a.fn, r"version\.cuda|is_built\s*\("),
+          lambda a: f"{a.case.label}: hàm trả về cuda: torch.version.cuda / is_built() chỉ nói bản build có CUDA, "
+                    f"không nói máy có GPU. {_IS_AVAILABLE}."),
+    Wrong("cuda without a GPU", _cuda_without_gpu, lambda a: f"{a.case.label}: hàm trả về cuda dù máy không có GPU. "
+                                                             f"{_IS_AVAILABLE} (câu hỏi lúc chạy: có driver, có GPU)."),
+    Wrong("misses mps", lambda a: a.case.want.type == "mps", lambda a: (
+        f"trên Mac có MPS, hàm trả về {a.got.type}: bỏ sót MPS. Đây đúng là chỗ thiếu của dòng quen thuộc "
+        "torch.device('cuda' if torch.cuda.is_available() else 'cpu'); thêm nhánh elif "
+        "torch.backends.mps.is_available().")),
+    Wrong("misses cuda", lambda a: a.case.want.type == "cuda", lambda a: (
+        f"trên máy có GPU CUDA, hàm trả về {a.got.type}: thiếu nhánh torch.cuda.is_available(), hoặc nó đứng sau "
+        "nhánh khác. Thứ tự là cuda > mps > cpu: hỏi CUDA trước tiên.")),
+)
 
 
 def _evaluate(report: Report, choose_device=None, x=None) -> None:
-    report.require_function(choose_device, "choose_device(prefer=None)")
-    for machine in _MACHINES:
-        _check_machine(report, choose_device, machine)
-    for machine, asked in ((_COLAB_T4, "cpu"), (_MAC, "cpu"), (_COLAB_T4, "cuda:0")):
-        call = f"choose_device({asked!r})"
-        device = _as_result(report, _call(report, choose_device, machine, asked)[0], call)
-        if str(device) != str(torch.device(asked)):
-            report.problem(f"trên {machine.name}, {call} trả về {device}: tham số prefer bị bỏ qua. Khi prefer "
-                           "không phải None, trả về đúng torch.device(prefer) (vd để ép chạy trên CPU khi gỡ "
-                           "lỗi).", stop=True)
-    here = _as_result(report, report.call("choose_device() trên máy này", choose_device), "choose_device()")
-    if is_blank(x):
+    run_cases(report, choose_device, "choose_device(prefer=None)", _CASES, _WRONGS, read=_as_result,
+              same=lambda got, want: got.type == want.type and want.index in (None, got.index), mistakes=_MISTAKES)
+    here = _as_result(report, report.call("choose_device() trên máy này", choose_device))
+    if x is None or x is ...:
         report.missing_part("chưa tạo x: x = torch.ones(3, device=choose_device()).", stop=True)
     if not isinstance(x, torch.Tensor):
         report.problem(f"x phải là một tensor, không phải {type(x).__name__}.", stop=True)
@@ -191,7 +178,8 @@ def _evaluate(report: Report, choose_device=None, x=None) -> None:
     on_gpu_note(report, here, "choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
 
 
-task1 = Exercise("task1", "Bài 14.1 · Nhiệm vụ 1 · Viết choose_device()", _evaluate, group=GROUP, hints=[
+task1 = Exercise("task1", "Bài 14.1 · Nhiệm vụ 1 · Viết choose_device()", _evaluate, cases=_CASES, wrongs=_WRONGS,
+                 hints=[
     "Hai việc: nếu prefer không phải None thì trả về torch.device(prefer); còn lại hỏi lần lượt "
      "torch.cuda.is_available(), rồi torch.backends.mps.is_available(), cuối cùng là CPU.",
     "if prefer is not None: return torch.device(prefer)\n"

@@ -1,27 +1,23 @@
 """Lesson 03's checked tasks: find the misplaced tensors of a model, load a GPU checkpoint anywhere.
 
-``misplaced`` is tried on ``meta``/CPU models, once with ``cpu:0`` (the same place as ``cpu`` but an unequal
-``torch.device``, like ``cuda`` and ``cuda:0``), and once on a model of fake tensors (``FakeTensor``: a device, no
-data, no GPU needed) on ``cuda:0`` with one parameter on ``cuda:1``, checked against ``cuda``: a comparison of
-``.type`` alone misses it, as it would on a two-GPU machine; ``load_weights`` gets a checkpoint tagged with a GPU this
-machine lacks, so a forgotten ``map_location`` fails here as it does on a laptop.
+``misplaced`` also gets ``cpu:0`` (the same place as ``cpu``, an unequal ``torch.device``, like ``cuda:0`` and
+``cuda``) and fake tensors on ``cuda:0`` and ``cuda:1`` (no GPU needed); ``load_weights`` gets a checkpoint tagged
+with a GPU this machine lacks, so a forgotten ``map_location`` fails here as on a laptop.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from contextlib import nullcontext
+from types import SimpleNamespace
 from unittest import mock
 
 import torch
 import torch.nn as nn
 
 from ..device import pick_device
-from ._core import Exercise, Report, on_gpu_note, same_device
+from ._core import Case, Exercise, Report, Wrong, on_gpu_note, raised, run_cases, same_device
 from ._tracking import MoveTracker
-
-GROUP = "lesson03"  # the exercise group (tools/grade.py reads it)
 
 
 class _Probe(nn.Module):
@@ -33,35 +29,14 @@ class _Probe(nn.Module):
         self.register_buffer("mask", torch.ones(3))
 
 
-def _cases() -> list[tuple[str, nn.Module, torch.device, set[str]]]:
-    meta = torch.device("meta")
-    mixed = _Probe().to(meta)
-    mixed.head.bias = nn.Parameter(torch.zeros(2))      # a parameter left on the CPU
-    mixed.mask = torch.ones(3)                          # a buffer left on the CPU
-    tidy = _Probe().to(meta)
-    one_off = _Probe()
-    one_off.body[0].weight = nn.Parameter(torch.zeros(8, 4, device=meta))
-    return [
-        ("model trên meta, head.bias và buffer mask còn ở CPU", mixed, meta, {"head.bias", "mask"}),
-        ("mọi tensor đã trên meta", tidy, meta, set()),
-        ("model trên CPU, riêng body.0.weight trên meta", one_off, torch.device("cpu"), {"body.0.weight"}),
-        ("mọi tensor trên CPU, device truyền vào là cpu:0", _Probe(), torch.device("cpu:0"), set()),
-    ]
+def _two_gpus() -> Case:
+    """Return the case of fake tensors on cuda:0 with head.bias on cuda:1, checked against "cuda".
 
-
-_TWO_GPUS = "model trên cuda:0, riêng head.bias trên cuda:1 (tensor giả, không cần GPU), device truyền vào là cuda"
-
-
-def _two_gpu_case():
-    """Return (what, model, device, expected, mode): a fake-tensor model on cuda:0 with head.bias on cuda:1.
-
-    The learner's function runs inside `mode`, where ``torch.empty(0, device="cuda")`` gives a fake ``cuda:0``
-    tensor on any machine. None when this PyTorch has no FakeTensor.
+    The learner's function runs inside the case's FakeTensorMode, where ``torch.empty(0, device="cuda")`` gives a
+    fake ``cuda:0`` tensor on any machine.
     """
-    try:
-        from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-    except ImportError:  # pragma: no cover - every supported PyTorch has it
-        return None
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     model = _Probe().to(torch.device("meta"))
     for module_name, module in model.named_modules():
@@ -70,69 +45,83 @@ def _two_gpu_case():
             module._parameters[name] = nn.Parameter(FakeTensor(mode, p.data, torch.device("cuda", index)))
         for name, b in list(module._buffers.items()):
             module._buffers[name] = FakeTensor(mode, b, torch.device("cuda", 0))
-    return _TWO_GPUS, model, torch.device("cuda"), {"head.bias"}, mode
+    return _case("model trên cuda:0, riêng head.bias trên cuda:1 (tensor giả, không cần GPU)", model, "cuda",
+                 {"head.bias"}, setup=lambda: mode)
+
+
+def _case(what: str, model: nn.Module, device: str, want: set[str], **setup) -> Case:
+    return Case(f"misplaced(model, {device!r}) với {what}", (model, torch.device(device)), want, **setup)
+
+
+def _cases() -> list[Case]:
+    """Return fresh models (the learner's function may change them) and what misplaced must find in each."""
+    meta = torch.device("meta")
+    mixed = _Probe().to(meta)
+    mixed.head.bias = nn.Parameter(torch.zeros(2))      # a parameter left on the CPU
+    mixed.mask = torch.ones(3)                          # a buffer left on the CPU
+    one_off = _Probe()
+    one_off.body[0].weight = nn.Parameter(torch.zeros(8, 4, device=meta))
+    return [_case("model trên meta, head.bias và buffer mask còn ở CPU", mixed, "meta", {"head.bias", "mask"}),
+            _case("mọi tensor đã trên meta", _Probe().to(meta), "meta", set()),
+            _case("model trên CPU, riêng body.0.weight trên meta", one_off, "cpu", {"body.0.weight"}),
+            _case("mọi tensor trên CPU", _Probe(), "cpu:0", set()),
+            _two_gpus()]
+
+
+def _names(a, kind: str = "") -> set[str]:
+    """Return the names of the case's model's parameters and buffers (or only of `kind`)."""
+    model = a.case.args[0]
+    return ({n for n, _ in model.named_parameters()} if kind != "buffers" else set()) | (
+        {n for n, _ in model.named_buffers()} if kind != "parameters" else set())
+
+
+_NORMALISE = "Chuẩn hoá trước: want = torch.empty(0, device=device).device, rồi so t.device != want."
+_MISPLACED_WRONGS = (
+    Wrong(".type only", lambda a: str(a.case.args[1]) == "cuda" and not a.got, lambda a: (
+        f"{a.case.label}: hàm trả về rỗng. Có lẽ bạn chỉ so .type ('cuda' == 'cuda'), nên GPU thứ hai lọt qua; trên "
+        "máy hai GPU đó chính là lỗi 'cuda:0 and cuda:1'. So cả số thứ tự. " + _NORMALISE)),
+    Wrong("cuda not normalised", lambda a: str(a.case.args[1]) == "cuda" and a.got == _names(a), lambda a: (
+        "với device = cuda, mọi tensor (đều trên GPU) bị coi là lệch: torch.device('cuda:0') != torch.device('cuda') "
+        "dù là cùng một GPU. " + _NORMALISE)),
+    Wrong("naive comparison", lambda a: str(a.case.args[1]) == "cpu:0" and a.got == _names(a), lambda a: (
+        "với device = cpu:0, mọi tensor (đều ở cpu) bị coi là lệch: torch.device('cpu:0') != torch.device('cpu') dù "
+        "là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' (dòng chọn device của bài cho "
+        "torch.device('cuda')). " + _NORMALISE)),
+    Wrong("parameters only", lambda a: a.case.want and a.got == a.case.want - _names(a, "buffers"), lambda a: (
+        f"thiếu buffer ({', '.join(sorted(a.case.want & _names(a, 'buffers')))}): buffer cũng phải theo model; duyệt "
+        "cả model.named_buffers(), không chỉ named_parameters().")),
+    Wrong("buffers only", lambda a: a.case.want and a.got == a.case.want & _names(a, "buffers"),
+          "thiếu tham số: duyệt cả model.named_parameters(), không chỉ named_buffers()."),
+    Wrong("inverted", lambda a: a.got and a.got == _names(a) - a.case.want, lambda a: (
+        f"kết quả bị đảo ngược ({a.case.label}): cần tên các tensor KHÔNG nằm trên device, nhận được các tensor đang "
+        "nằm đúng chỗ.")),
+    Wrong("every name", lambda a: a.got == _names(a),
+          lambda a: f"trả về mọi tên ({a.case.label}); chỉ lấy tensor có t.device khác device."),
+    Wrong("short names", lambda a: a.case.want and a.got == {n.rsplit(".", 1)[-1] for n in a.case.want}, lambda a: (
+        f"tên thiếu phần đầu: cần tên đầy đủ như named_parameters() trả về ({sorted(a.case.want)}), không phải "
+        f"{sorted(a.got)}.")),
+)
+
+
+def _read_names(report: Report, got) -> set:
+    """Return the learner's answer as a set of names, or record why it is not one and stop."""
+    if any(isinstance(n, torch.Tensor) for n in got):
+        report.problem("misplaced trả về tensor; hãy trả về TÊN của chúng, vd 'head.bias': named_parameters() cho "
+                       "cả (tên, tensor).", stop=True)
+    if not all(isinstance(n, str) for n in got):
+        report.problem("mỗi phần tử phải là tên dạng str, vd 'head.bias'.", stop=True)
+    return set(got)
 
 
 def _evaluate_misplaced(report: Report, misplaced=None) -> None:
-    report.require_function(misplaced, "misplaced(model, device)")
-    cases = [(*case, nullcontext()) for case in _cases()]
-    two_gpus = _two_gpu_case()
-    if two_gpus is not None:
-        cases.append(two_gpus)
-    for what, model, device, expected, context in cases:
-        with context:
-            got = report.call(f"misplaced(model, {str(device)!r})", misplaced, model, device)
-        report.require_return(got, "misplaced")
-        if not isinstance(got, (list, tuple, set, frozenset)):
-            report.problem(f"misplaced phải trả về một list tên (str), không phải {type(got).__name__}.",
-                           stop=True)
-        names = list(got)
-        if any(isinstance(n, torch.Tensor) for n in names):
-            report.problem("misplaced trả về tensor; hãy trả về TÊN của chúng, vd 'head.bias': "
-                           "named_parameters() cho cả (tên, tensor).", stop=True)
-        if not all(isinstance(n, str) for n in names):
-            report.problem("mỗi phần tử phải là tên dạng str, vd 'head.bias'.", stop=True)
-        found = set(names)
-        if found == expected:
-            continue
-        buffers = {name for name, _ in model.named_buffers()}
-        everything = {name for name, _ in model.named_parameters()} | buffers
-        report.first([
-            (what == _TWO_GPUS and not found,
-             "head.bias nằm trên cuda:1, mọi tensor khác trên cuda:0, device truyền vào là cuda: hàm trả về rỗng. "
-             "Có lẽ bạn chỉ so .type ('cuda' == 'cuda'), nên GPU thứ hai lọt qua; trên máy hai GPU đó chính là lỗi "
-             "'cuda:0 and cuda:1'. So cả số thứ tự: want = torch.empty(0, device=device).device (cuda → cuda:0), "
-             "rồi so t.device != want."),
-            (what == _TWO_GPUS and found == everything,
-             "với device = cuda, mọi tensor (đều trên GPU) bị coi là lệch: torch.device('cuda:0') != "
-             "torch.device('cuda') dù là cùng một GPU. Chuẩn hoá trước: want = torch.empty(0, device=device).device, "
-             "rồi so t.device != want."),
-            (str(device) == "cpu:0" and found == everything,
-             "với device = cpu:0, mọi tensor (đều ở cpu) bị coi là lệch: torch.device('cpu:0') != "
-             "torch.device('cpu') dù là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' (dòng chọn device "
-             "của bài cho torch.device('cuda')). Chuẩn hoá trước: want = torch.empty(0, device=device).device, rồi so t.device != want."),
-            (expected and found == expected - buffers,
-             f"thiếu buffer ({', '.join(sorted(expected & buffers))}): buffer cũng phải theo model; duyệt cả "
-             "model.named_buffers(), không chỉ named_parameters()."),
-            (expected and found == expected & buffers,
-             "thiếu tham số: duyệt cả model.named_parameters(), không chỉ named_buffers()."),
-            (found and found == everything - expected,
-             f"kết quả bị đảo ngược ({what}): cần tên các tensor KHÔNG nằm trên device, nhận được các tensor đang "
-             "nằm đúng chỗ."),
-            (found == everything and expected != everything,
-             f"trả về mọi tên ({what}); chỉ lấy tensor có t.device khác device."),
-            (expected and found == {n.rsplit(".", 1)[-1] for n in expected},
-             f"tên thiếu phần đầu: cần tên đầy đủ như named_parameters() trả về ({sorted(expected)}), không phải "
-             f"{sorted(found)}."),
-            (True, f"{what}: cần {sorted(expected)}, nhận được {sorted(found)}."),
-        ])
-    report.success(f"misplaced tìm đúng tham số và buffer lệch thiết bị trong cả {len(cases)} trường hợp, kể cả khi "
-                   "device được viết 'cpu:0' (như 'cuda' và 'cuda:0' trên GPU) và khi một tham số nằm trên GPU thứ hai "
-                   "(cuda:1).")
+    run_cases(report, misplaced, "misplaced(model, device)", _cases(), _MISPLACED_WRONGS,
+              returns=(list, tuple, set, frozenset), read=_read_names)
+    report.success("misplaced tìm đúng tham số và buffer lệch thiết bị trong mọi trường hợp, kể cả khi device được "
+                   "viết 'cpu:0' (như 'cuda' và 'cuda:0' trên GPU) và khi một tham số nằm trên GPU thứ hai (cuda:1).")
 
 
-task1 = Exercise("task1", "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ", _evaluate_misplaced,
-                 group=GROUP, hints=[
+task1 = Exercise("task1", "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ", _evaluate_misplaced, wrongs=_MISPLACED_WRONGS,
+                 hints=[
     "Duyệt cả hai: for name, t in model.named_parameters() và for name, t in model.named_buffers(); "
      "giữ name khi t.device khác device.",
     "torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
@@ -151,62 +140,66 @@ def _save_as_if_on_gpu(state: dict, path: str, tag: str) -> None:
         torch.save(state, path)
 
 
+def _mismatch(x) -> str | None:
+    return next((name for name, value in x.saved.items() if not torch.equal(x.model.state_dict()[name].cpu(), value)),
+                None)
+
+
+_LOAD_WRONGS = (
+    Wrong("no map_location", raised(Exception, "deserialize object on"), lambda exc: (
+        f"torch.load báo lỗi: file được lưu trên {_missing_gpu()}, máy này không có GPU đó. Thêm "
+        "map_location=\"cpu\" (hoặc map_location=device) vào torch.load.")),
+    Wrong("no torch.load", lambda x: not x.loads, "load_weights không gọi torch.load(path, ...)."),
+    Wrong("weights_only=False", lambda x: any(call.get("weights_only") is False for call in x.loads),
+          "đừng tắt weights_only: weights_only=False cho phép file chạy code tuỳ ý khi nạp. state_dict chỉ có tensor, "
+          "nên weights_only=True là đủ."),
+    Wrong("returns the state_dict", lambda x: isinstance(x.result, dict),
+          "load_weights trả về dict (state_dict), chưa phải mô hình: nạp nó vào model bằng "
+          "model.load_state_dict(...), rồi return model."),
+    Wrong("returns load_state_dict's keys", lambda x: isinstance(x.result, tuple) and hasattr(x.result, "missing_keys"),
+          "load_state_dict(...) trả về danh sách khoá thiếu/thừa, không phải mô hình: gọi nó rồi return model."),
+    Wrong("not the model", lambda x: x.result is not x.model,
+          lambda x: f"hãy trả về chính model được truyền vào, không phải {type(x.result).__name__}."),
+    Wrong("model not moved", lambda x: not x.moved,
+          "chưa đưa mô hình lên device: thêm model.to(device) (map_location chỉ quyết định nơi tensor của FILE được "
+          "nạp vào; load_state_dict chép chúng vào tham số, tham số đang ở đâu thì vẫn ở đó)."),
+    Wrong("wrong device", lambda x: any(not same_device(p.device, x.device) for p in x.model.parameters()),
+          lambda x: f"sau load_weights, mô hình không nằm trên {x.device}: model.to(device)."),
+    Wrong("never loads", lambda x: _mismatch(x) is not None, lambda x: (
+        f"trọng số {_mismatch(x)} không khớp file: gọi model.load_state_dict(torch.load(path, ...)).")),
+)
+
+
 def _evaluate_load(report: Report, load_weights=None) -> None:
     report.require_function(load_weights, "load_weights(model, path, device)")
     device = pick_device()
     torch.manual_seed(3)
     saved = nn.Linear(3, 2).state_dict()
-    tag = _missing_gpu()
     model = nn.Linear(3, 2)                                   # fresh weights on the CPU, different from `saved`
     params = list(model.parameters())
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "trained_on_gpu.pt")
-        _save_as_if_on_gpu(saved, path, tag)
+        _save_as_if_on_gpu(saved, path, _missing_gpu())
         with mock.patch.object(torch, "load", wraps=torch.load) as load, MoveTracker() as tracker:
-            result = report.call("load_weights(model, path, device)", load_weights, model, path, device, mistakes=[
-                (Exception, "deserialize object on", f"torch.load báo lỗi: file được lưu trên {tag}, máy này không "
-                                                     "có GPU đó. Thêm map_location=\"cpu\" (hoặc map_location=device) "
-                                                     "vào torch.load.")])
-            tracker.mark_used(result)
+            result = report.call("load_weights(model, path, device)", load_weights, model, path, device,
+                                 mistakes=_LOAD_WRONGS[:1])
     loads = [call.kwargs for call in load.call_args_list]
-    if result is None and not loads:
-        report.missing_part("load_weights chưa làm gì (thân hàm còn là ...).", stop=True)
-    if not loads:
-        report.problem("load_weights không gọi torch.load(path, ...).", stop=True)
-    if any(call.get("weights_only") is False for call in loads):
-        report.problem("đừng tắt weights_only: weights_only=False cho phép file chạy code tuỳ ý khi nạp. "
-                       "state_dict chỉ có tensor, nên weights_only=True là đủ.")
-    elif not all("weights_only" in call for call in loads):
-        report.note("ghi rõ weights_only=True: từ PyTorch 2.6 đây là mặc định, nhưng bản cũ hơn mặc định False.")
     if result is None:
-        report.missing_part("load_weights chưa trả về mô hình (thiếu return model).", stop=True)
-    if isinstance(result, dict):
-        report.problem("load_weights trả về dict (state_dict), chưa phải mô hình: nạp nó vào model bằng "
-                       "model.load_state_dict(...), rồi return model.", stop=True)
-    if isinstance(result, tuple) and hasattr(result, "missing_keys"):
-        report.problem("load_state_dict(...) trả về danh sách khoá thiếu/thừa, không phải mô hình: gọi nó rồi "
-                       "return model.", stop=True)
-    if result is not model:
-        report.problem(f"hãy trả về chính model được truyền vào, không phải {type(result).__name__}.",
-                       stop=True)
-    if not any(m.source is p for m in tracker.moves for p in params):
-        report.problem("chưa đưa mô hình lên device: thêm model.to(device) (map_location chỉ quyết định nơi tensor "
-                       "của FILE được nạp vào; load_state_dict chép chúng vào tham số, tham số đang ở đâu thì vẫn ở đó).",
-                       stop=True)
-    wrong = [name for name, p in model.named_parameters() if not same_device(p.device, device)]
-    if wrong:
-        report.problem(f"sau load_weights, {', '.join(wrong)} không nằm trên {device}.", stop=True)
-    for name, value in saved.items():
-        if not torch.equal(model.state_dict()[name].cpu(), value):
-            report.problem(f"trọng số {name} không khớp file: gọi model.load_state_dict(torch.load(path, ...)).",
-                           stop=True)
-    report.success(f"file lưu trên {tag} (GPU mà máy này không có) được nạp, trọng số khớp, mô hình nằm trên {device}.")
+        report.missing_part("load_weights chưa làm gì (thân hàm còn là ...)." if not loads else
+                            "load_weights chưa trả về mô hình (thiếu return model).", stop=True)
+    if not all("weights_only" in call for call in loads):
+        report.note("ghi rõ weights_only=True: từ PyTorch 2.6 đây là mặc định, nhưng bản cũ hơn mặc định False.")
+    moved = any(m.source is p for m in tracker.moves for p in params)
+    report.diagnose(_LOAD_WRONGS[1:], SimpleNamespace(result=result, model=model, loads=loads, moved=moved,
+                                                      saved=saved, device=device))
+    report.success(f"file lưu trên {_missing_gpu()} (GPU mà máy này không có) được nạp, trọng số khớp, mô hình nằm "
+                   f"trên {device}.")
     on_gpu_note(report, device, "cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
                 "và ngược lại.")
 
 
-task2 = Exercise("task2", "Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi", _evaluate_load,
-                 group=GROUP, hints=[
+task2 = Exercise("task2", "Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi", _evaluate_load, wrongs=_LOAD_WRONGS,
+                 hints=[
     "Ba bước: state = torch.load(path, map_location=\"cpu\", weights_only=True); "
      "model.load_state_dict(state); model.to(device). Rồi return model.",
     "map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "

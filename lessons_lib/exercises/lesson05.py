@@ -1,9 +1,7 @@
 """Lesson 05's checked task: one AMP training step with gradient clipping, in the right order.
 
-``amp_step`` runs twice on a small MLP (CUDA float16, else CPU bfloat16; the GradScaler is always enabled so its
-order matters) while the scaler's calls and the gradient norm at each are recorded: the norm before
-``unscale_`` shows a clip done too early, the norm when ``scaler.step`` starts a missing clip or ``unscale_``.
-The weights are then compared with the lesson's solution.
+``amp_step`` runs twice on a small MLP (CUDA float16, else CPU bfloat16, the GradScaler always on) while the scaler's
+calls and the gradient norm at each are recorded, then its weights are compared with the lesson's solution's.
 """
 
 from __future__ import annotations
@@ -11,14 +9,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+from dataclasses import dataclass
 from unittest import mock
 
 import torch
 
 from ..training import make_classification_data, make_mlp
-from ._core import Exercise, Report, number
-
-GROUP = "lesson05"  # the exercise group (tools/grade.py reads it)
+from ._core import Exercise, Report, Wrong, number
 
 _MAX_NORM = 0.1
 _INIT_SCALE = 2.0**10
@@ -64,59 +61,66 @@ def _watch(model: torch.nn.Module, scaler: torch.amp.GradScaler, optimizer: torc
         yield events
 
 
-def _index(events: list[tuple], name: str) -> int | None:
-    return next((i for i, e in enumerate(events) if e[0] == name), None)
+@dataclass
+class _Calls:
+    """The events of one call of amp_step (see `_watch`), and the dtype autocast should give."""
+
+    events: list
+    amp_dtype: torch.dtype
+
+    def first(self, name: str) -> list | None:
+        return next((e for e in self.events if e[0] == name), None)
+
+    def index(self, name: str) -> int:
+        return next((i for i, e in enumerate(self.events) if e[0] == name), -1)
+
+    @property
+    def forwards(self) -> list:
+        return [e for e in self.events if e[0] == "forward"]
 
 
-def _first(events: list[tuple], name: str) -> tuple | None:
-    return next((e for e in events if e[0] == name), None)
-
-
-def _check_call(report: Report, events: list[tuple], amp_dtype: torch.dtype, short: str) -> None:
-    forwards = [e for e in events if e[0] == "forward"]
-    if forwards and all(e[1] != amp_dtype for e in forwards):
-        report.problem(f"đầu ra của mô hình là {forwards[0][1]}, không phải {short}: forward và loss phải nằm trong "
-                       "`with torch.autocast(device_type=x.device.type, dtype=amp_dtype):`.")
-    scales = [e for e in events if e[0] in ("scale", "unscale_", "step", "update")]
-    if any(not e[1] for e in scales):
-        report.problem("hàm tạo hoặc dùng một GradScaler khác: dùng `scaler` được truyền vào. Một GradScaler mới mỗi "
-                       "bước bắt đầu lại từ hệ số S ban đầu và quên mọi điều nó đã dò được.", stop=True)
-    scale = _first(events, "scale")
-    if scale is None:
-        report.problem("loss chưa qua scaler: viết scaler.scale(loss).backward() (với fp16, backward trên loss chưa "
-                       "nhân S làm gradient nhỏ về 0).", stop=True)
-    if scale[2] > 0:
-        report.problem("khi backward bắt đầu, .grad vẫn còn gradient của bước trước: gọi optimizer.zero_grad() ở đầu "
-                       "mỗi bước, nếu không gradient cộng dồn qua các bước.")
-    step = _first(events, "step")
-    if step is None:
-        if _first(events, "optimizer.step") is not None:
-            report.problem("gọi optimizer.step() trực tiếp: dùng scaler.step(optimizer). Nó bỏ qua bước có gradient "
-                           "inf/NaN (và tự unscale_ nếu bạn chưa gọi).", stop=True)
-        report.problem("trọng số chưa được cập nhật: thiếu scaler.step(optimizer).", stop=True)
-    unscale = _first(events, "unscale_")
-    if unscale is None:
-        if math.isclose(step[2], _MAX_NORM, rel_tol=_TOL):
-            report.problem(f"clip chạy trên gradient còn mang hệ số S = {_INIT_SCALE:g}: chuẩn của chúng bị kẹp về "
-                           f"{_MAX_NORM} khi còn nhân S, rồi scaler.step mới chia cho S, nên bước cập nhật nhỏ đi "
-                           f"{_INIT_SCALE:g} lần. Gọi scaler.unscale_(optimizer) TRƯỚC clip_grad_norm_.")
-        else:
-            report.problem(f"gradient chưa được clip: chuẩn của nó lúc scaler.step bắt đầu là {step[2]:.3g} (vẫn nhân S) "
-                           f"> max_norm = {_MAX_NORM}. Gọi scaler.unscale_(optimizer), rồi "
-                           "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).")
-    elif unscale[2] <= _MAX_NORM * (1 + _TOL):
-        report.problem("clip trước unscale_: lúc clip, gradient còn nhân S nên bị kẹp sai, rồi unscale_ chia tiếp cho S "
-                       f"(chuẩn còn {unscale[3]:.2g}, bước cập nhật gần như bằng 0). Đổi thứ tự: unscale_ rồi mới clip.")
-    elif step[2] > _MAX_NORM * (1 + _TOL):
-        report.problem(f"đã unscale_ nhưng chưa clip: chuẩn gradient lúc scaler.step là {step[2]:.3g} > max_norm = "
-                       f"{_MAX_NORM}. Gọi torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) giữa "
-                       "unscale_ và scaler.step.")
-    update = _index(events, "update")
-    if update is None:
-        report.problem("thiếu scaler.update() sau scaler.step(optimizer): không có nó, S không bao giờ được chỉnh "
-                       "(và bước sau báo lỗi vì step đã chạy).")
-    elif update < _index(events, "step"):
-        report.problem("scaler.update() phải đứng SAU scaler.step(optimizer): update chỉnh S dựa trên kết quả của step.")
+_S, _N = f"S = {_INIT_SCALE:g}", f"max_norm = {_MAX_NORM}"
+_CLIP = "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)"
+#: What a call's events can show, in groups: (rows, whether the first found ends the check).
+_GROUPS = (
+    ((Wrong("no autocast", lambda c: c.forwards and all(e[1] != c.amp_dtype for e in c.forwards), lambda c: (
+        f"đầu ra của mô hình là {c.forwards[0][1]}, không phải {str(c.amp_dtype).removeprefix('torch.')}: forward và "
+        "loss phải nằm trong `with torch.autocast(device_type=x.device.type, dtype=amp_dtype):`.")),), False),
+    ((Wrong("another scaler", lambda c: any(e[0] in ("scale", "unscale_", "step", "update") and not e[1]
+                                            for e in c.events),
+            "hàm tạo hoặc dùng một GradScaler khác: dùng `scaler` được truyền vào. Một GradScaler mới mỗi bước bắt "
+            "đầu lại từ hệ số S ban đầu và quên mọi điều nó đã dò được."),
+      Wrong("loss not scaled", lambda c: c.first("scale") is None,
+            "loss chưa qua scaler: viết scaler.scale(loss).backward() (với fp16, backward trên loss chưa nhân S làm "
+            "gradient nhỏ về 0).")), True),
+    ((Wrong("no zero_grad", lambda c: c.first("scale")[2] > 0,
+            "khi backward bắt đầu, .grad vẫn còn gradient của bước trước: gọi optimizer.zero_grad() ở đầu mỗi bước, "
+            "nếu không gradient cộng dồn qua các bước."),), False),
+    ((Wrong("optimizer.step directly", lambda c: c.first("step") is None and c.first("optimizer.step") is not None,
+            "gọi optimizer.step() trực tiếp: dùng scaler.step(optimizer). Nó bỏ qua bước có gradient inf/NaN (và tự "
+            "unscale_ nếu bạn chưa gọi)."),
+      Wrong("no step", lambda c: c.first("step") is None,
+            "trọng số chưa được cập nhật: thiếu scaler.step(optimizer).")), True),
+    ((Wrong("clip with S", lambda c: c.first("unscale_") is None
+            and math.isclose(c.first("step")[2], _MAX_NORM, rel_tol=_TOL),
+            f"clip chạy trên gradient còn mang hệ số {_S}: chuẩn của chúng bị kẹp về {_MAX_NORM} khi còn nhân S, rồi "
+            f"scaler.step mới chia cho S, nên bước cập nhật nhỏ đi {_INIT_SCALE:g} lần. Gọi "
+            "scaler.unscale_(optimizer) TRƯỚC clip_grad_norm_."),
+      Wrong("no unscale, no clip", lambda c: c.first("unscale_") is None, lambda c: (
+          f"gradient chưa được clip: chuẩn của nó lúc scaler.step bắt đầu là {c.first('step')[2]:.3g} (vẫn nhân S) > "
+          f"{_N}. Gọi scaler.unscale_(optimizer), rồi {_CLIP}.")),
+      Wrong("clip before unscale", lambda c: c.first("unscale_")[2] <= _MAX_NORM * (1 + _TOL), lambda c: (
+          "clip trước unscale_: lúc clip, gradient còn nhân S nên bị kẹp sai, rồi unscale_ chia tiếp cho S (chuẩn còn "
+          f"{c.first('unscale_')[3]:.2g}, bước cập nhật gần như bằng 0). Đổi thứ tự: unscale_ rồi mới clip.")),
+      Wrong("no clip", lambda c: c.first("step")[2] > _MAX_NORM * (1 + _TOL), lambda c: (
+          f"đã unscale_ nhưng chưa clip: chuẩn gradient lúc scaler.step là {c.first('step')[2]:.3g} > {_N}. Gọi "
+          f"{_CLIP} giữa unscale_ và scaler.step."))), False),
+    ((Wrong("no update", lambda c: c.first("update") is None,
+            "thiếu scaler.update() sau scaler.step(optimizer): không có nó, S không bao giờ được chỉnh (và bước sau báo "
+            "lỗi vì step đã chạy)."),
+      Wrong("update before step", lambda c: c.index("update") < c.index("step"),
+            "scaler.update() phải đứng SAU scaler.step(optimizer): update chỉnh S dựa trên kết quả của step.")), False),
+)
 
 
 def _evaluate(report: Report, amp_step=None) -> None:
@@ -135,7 +139,8 @@ def _evaluate(report: Report, amp_step=None) -> None:
             value = report.call(what, amp_step, model, x, y, optimizer, scaler, amp_dtype, _MAX_NORM)
         if call == 0 and not any(e[0] in ("forward", "scale", "step", "update", "optimizer.step") for e in events):
             report.missing_part("hàm chưa làm gì (chưa có forward, chưa gọi scaler).", stop=True)
-        _check_call(report, events, amp_dtype, short)
+        for wrongs, stop in _GROUPS:
+            report.diagnose(wrongs, _Calls(events, amp_dtype), stop=stop)
         if report.problems:
             return
         if isinstance(value, torch.Tensor) and value.requires_grad:
@@ -161,7 +166,8 @@ def _evaluate(report: Report, amp_step=None) -> None:
                     "cần nó. Trên T4 (float16), GradScaler là bắt buộc và thứ tự này y hệt.")
 
 
-task1 = Exercise("task1", "Bài 14.5 · Bước train AMP có clip gradient", _evaluate, group=GROUP, hints=[
+task1 = Exercise("task1", "Bài 14.5 · Bước train AMP có clip gradient", _evaluate,
+                 wrongs=[row for wrongs, _ in _GROUPS for row in wrongs], hints=[
     "Bảy dòng: zero_grad; forward + loss trong torch.autocast; scaler.scale(loss).backward(); …; "
      "scaler.step(optimizer); scaler.update(); return loss.item(). Còn thiếu hai dòng ở giữa.",
     "Clip so chuẩn với max_norm, nên cần gradient THẬT: scaler.unscale_(optimizer) trước, rồi "
