@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from _lesson_tasks import assert_checks_never_raise, assert_fails, code_cells, notebook_pair, run_cell
+from _lesson_tasks import assert_checks_never_raise, assert_fails, code_cells, notebook_pair, rows, run_cell
 
 from lessons_lib.exercises import _core, progress
 from lessons_lib.exercises.lesson09 import GROUP, task1, task2
@@ -60,7 +60,7 @@ def test_solution_passes_and_every_row_has_an_example(task, tmp_path):
     name = {task1: "dominant_op", task2: "pick_num_workers"}[task]
     feedback = task.evaluate(run_cell(task.solution_code, tmp_path, {})[name])
     assert feedback.passed, str(feedback)
-    assert [wrong.name for wrong in task.wrongs] == list(EXAMPLES[task])
+    assert rows(task) == list(EXAMPLES[task])
 
 
 @pytest.mark.parametrize(("task", "name"), [(t, n) for t, rows in EXAMPLES.items() for n in rows],

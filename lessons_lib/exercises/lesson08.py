@@ -75,7 +75,7 @@ SHARD_WRONGS = [
 
 def _evaluate_shard(report: Report, shard_indices=None) -> None:
     run_cases(report, shard_indices, "shard_indices(n, world_size, rank)", _SHARD_CASES, SHARD_WRONGS,
-              returns=object, read=_as_int_list)
+              returns=(object,), read=_as_int_list)
     report.success("mỗi rank nhận đúng các chỉ số như DistributedSampler, cả khi số mẫu không chia hết.")
 
 

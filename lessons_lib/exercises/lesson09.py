@@ -196,7 +196,7 @@ def _evaluate_workers(report: Report, pick_num_workers=None) -> None:
         if got is None and case is _WORKER_CASES[0]:
             report.missing_part("pick_num_workers chưa trả về gì (thiếu return).", stop=True)
         if _workers(got) != case.want:
-            report.diagnose(WORKER_WRONGS, Attempt(case, got, pick_num_workers))
+            report.diagnose(WORKER_WRONGS, Attempt(case, got, pick_num_workers, None))
     report.success("đúng ở cả năm trường hợp: ít worker nhất mà loader theo kịp bước train; không cấu hình nào kịp "
                    "thì chọn cấu hình nhanh nhất.")
 
