@@ -21,6 +21,7 @@ from _lesson_tasks import (
     code_cells,
     normalised,
     notebook_pair,
+    rows,
     run_cell,
     run_notebook,
 )
@@ -97,68 +98,81 @@ _SET_EPOCH = "        sampler.set_epoch(epoch)           # TRƯỚC khi duyệt 
 _STEP_AND_UPDATE = ("        if (i + 1) % accum_steps == 0:                # đủ một batch lớn\n"
                     "            scaler.step(optimizer)\n            scaler.update()")
 
-#: (task, old, new, from the starter?, what the message must name: the wrong thing or the fix).
+_SCALER_LOAD = '    scaler.load_state_dict(ckpt["scaler"])'
+#: (task, old, new, from the starter?, the row of the task's table it shows (None: a check outside the tables),
+#: what the message must name: the wrong thing or the fix).
 WRONG_FIXES = [
-    ("task1", "    model.to(device)                                # Module.to: tại chỗ\n", "", False,
+    ("task1", "    model.to(device)                                # Module.to: tại chỗ\n", "", False, None,
      ["model.to(device)"]),
-    ("task1", "xb, yb = xb.to(device), yb.to(device)", "xb.to(device); yb = yb.to(device)", False,
+    ("task1", "xb, yb = xb.to(device), yb.to(device)", "xb.to(device); yb = yb.to(device)", False, None,
      ["xb = xb.to(device)"]),
-    ("task1", "xb, yb = xb.to(device), yb.to(device)", "xb = xb.to(device)", False, ["yb = yb.to(device)"]),
-    ("task1", "losses.append(loss.item())", "losses.append(loss)", False, ["losses.append(loss.item())"]),
-    ("task1", "optimizer.step()", "pass", False, ["step"]),
-    ("task2", "    model.eval()                                     # tắt Dropout\n", "", False, ["model.eval()"]),
-    ("task2", "with torch.no_grad():", "if True:", False, ["torch.no_grad()"]),
-    ("task2", 'reduction="sum").item()', 'reduction="sum")', False, ["Tensor, float", ".item()"]),
-    ("task2", "(logits.argmax(dim=1) == yb).sum().item()", "(logits.argmax(dim=1) == yb).sum()", False,
+    ("task1", "xb, yb = xb.to(device), yb.to(device)", "xb = xb.to(device)", False, None, ["yb = yb.to(device)"]),
+    ("task1", "losses.append(loss.item())", "losses.append(loss)", False, None, ["losses.append(loss.item())"]),
+    ("task1", "optimizer.step()", "pass", False, None, ["step"]),
+    ("task2", "    model.eval()                                     # tắt Dropout\n", "", False, None, ["model.eval()"]),
+    ("task2", "with torch.no_grad():", "if True:", False, None, ["torch.no_grad()"]),
+    ("task2", 'reduction="sum").item()', 'reduction="sum")', False, None, ["Tensor, float", ".item()"]),
+    ("task2", "(logits.argmax(dim=1) == yb).sum().item()", "(logits.argmax(dim=1) == yb).sum()", False, None,
      ["float, Tensor", ".item()"]),
     ("task2", 'F.cross_entropy(logits, yb, reduction="sum").item()', "F.cross_entropy(logits, yb).item()", False,
-     ["reduction='sum'"]),
+     "mean of batch means", ["reduction='sum'"]),
     ("task2", "return total_loss / count, correct / count", "return total_loss / count, correct / count * 100",
-     False, ["accuracy"]),
-    ("task2", "return total_loss / count, correct / count", "return total_loss / count", False,
+     False, "accuracy", ["accuracy"]),
+    ("task2", "return total_loss / count, correct / count", "return total_loss / count", False, None,
      ["(loss trung bình, accuracy)"]),
-    ("task3", "        pending.append(", "        sync()\n        pending.append(", True, ["sync()"]),
+    ("task3", "        pending.append(", "        sync()\n        pending.append(", True, "sync before the last copy",
+     ["sync()"]),
     ("task3", "    return [p.tolist() for p in pending]", "    out = [p.tolist() for p in pending]\n    sync()\n"
-     "    return out", True, [".tolist()", "sync()"]),
-    ("task3", 'preds.to("cpu", non_blocking=True)', "preds.cpu()", True, ["non_blocking=True", "sync()"]),
-    ("task3", "    return [p.tolist() for p in pending]", "    return pending", True, ["p.tolist()"]),
+     "    return out", True, "read before sync", [".tolist()", "sync()"]),
+    ("task3", 'preds.to("cpu", non_blocking=True)', "preds.cpu()", True, "blocking copies", ["non_blocking=True"]),
+    ("task3", "    return [p.tolist() for p in pending]", "    return pending", True, None, ["p.tolist()"]),
     ("task3", "    return [p.tolist() for p in pending]", "    return [p.clone().tolist() for p in pending]", True,
-     ["non_blocking=True", "sync()"]),
-    ("task4", "sampler.set_epoch(epoch)", "torch.manual_seed(epoch)", False,
+     "no sync", ["non_blocking=True", "sync()"]),
+    ("task4", "sampler.set_epoch(epoch)", "torch.manual_seed(epoch)", False, "no set_epoch",
      ["sampler.set_epoch(epoch)", "torch.manual_seed"]),
-    ("task4", "sampler.set_epoch(epoch)", "sampler.set_epoch(1)", False, ["nhận 1", "sampler.set_epoch(epoch)"]),
+    ("task4", "sampler.set_epoch(epoch)", "sampler.set_epoch(1)", False, "constant epoch",
+     ["nhận 1", "sampler.set_epoch(epoch)"]),
     ("task4", _SET_EPOCH + "        for xb, yb in loader:\n            train_step(xb, yb)",
      "        for xb, yb in loader:\n            train_step(xb, yb)\n        sampler.set_epoch(epoch)", False,
-     ["set_epoch", "trước vòng for"]),
-    ("task4", "            train_step(xb, yb)", "            train_step(xb, yb)\n            break", False,
+     "set_epoch after the loop", ["set_epoch", "trước vòng for"]),
+    ("task4", "sampler.set_epoch(epoch)", "sampler.set_epoch(epoch % 2)", False, "other", ["sampler.set_epoch(epoch)"]),
+    ("task4", "            train_step(xb, yb)", "            train_step(xb, yb)\n            break", False, None,
      ["train_step", "loader"]),
-    ("task5", "model(xb), yb) / accum_steps", "model(xb), yb)", False, ["/ accum_steps"]),
-    ("task5", "            scaler.step(optimizer)\n", "", False, ["scaler.step(...)", "(i + 1) % accum_steps == 0"]),
+    ("task5", "model(xb), yb) / accum_steps", "model(xb), yb)", False, "no division", ["/ accum_steps"]),
+    ("task5", "            scaler.step(optimizer)\n", "", False, None, ["scaler.step(...)", "(i + 1) % accum_steps == 0"]),
     ("task5", _STEP_AND_UPDATE, "        scaler.step(optimizer)\n        if (i + 1) % accum_steps == 0:\n"
-     "            scaler.update()", False, ["scaler.step(...)", "(i + 1) % accum_steps == 0"]),
+     "            scaler.update()", False, None, ["scaler.step(...)", "(i + 1) % accum_steps == 0"]),
     ("task5", _STEP_AND_UPDATE, "        scaler.update()\n        if (i + 1) % accum_steps == 0:\n"
-     "            scaler.step(optimizer)", False, ["scaler.update(...)", "(i + 1) % accum_steps == 0"]),
-    ("task5", "\n            optimizer.zero_grad(set_to_none=True)", "", False, ["zero_grad"]),
-    ("task5", "scaler.scale(loss).backward()", "loss.backward()", False, ["scaler.scale(loss).backward()"]),
-    ("task5", "        scaler.scale(loss).backward()", "        if i < 7: scaler.scale(loss).backward()", False,
+     "            scaler.step(optimizer)", False, None, ["scaler.update(...)", "(i + 1) % accum_steps == 0"]),
+    ("task5", "\n            optimizer.zero_grad(set_to_none=True)", "", False, "other", ["zero_grad"]),
+    ("task5", "scaler.scale(loss).backward()", "loss.backward()", False, None, ["scaler.scale(loss).backward()"]),
+    ("task5", "        scaler.scale(loss).backward()", "        if i < 7: scaler.scale(loss).backward()", False, None,
      ["scaler.scale(loss).backward()", "7 lần", "8 micro-batch"]),
-    ("task6", '    scaler.load_state_dict(ckpt["scaler"])', "    pass", False, ["scaler.load_state_dict"]),
-    ("task6", '"scaler": scaler.state_dict()', '"scaler": scaler', False, ["scaler.state_dict()"]),
-    ("task6", ',\n                "scaler": scaler.state_dict()}', "}", False, ['"scaler": scaler.state_dict()']),
-    ("task6", '    optimizer.load_state_dict(ckpt["optimizer"])', "    pass", False, ["optimizer.load_state_dict"]),
-    ("task6", '    model.load_state_dict(ckpt["model"])', "    pass", False, ["model"]),
+    ("task6", '"scaler": scaler.state_dict()', '"scaler": scaler', False, "scaler object", ["scaler.state_dict()"]),
+    ("task6", ',\n                "scaler": scaler.state_dict()}', "}", False, "no scaler saved",
+     ['"scaler": scaler.state_dict()']),
+    ("task6", _SCALER_LOAD, "    pass", False, "scaler not loaded", ["scaler.load_state_dict"]),
+    ("task6", _SCALER_LOAD, '    scaler._init_scale = ckpt["scaler"]["scale"]', False, "scale only",
+     ["scaler.load_state_dict"]),
+    ("task6", '    model.load_state_dict(ckpt["model"])', "    pass", False, "model not loaded", ["model"]),
+    ("task6", '    optimizer.load_state_dict(ckpt["optimizer"])', "    pass", False, "optimizer not loaded",
+     ["optimizer.load_state_dict"]),
 ]
 
 
-@pytest.mark.parametrize(("key", "old", "new", "starter", "names"), WRONG_FIXES)
-def test_each_wrong_fix_fails_naming_the_fix(key, old, new, starter, names, tmp_path):
-    assert_fails(edited(key, old, new, tmp_path, starter), *names)
+@pytest.mark.parametrize(("key", "old", "new", "starter", "row", "names"), WRONG_FIXES)
+def test_each_wrong_fix_fails_naming_the_fix(key, old, new, starter, row, names, tmp_path):
+    feedback = edited(key, old, new, tmp_path, starter)
+    assert_fails(feedback, *names)
+    assert row is None or row in feedback.causes, feedback.causes
 
 
 @pytest.mark.parametrize("key", list(ANSWERS))
-def test_each_wrong_fix_gets_its_own_message(key, tmp_path):
-    firsts = [edited(key, old, new, tmp_path, starter).lines[0] for k, old, new, starter, _ in WRONG_FIXES if k == key]
-    assert len(set(firsts)) == len(firsts), firsts
+def test_every_row_has_a_wrong_fix_and_each_wrong_fix_its_own_message(key, tmp_path):
+    fixes = [fix for fix in WRONG_FIXES if fix[0] == key]
+    assert set(rows(TASKS[key])) <= {fix[4] for fix in fixes}
+    found = [edited(key, old, new, tmp_path, starter).lines for _, old, new, starter, *_ in fixes]
+    assert len(set(found)) == len(found), found
 
 
 def test_task1_reports_every_device_bug_of_a_half_fixed_starter(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from types import SimpleNamespace
 from unittest import mock
 
 import torch
@@ -16,7 +17,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from ..device import pick_device
 from ..training import make_classification_data, make_mlp
-from ._core import Exercise, Report, on_gpu_note, same_code, same_weights
+from ._core import Exercise, Report, Wrong, on_gpu_note, same_code, same_weights
 from ._tracking import MoveTracker
 
 GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
@@ -116,6 +117,16 @@ def _dropout_model() -> torch.nn.Module:
                                    torch.nn.Linear(64, 3))
 
 
+#: Wrong numbers from an evaluation that runs right (`v`: the pair returned, the right loss and accuracy).
+EVAL_WRONGS = [
+    Wrong("accuracy", lambda v: not math.isclose(v.got[1], v.acc, rel_tol=1e-5), lambda v: (
+        f"accuracy = {v.got[1]:.4f}, đúng là {v.acc:.4f} (số dự đoán đúng / tổng số mẫu).")),
+    Wrong("mean of batch means", lambda v: not math.isclose(v.got[0], v.loss, rel_tol=1e-4), lambda v: (
+        f"loss = {v.got[0]:.4f}, đúng là {v.loss:.4f}: batch cuối chỉ có 4 mẫu, nên trung bình các loss của batch "
+        "lệch; cộng loss tổng (reduction='sum') rồi chia cho tổng số mẫu.")),
+]
+
+
 def _evaluate_eval(report: Report, evaluate=None) -> None:
     report.require_function(evaluate, "evaluate(model, batches)")
     _unchanged(report, task2, evaluate)
@@ -150,19 +161,13 @@ def _evaluate_eval(report: Report, evaluate=None) -> None:
     with torch.no_grad():
         logits = model.eval()(x)
     loss, acc = F.cross_entropy(logits, y).item(), (logits.argmax(dim=1) == y).float().mean().item()
-    report.first([
-        (not math.isclose(result[1], acc, rel_tol=1e-5),
-         f"accuracy = {result[1]:.4f}, đúng là {acc:.4f} (số dự đoán đúng / tổng số mẫu)."),
-        (not math.isclose(result[0], loss, rel_tol=1e-4),
-         f"loss = {result[0]:.4f}, đúng là {loss:.4f}: batch cuối chỉ có 4 mẫu, nên trung bình các loss của batch "
-         "lệch; cộng loss tổng (reduction='sum') rồi chia cho tổng số mẫu."),
-    ])
+    report.diagnose(EVAL_WRONGS, SimpleNamespace(got=result, loss=loss, acc=acc))
     report.success(f"model.eval(), no_grad và số Python: loss {loss:.4f}, accuracy {acc:.1%}, không batch nào "
                    "giữ đồ thị.")
 
 
 task2 = Exercise("task2", "Nhiệm vụ 2 · Gỡ lỗi: vòng đánh giá giữ đồ thị", _evaluate_eval, starter=True,
-                 hints=[
+                 wrongs=EVAL_WRONGS, hints=[
     "Có 3 lỗi: model còn ở chế độ train, autograd còn bật, và total_loss/correct cộng dồn tensor.",
     "model.eval(); `with torch.no_grad():` quanh vòng lặp; total_loss += F.cross_entropy(...).item() và "
     "correct += (...).sum().item().",
@@ -195,6 +200,22 @@ class _AsyncCopies:
         self.pending.clear()
 
 
+#: What a wrong fix of fetch_predictions does (`c`: whether it read values too early, the copies and syncs in order).
+FETCH_WRONGS = [
+    Wrong("no sync", lambda c: c.read_early and not c.syncs,
+          "đọc kết quả khi lệnh chép chưa xong: non_blocking=True chỉ XẾP HÀNG lệnh chép, nên .tolist() đọc số rác "
+          "(ở đây là 0). Gọi sync() sau vòng lặp, trước khi đọc."),
+    Wrong("sync before the last copy", lambda c: c.read_early and c.events[-1] == "copy",
+          "sync() đứng TRƯỚC lệnh chép cuối cùng, nên batch cuối vẫn là số rác: gọi sync() sau vòng lặp, khi mọi "
+          "lệnh chép đã được xếp hàng."),
+    Wrong("read before sync", lambda c: c.read_early, "có .tolist() chạy trước sync(): đọc kết quả chỉ SAU khi "
+                                                      "sync() xong."),
+    Wrong("blocking copies", lambda c: c.copied == 0, "bỏ non_blocking=True thì đọc đúng, nhưng mỗi lần chép CPU "
+                                                      "phải đứng chờ GPU. Giữ non_blocking=True và thêm một sync() "
+                                                      "trước khi đọc."),
+]
+
+
 def _evaluate_fetch(report: Report, fetch_predictions=None) -> None:
     report.require_function(fetch_predictions, "fetch_predictions(model, batches, sync)")
     _unchanged(report, task3, fetch_predictions)
@@ -210,16 +231,8 @@ def _evaluate_fetch(report: Report, fetch_predictions=None) -> None:
     if not isinstance(got, list) or any(not isinstance(p, list) for p in got):
         report.problem("fetch_predictions phải trả về list các list số Python (p.tolist() cho mỗi batch).", stop=True)
     copied, syncs = copies.events.count("copy"), copies.events.count("sync")
-    report.first([
-        (got != want and not syncs, "đọc kết quả khi lệnh chép chưa xong: non_blocking=True chỉ XẾP HÀNG lệnh chép, "
-                                    "nên .tolist() đọc số rác (ở đây là 0). Gọi sync() sau vòng lặp, trước khi đọc."),
-        (got != want and copies.events[-1] == "copy",
-         "sync() đứng TRƯỚC lệnh chép cuối cùng, nên batch cuối vẫn là số rác: gọi sync() sau vòng lặp, khi mọi "
-         "lệnh chép đã được xếp hàng."),
-        (got != want, "có .tolist() chạy trước sync(): đọc kết quả chỉ SAU khi sync() xong."),
-        (copied == 0, "bỏ non_blocking=True thì đọc đúng, nhưng mỗi lần chép CPU phải đứng chờ GPU. Giữ "
-                      "non_blocking=True và thêm một sync() trước khi đọc."),
-    ])
+    report.diagnose(FETCH_WRONGS, SimpleNamespace(read_early=got != want, events=copies.events, syncs=syncs,
+                                                  copied=copied))
     if syncs > 1:
         report.note(f"bạn gọi sync() {syncs} lần: đúng, nhưng mỗi lần CPU đứng chờ GPU. Một lần sau vòng lặp là đủ, "
                     "để các lệnh chép chạy chồng với việc tính các batch sau.")
@@ -231,12 +244,27 @@ def _evaluate_fetch(report: Report, fetch_predictions=None) -> None:
 
 
 task3 = Exercise("task3", "Nhiệm vụ 3 · Gỡ lỗi: đọc bản chép non_blocking quá sớm", _evaluate_fetch, starter=True,
-                 hints=[
+                 wrongs=FETCH_WRONGS, hints=[
     "non_blocking=True trả về ngay, trước khi dữ liệu tới nơi. Phải chờ GPU trước khi đọc.",
     "Sau vòng for, trước dòng return: sync() (trên GPU truyền sync=torch.cuda.synchronize).",
 ])
 
 # --------------------------------------------------------------------------- task 4: DistributedSampler.set_epoch
+
+
+#: Why two epochs saw the same order (`e`: what set_epoch received, and every event: a batch or a set_epoch call).
+EPOCH_WRONGS = [
+    Wrong("no set_epoch", lambda e: not e.epochs,
+          "mọi epoch cùng một thứ tự: DistributedSampler xáo bằng seed + epoch, và epoch chỉ đổi khi bạn gọi "
+          "sampler.set_epoch(epoch). torch.manual_seed hay shuffle của DataLoader không đổi được nó."),
+    Wrong("constant epoch", lambda e: len(set(e.epochs)) == 1, lambda e: (
+        f"set_epoch luôn nhận {e.epochs[0]}: truyền số thứ tự epoch, sampler.set_epoch(epoch).")),
+    Wrong("set_epoch after the loop", lambda e: isinstance(e.events[0], list),
+          "set_epoch được gọi SAU khi duyệt loader, nên epoch 0 và 1 cùng thứ tự: gọi nó ở đầu mỗi epoch, trước "
+          "vòng for trên loader."),
+    Wrong("other", lambda e: True, "có hai epoch cùng thứ tự: mỗi epoch gọi sampler.set_epoch(epoch) một lần, trước "
+                                   "vòng for."),
+]
 
 
 def _evaluate_epochs(report: Report, train_epochs=None) -> None:
@@ -257,21 +285,12 @@ def _evaluate_epochs(report: Report, train_epochs=None) -> None:
     orders = [sum(seen[i:i + len(loader)], []) for i in range(0, len(seen), len(loader))]
     epochs = [e for e in events if not isinstance(e, list)]
     if len({tuple(o) for o in orders}) < 3:
-        report.first([
-            (not epochs, "mọi epoch cùng một thứ tự: DistributedSampler xáo bằng seed + epoch, và epoch chỉ đổi khi "
-                         "bạn gọi sampler.set_epoch(epoch). torch.manual_seed hay shuffle của DataLoader không đổi "
-                         "được nó."),
-            (len(set(epochs)) == 1, f"set_epoch luôn nhận {epochs[0] if epochs else None}: truyền số thứ tự "
-                                    "epoch, sampler.set_epoch(epoch)."),
-            (isinstance(events[0], list), "set_epoch được gọi SAU khi duyệt loader, nên epoch 0 và 1 cùng thứ tự: "
-                                          "gọi nó ở đầu mỗi epoch, trước vòng for trên loader."),
-            (True, "có hai epoch cùng thứ tự: mỗi epoch gọi sampler.set_epoch(epoch) một lần, trước vòng for."),
-        ])
+        report.diagnose(EPOCH_WRONGS, SimpleNamespace(epochs=epochs, events=events))
     report.success(f"ba epoch, ba thứ tự khác nhau; rank 0 thấy {orders[0][:4]}… rồi {orders[1][:4]}….")
 
 
 task4 = Exercise("task4", "Nhiệm vụ 4 · Gỡ lỗi: DistributedSampler thiếu set_epoch", _evaluate_epochs, starter=True,
-                 hints=[
+                 wrongs=EPOCH_WRONGS, hints=[
     "DistributedSampler không dùng bộ sinh số ngẫu nhiên toàn cục: nó xáo bằng seed + epoch của chính nó.",
     "Dòng đầu của mỗi epoch: sampler.set_epoch(epoch), trước `for xb, yb in loader:`.",
 ])
@@ -305,6 +324,17 @@ def _reference(divide: bool) -> list[torch.Tensor]:
 #: Why scaler.step / scaler.update run once per big batch only.
 _ONCE_PER_BATCH = {"step": "nếu không, mô hình đổi sau từng micro-batch",
                    "update": "gọi giữa chừng thì S đổi khi gradient của các micro-batch trước còn mang S cũ"}
+
+
+#: Wrong weights from a loop that calls the scaler right (`got`: its weights).
+ACCUM_WRONGS = [
+    Wrong("no division", lambda got: same_weights(got, _reference(divide=False)),
+          f"loss chưa chia cho accum_steps: gradient là TỔNG của {_ACCUM} micro-batch, lớn gấp {_ACCUM} lần gradient "
+          "của batch lớn. Dùng loss = F.cross_entropy(...) / accum_steps."),
+    Wrong("other", lambda got: not same_weights(got, _reference(divide=True)),
+          "tham số sau train khác bản đúng: zero_grad sau mỗi scaler.step, và không đổi phép tính (autocast "
+          "bfloat16, cross-entropy chia accum_steps)."),
+]
 
 
 def _evaluate_accum(report: Report, train_accum=None) -> None:
@@ -342,14 +372,7 @@ def _evaluate_accum(report: Report, train_accum=None) -> None:
     if report.problems:
         return
     got = [p.detach() for p in model.parameters()]
-    report.first([
-        (same_weights(got, _reference(divide=False)),
-         f"loss chưa chia cho accum_steps: gradient là TỔNG của {_ACCUM} micro-batch, lớn gấp {_ACCUM} lần gradient "
-         "của batch lớn. Dùng loss = F.cross_entropy(...) / accum_steps."),
-        (not same_weights(got, _reference(divide=True)),
-         "tham số sau train khác bản đúng: zero_grad sau mỗi scaler.step, và không đổi phép tính (autocast "
-         "bfloat16, cross-entropy chia accum_steps)."),
-    ])
+    report.diagnose(ACCUM_WRONGS, got)
     report.success(f"{n_scale} lần scale().backward(), {n_scale // _ACCUM} lần step() và update(): tham số khớp bản "
                    f"tham chiếu với GradScaler đang bật (S = {scaler.get_scale():.0f}).")
     on_gpu_note(report, pick_device(), "với float16, cùng vòng này giữ gradient khỏi về 0; gọi update() mỗi "
@@ -357,7 +380,7 @@ def _evaluate_accum(report: Report, train_accum=None) -> None:
 
 
 task5 = Exercise("task5", "Nhiệm vụ 5 · Gỡ lỗi: AMP cùng gradient accumulation", _evaluate_accum, starter=True,
-                 hints=[
+                 wrongs=ACCUM_WRONGS, hints=[
     "Có 2 lỗi: loss của mỗi micro-batch chưa chia cho accum_steps, và scaler.step/update chạy mỗi micro-batch.",
     "loss = F.cross_entropy(...) / accum_steps; scaler.scale(loss).backward() mỗi micro-batch; "
     "chỉ trong `if (i + 1) % accum_steps == 0:` mới scaler.step(optimizer), scaler.update(), zero_grad.",
@@ -384,6 +407,33 @@ def _trained():
     return model, optimizer, scaler
 
 
+#: What a checkpoint may lack (`c`: the dict saved, the scaler's scale).
+SAVE_WRONGS = [
+    Wrong("scaler object", lambda c: any(isinstance(v, torch.amp.GradScaler) for v in c.saved.values()),
+          "bạn lưu chính đối tượng scaler: torch.load (weights_only=True, mặc định từ torch 2.6) từ chối nó. Lưu "
+          "scaler.state_dict(), như model và optimizer."),
+    Wrong("no scaler saved", lambda c: not any(isinstance(v, dict) and v.get("scale") == c.scale
+                                               for v in c.saved.values()),
+          'checkpoint không có trạng thái của scaler: thêm "scaler": scaler.state_dict() vào dict của '
+          "save_checkpoint."),
+]
+#: What loading may leave behind (`c`: the saved and the loaded (model, optimizer, scaler)).
+LOAD_WRONGS = [
+    Wrong("scaler not loaded", lambda c: c.loaded[2].get_scale() != c.saved[2].get_scale(), lambda c: (
+        f"sau khi nạp, scaler truyền vào vẫn có S = {c.loaded[2].get_scale():.0f}, không phải "
+        f"{c.saved[2].get_scale():.0f}: gọi scaler.load_state_dict(ckpt['scaler']) trên chính scaler đó. Với "
+        f"float16, tới {int(c.loaded[2].get_scale() / c.saved[2].get_scale()).bit_length() - 1} bước đầu sau khi "
+        "chạy tiếp có thể bị bỏ qua vì inf, mỗi bước S giảm một nửa.")),
+    Wrong("scale only", lambda c: c.loaded[2].state_dict() != c.saved[2].state_dict(),
+          "scaler nạp lại có scale đúng nhưng các trường khác (_growth_tracker…) sai: dùng "
+          "scaler.load_state_dict(ckpt['scaler'])."),
+    Wrong("model not loaded", lambda c: not same_weights(c.saved[0].parameters(), c.loaded[0].parameters()),
+          "tham số của model nạp lại khác model đã lưu."),
+    Wrong("optimizer not loaded", lambda c: not c.loaded[1].state_dict()["state"],
+          "optimizer nạp lại mất trạng thái (momentum): optimizer.load_state_dict(ckpt['optimizer'])."),
+]
+
+
 def _evaluate_resume(report: Report, save_checkpoint=None, load_checkpoint=None) -> None:
     report.require_function(save_checkpoint, "save_checkpoint(path, model, optimizer, scaler)")
     report.require_function(load_checkpoint, "load_checkpoint(path, model, optimizer, scaler)")
@@ -396,33 +446,15 @@ def _evaluate_resume(report: Report, save_checkpoint=None, load_checkpoint=None)
         saved = torch.load(path, weights_only=False) if os.path.exists(path) else None
         if not isinstance(saved, dict):
             report.problem("save_checkpoint phải ghi một dict vào path bằng torch.save(..., path).", stop=True)
-        report.first([
-            (any(isinstance(v, torch.amp.GradScaler) for v in saved.values()),
-             "bạn lưu chính đối tượng scaler: torch.load (weights_only=True, mặc định từ torch 2.6) từ chối nó. Lưu "
-             "scaler.state_dict(), như model và optimizer."),
-            (not any(isinstance(v, dict) and v.get("scale") == scaler.get_scale() for v in saved.values()),
-             'checkpoint không có trạng thái của scaler: thêm "scaler": scaler.state_dict() vào dict của '
-             "save_checkpoint."),
-        ])
+        report.diagnose(SAVE_WRONGS, SimpleNamespace(saved=saved, scale=scaler.get_scale()))
         report.call("load_checkpoint(path, model, optimizer, scaler)", load_checkpoint, path, *fresh)
-    have, want = fresh[2].get_scale(), scaler.get_scale()
-    report.first([
-        (have != want, f"sau khi nạp, scaler truyền vào vẫn có S = {have:.0f}, không phải {want:.0f}: gọi "
-                       "scaler.load_state_dict(ckpt['scaler']) trên chính scaler đó. Với float16, tới "
-                       f"{int(have / want).bit_length() - 1} bước đầu sau khi chạy tiếp có thể bị bỏ qua vì inf, mỗi "
-                       "bước S giảm một nửa."),
-        (fresh[2].state_dict() != scaler.state_dict(),
-         "scaler nạp lại có scale đúng nhưng các trường khác (_growth_tracker…) sai: dùng "
-         "scaler.load_state_dict(ckpt['scaler'])."),
-        (not same_weights(model.parameters(), fresh[0].parameters()), "tham số của model nạp lại khác model đã lưu."),
-        (not fresh[1].state_dict()["state"],
-         "optimizer nạp lại mất trạng thái (momentum): optimizer.load_state_dict(ckpt['optimizer'])."),
-    ])
+    want = scaler.get_scale()
+    report.diagnose(LOAD_WRONGS, SimpleNamespace(saved=(model, optimizer, scaler), loaded=fresh))
     report.success(f"model, optimizer và scaler (S = {want:.0f}) đều đi qua torch.save/torch.load.")
 
 
 task6 = Exercise("task6", "Nhiệm vụ 6 · Gỡ lỗi: chạy tiếp từ checkpoint mà quên GradScaler", _evaluate_resume,
-                 starter=True, hints=[
+                 starter=True, wrongs=SAVE_WRONGS + LOAD_WRONGS, hints=[
     "GradScaler cũng có trạng thái (hệ số S, bộ đếm tăng S), lưu và nạp như model và optimizer.",
     'save: thêm "scaler": scaler.state_dict(); load: scaler.load_state_dict(ckpt["scaler"]).',
 ])
