@@ -13,8 +13,6 @@ from ..bench.timing import format_count
 from ..memory import format_bytes, training_state_sizes
 from ._core import Exercise, Report, Wrong, is_blank, number
 
-GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
-
 
 def _lesson_mlp(dtype: torch.dtype = torch.float32) -> nn.Sequential:
     return nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).to(dtype)

@@ -13,8 +13,6 @@ from ..device import pick_device
 from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, Wrong, same_weights
 
-GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
-
 MICRO, ACCUM, N_MICRO, LR = 4, 4, 8, 0.5     # 8 micro-batches of 4 samples, a step every 4: two big batches of 16
 _CADENCE = frozenset(i for i in range(N_MICRO) if (i + 1) % ACCUM == 0)
 

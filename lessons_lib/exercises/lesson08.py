@@ -108,29 +108,6 @@ def _formula_gb(n: int, g: int, stage: int, *, p: float = 2, gr: float = 2, o: f
 
 _ADAM_12 = ("trạng thái Adam với mixed precision là 12 byte mỗi tham số: bản fp32 của tham số (4) + "
             "momentum (4) + ")
-#: Typical wrong rules (keyword arguments of `_formula_gb`) and what to say about them.
-_RULES = [
-    ("ddp divides", {"ddp_divides": True}, "DDP (stage 0) không chia gì cho các GPU: mỗi GPU giữ đủ tham số, "
-                                           "gradient và trạng thái Adam, 16 byte mỗi tham số dù có bao nhiêu GPU."),
-    ("adam 8", {"o": 8}, _ADAM_12 + "variance (4), không phải 8."),
-    ("adam 4", {"o": 4}, _ADAM_12 + "variance (4)."),
-    ("fp32 adam", {"p": 4, "gr": 4, "o": 8},
-     "đây là Adam fp32 (4 + 4 + 8 byte); bài này dùng cách tính của bài báo ZeRO cho mixed precision: "
-     "tham số fp16 (2) + gradient fp16 (2) + trạng thái Adam (12) = 16 byte."),
-    ("stages reversed", {"shard_p": 1, "shard_g": 2, "shard_o": 3},
-     "thứ tự các stage bị đảo: ZeRO-1 chia trạng thái optimizer trước (phần lớn nhất), ZeRO-2 chia thêm "
-     "gradient, ZeRO-3 chia thêm tham số."),
-    ("zero-1 shards gradients", {"shard_g": 1}, "ZeRO-1 chỉ chia trạng thái optimizer; gradient được chia từ ZeRO-2."),
-    ("zero-2 shards parameters", {"shard_p": 2}, "ZeRO-2 chia trạng thái optimizer và gradient, nhưng mỗi GPU vẫn "
-                                                 "giữ đủ tham số; tham số chỉ được chia ở ZeRO-3."),
-    ("zero-3 keeps parameters", {"shard_p": 4}, "ZeRO-3 (như FSDP chia hết) chia cả tham số: mỗi GPU chỉ giữ 1/N "
-                                                "tham số."),
-    ("GiB", {"unit": 2**30}, "đơn vị là GB = 1e9 byte (như bài báo ZeRO và bảng trong bài), không phải "
-                             "GiB = 2**30 byte."),
-    ("bytes", {"unit": 1}, "hàm trả về số byte; hãy chia cho 1e9 để ra GB."),
-]
-
-
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-6)
 
@@ -140,7 +117,30 @@ def _follows(rule: dict):
     return lambda answers: all(_close(v, _formula_gb(*k, **rule)) for k, v in answers.items())
 
 
-MEMORY_WRONGS = [Wrong(name, _follows(rule), message) for name, rule, message in _RULES]
+#: Typical wrong rules (keyword arguments of `_formula_gb` that all the answers follow) and what to say about them.
+MEMORY_WRONGS = [
+    Wrong("ddp divides", _follows({"ddp_divides": True}),
+          "DDP (stage 0) không chia gì cho các GPU: mỗi GPU giữ đủ tham số, gradient và trạng thái Adam, 16 byte mỗi "
+          "tham số dù có bao nhiêu GPU."),
+    Wrong("adam 8", _follows({"o": 8}), _ADAM_12 + "variance (4), không phải 8."),
+    Wrong("adam 4", _follows({"o": 4}), _ADAM_12 + "variance (4)."),
+    Wrong("fp32 adam", _follows({"p": 4, "gr": 4, "o": 8}),
+          "đây là Adam fp32 (4 + 4 + 8 byte); bài này dùng cách tính của bài báo ZeRO cho mixed precision: tham số "
+          "fp16 (2) + gradient fp16 (2) + trạng thái Adam (12) = 16 byte."),
+    Wrong("stages reversed", _follows({"shard_p": 1, "shard_g": 2, "shard_o": 3}),
+          "thứ tự các stage bị đảo: ZeRO-1 chia trạng thái optimizer trước (phần lớn nhất), ZeRO-2 chia thêm "
+          "gradient, ZeRO-3 chia thêm tham số."),
+    Wrong("zero-1 shards gradients", _follows({"shard_g": 1}),
+          "ZeRO-1 chỉ chia trạng thái optimizer; gradient được chia từ ZeRO-2."),
+    Wrong("zero-2 shards parameters", _follows({"shard_p": 2}),
+          "ZeRO-2 chia trạng thái optimizer và gradient, nhưng mỗi GPU vẫn giữ đủ tham số; tham số chỉ được chia ở "
+          "ZeRO-3."),
+    Wrong("zero-3 keeps parameters", _follows({"shard_p": 4}),
+          "ZeRO-3 (như FSDP chia hết) chia cả tham số: mỗi GPU chỉ giữ 1/N tham số."),
+    Wrong("GiB", _follows({"unit": 2**30}),
+          "đơn vị là GB = 1e9 byte (như bài báo ZeRO và bảng trong bài), không phải GiB = 2**30 byte."),
+    Wrong("bytes", _follows({"unit": 1}), "hàm trả về số byte; hãy chia cho 1e9 để ra GB."),
+]
 
 
 def _evaluate_memory(report: Report, per_gpu_gb=None) -> None:

@@ -20,8 +20,6 @@ from .._validate import check_number
 from ..device import pick_device
 from ._core import Exercise, Report, Wrong, first_true, number, on_gpu_note
 
-GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
-
 _TEST_SIZE, _SPLIT_SEED = 0.25, 0  # how the notebook splits load_digits
 _BATCH_SIZE, _LR, _MAX_EPOCHS, _TARGET_ACCURACY = 64, 1e-2, 10, 0.95
 _DIGITS: dict[str, torch.Tensor] = {}
