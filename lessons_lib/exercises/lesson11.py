@@ -181,14 +181,12 @@ class _GradientWatch:
 
     def _before_accumulate(self, grad):
         self.backwards += 1
-        if self._since_step and _nonzero(self._param.grad):
-            self.stale = True
+        self.stale |= bool(self._since_step) and _nonzero(self._param.grad)
         self._since_step = 0
         return grad
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
-        if not any(_nonzero(p.grad) for group in optimizer.param_groups for p in group["params"]):
-            self.zero_at_step = True
+        self.zero_at_step |= not any(_nonzero(p.grad) for group in optimizer.param_groups for p in group["params"])
 
     def _post_step(self, optimizer, args, kwargs) -> None:
         self.steps += 1
