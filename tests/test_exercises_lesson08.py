@@ -1,5 +1,5 @@
-"""The checked tasks of lesson 08: the solutions pass, typical wrong answers fail with their specific message,
-a blank answer says "chưa làm", and nothing raises from inside a checker."""
+"""Lesson 08's checked tasks: the solutions pass, a blank is "chưa làm", each row of the checkers' tables of wrong
+answers is found by an example of it and names what is wrong, and nothing raises."""
 
 from __future__ import annotations
 
@@ -7,147 +7,130 @@ import math
 
 import pytest
 import torch
-from _lesson_tasks import assert_fails, lines_of, solution_of
+from _lesson_tasks import assert_checks_never_raise, assert_fails, assert_missing, lines_of, rows, solution_of
 
 from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson08 import _expected_gb, _expected_shard, task1, task2
+
+
+def test_the_group_lists_both_tasks():
+    assert _core.GROUPS["lesson08"] == {"task1": task1, "task2": task2}
+
+
+@pytest.mark.parametrize("task", [task1, task2], ids=lambda t: t.key)
+def test_blank_is_not_done_and_nothing_raises(task, capsys):
+    assert_missing(task.evaluate(None))
+    assert_missing(task.evaluate(lambda *args: None), "return")
+    assert_checks_never_raise(task, capsys)
+
 
 # --------------------------------------------------------------------------- task 2: shard indices
 
 
 def test_task2_solution_passes_and_matches_torch():
     shard_indices = solution_of(task2, "shard_indices", {})
-    fb = task2.evaluate(shard_indices)
-    assert fb.status == _core.PASS, fb
-    assert shard_indices(10, 4, 2) == [2, 6, 0] == _expected_shard(10, 4, 2)
-    assert sorted(i for r in range(3) for i in shard_indices(10, 3, r)) == sorted(list(range(10)) + [0, 1])
+    assert task2.evaluate(shard_indices).passed
+    assert [shard_indices(*case.args) for case in task2.cases] == [case.want for case in task2.cases]
+    assert task2.evaluate(lambda n, w, r: torch.tensor(shard_indices(n, w, r))).passed
+    assert task2.evaluate(lambda n, w, r: tuple(shard_indices(n, w, r))).passed
 
 
-def test_task2_blank_and_missing_return_are_not_done():
-    assert task2.evaluate(None).status == _core.MISSING
-    assert task2.evaluate(...).status == _core.MISSING
-
-    def todo(n, world_size, rank):
-        ...
-
-    fb = task2.evaluate(todo)
-    assert fb.status == _core.MISSING and "return" in lines_of(fb)
+def _blocks(n, world_size, rank):
+    per = math.ceil(n / world_size)
+    return list(range(rank * per, min((rank + 1) * per, n)))
 
 
-def test_task2_contiguous_blocks_are_explained():
-    def blocks(n, world_size, rank):
-        per = math.ceil(n / world_size)
-        return list(range(rank * per, min((rank + 1) * per, n)))
-
-    fb = task2.evaluate(blocks)
-    assert_fails(fb, "khúc liền", "xen kẽ", in_lines=True)
+def _pad_with_last(n, world_size, rank):
+    total = math.ceil(n / world_size) * world_size
+    return (list(range(n)) + [n - 1] * (total - n))[rank:total:world_size]
 
 
-def test_task2_missing_padding_is_explained():
-    fb = task2.evaluate(lambda n, w, r: list(range(r, n, w)))
-    assert_fails(fb, "cùng số mẫu", "lặp lại các mẫu đầu", "[2, 6, 0]", in_lines=True)
+#: An example of each row of task 2's table: (answer, what the message must name).
+SHARD_EXAMPLES = {
+    "blocks": (_blocks, "r + world_size"),
+    "no padding": (lambda n, w, r: list(range(r, n, w)), "ceil(n / world_size)"),
+    "ranks from one": (lambda n, w, r: _expected_shard(n, w, (r + 1) % w), "Rank đếm từ 0"),
+    "pads with others": (_pad_with_last, "i % n"),
+    "other": (lambda n, w, r: [0], "DistributedSampler"),
+}
 
 
-def test_task2_ranks_counted_from_one_are_explained():
-    fb = task2.evaluate(lambda n, w, r: _expected_shard(n, w, (r + 1) % w))
-    assert_fails(fb, "Rank đếm từ 0", in_lines=True)
+def test_task2_every_row_has_an_example():
+    assert rows(task2) == list(SHARD_EXAMPLES)
 
 
-def test_task2_padding_with_the_wrong_samples_is_explained():
-    def pad_with_last(n, world_size, rank):
-        total = math.ceil(n / world_size) * world_size
-        indices = list(range(n)) + [n - 1] * (total - n)
-        return indices[rank:total:world_size]
-
-    fb = task2.evaluate(pad_with_last)
-    assert_fails(fb, "ĐẦU", "i % n", in_lines=True)
+@pytest.mark.parametrize("name", list(SHARD_EXAMPLES))
+def test_task2_each_wrong_split_is_found_and_named(name):
+    answer, names = SHARD_EXAMPLES[name]
+    feedback = task2.evaluate(answer)
+    assert_fails(feedback, names, in_lines=True)
+    assert feedback.causes == (name,)
 
 
-def test_task2_accepts_tensors_and_ranges_but_not_floats():
-    sol = solution_of(task2, "shard_indices", {})
-    assert task2.evaluate(lambda n, w, r: torch.tensor(sol(n, w, r))).status == _core.PASS
-    assert task2.evaluate(lambda n, w, r: tuple(sol(n, w, r))).status == _core.PASS
-    fb = task2.evaluate(lambda n, w, r: torch.tensor(sol(n, w, r), dtype=torch.float32))
-    assert_fails(fb, "list chỉ số", in_lines=True)
-    fb = task2.evaluate(lambda n, w, r: "0,2,4")
-    assert_fails(fb, "str", in_lines=True)
-
-
-def test_task2_never_raises_on_bad_answers():
-    fb = task2.evaluate(lambda n, w, r: 1 / 0)
-    assert_fails(fb, "ZeroDivisionError", in_lines=True)
-    fb = task2.evaluate(42)
-    assert_fails(fb, "phải là một hàm", in_lines=True)
-    fb = task2.evaluate(lambda n: [0])  # wrong signature
-    assert_fails(fb, "TypeError", in_lines=True)
+@pytest.mark.parametrize(("answer", "names"), [
+    (lambda n, w, r: torch.tensor(_expected_shard(n, w, r), dtype=torch.float32), "Tensor"),
+    (lambda n, w, r: "0,2,4", "str"),
+    (lambda n, w, r: 1 / 0, "ZeroDivisionError"),
+    (lambda n: [0], "TypeError"),
+])
+def test_task2_odd_answers_name_what_they_are(answer, names):
+    assert_fails(task2.evaluate(answer), names, in_lines=True)
 
 
 def test_task2_long_lists_are_shortened_in_messages():
-    fb = task2.evaluate(lambda n, w, r: list(range(r * (n // w), (r + 1) * (n // w))) if n == 64 else _expected_shard(n, w, r))
-    assert_fails(fb, "(32 chỉ số)", "…", in_lines=True)
+    fb = task2.evaluate(lambda n, w, r: list(range(r * (n // w), (r + 1) * (n // w))) if n == 64 else
+                        _expected_shard(n, w, r))
+    assert "(32 chỉ số)" in lines_of(fb) and str(list(range(32))) not in lines_of(fb)
 
 
 # --------------------------------------------------------------------------- task 1: memory per GPU
 
 
-def test_task1_solution_passes_and_matches_the_lesson_numbers():
+def test_task1_solution_passes_and_matches_the_lesson_and_the_zero_paper():
     per_gpu_gb = solution_of(task1, "per_gpu_gb", {})
-    assert task1.evaluate(per_gpu_gb).status == _core.PASS
-    assert per_gpu_gb(7_000_000_000, 8, 0) == pytest.approx(112.0)
-    assert [round(per_gpu_gb(7_500_000_000, 64, s), 1) for s in range(4)] == [120.0, 31.4, 16.6, 1.9]  # ZeRO paper
-    assert _expected_gb(7_000_000_000, 8, 3) == pytest.approx(14.0)
+    assert task1.evaluate(per_gpu_gb).passed
+    assert task1.evaluate(lambda n, g, s: torch.tensor(_expected_gb(n, g, s))).passed
+    assert [round(per_gpu_gb(7_500_000_000, 64, s), 1) for s in range(4)] == [120.0, 31.4, 16.6, 1.9]  # paper, fig. 1
 
 
-def test_task1_blank_is_not_done():
-    assert task1.evaluate(None).status == _core.MISSING
-
-    def todo(n_params, n_gpus, stage):
-        ...
-
-    assert task1.evaluate(todo).status == _core.MISSING
+def _gb(n, g, s, p=2, gr=2, o=12, sp=3, sg=2, so=1):
+    return sum(b * n / (g if s >= k else 1) for b, k in ((p, sp), (gr, sg), (o, so))) / 1e9
 
 
-@pytest.mark.parametrize("wrong, message", [
-    (lambda n, g, s: 16 * n / g / 1e9 if s == 0 else _expected_gb(n, g, s), "DDP (stage 0) không chia gì"),
-    (lambda n, g, s: (2 * n / (g if s >= 3 else 1) + 2 * n / (g if s >= 2 else 1) + 8 * n / (g if s >= 1 else 1)) / 1e9,
-     "12 byte"),
-    (lambda n, g, s: (4 * n / (g if s >= 3 else 1) + 4 * n / (g if s >= 2 else 1) + 8 * n / (g if s >= 1 else 1)) / 1e9,
-     "Adam fp32"),
-    (lambda n, g, s: (2 * n / (g if s >= 1 else 1) + 2 * n / (g if s >= 2 else 1) + 12 * n / (g if s >= 3 else 1)) / 1e9,
-     "thứ tự các stage bị đảo"),
-    (lambda n, g, s: (2 * n / (g if s >= 3 else 1) + 2 * n / (g if s >= 1 else 1) + 12 * n / (g if s >= 1 else 1)) / 1e9,
-     "ZeRO-1 chỉ chia trạng thái optimizer"),
-    (lambda n, g, s: (2 * n / (g if s >= 2 else 1) + 2 * n / (g if s >= 2 else 1) + 12 * n / (g if s >= 1 else 1)) / 1e9,
-     "mỗi GPU vẫn giữ đủ tham số"),
-    (lambda n, g, s: (2 * n + 2 * n / (g if s >= 2 else 1) + 12 * n / (g if s >= 1 else 1)) / 1e9, "ZeRO-3"),
-    (lambda n, g, s: _expected_gb(n, g, s) * 1e9 / 2**30, "GiB"),
-    (lambda n, g, s: _expected_gb(n, g, s) * 1e9, "chia cho 1e9"),
+#: An example of each row of task 1's table.
+MEMORY_EXAMPLES = {
+    "ddp divides": lambda n, g, s: 16 * n / g / 1e9 if s == 0 else _expected_gb(n, g, s),
+    "adam 8": lambda n, g, s: _gb(n, g, s, o=8),
+    "adam 4": lambda n, g, s: _gb(n, g, s, o=4),
+    "fp32 adam": lambda n, g, s: _gb(n, g, s, p=4, gr=4, o=8),
+    "stages reversed": lambda n, g, s: _gb(n, g, s, sp=1, sg=2, so=3),
+    "zero-1 shards gradients": lambda n, g, s: _gb(n, g, s, sg=1),
+    "zero-2 shards parameters": lambda n, g, s: _gb(n, g, s, sp=2),
+    "zero-3 keeps parameters": lambda n, g, s: _gb(n, g, s, sp=4),
+    "GiB": lambda n, g, s: _expected_gb(n, g, s) * 1e9 / 2**30,
+    "bytes": lambda n, g, s: _expected_gb(n, g, s) * 1e9,
+}
+
+
+def test_task1_every_row_has_an_example():
+    assert rows(task1) == list(MEMORY_EXAMPLES)
+
+
+@pytest.mark.parametrize("name", list(MEMORY_EXAMPLES))
+def test_task1_each_wrong_rule_is_found_with_a_concrete_case(name):
+    feedback = task1.evaluate(MEMORY_EXAMPLES[name])
+    assert feedback.status == "fail" and feedback.causes == (name,)
+    assert "per_gpu_gb(" in feedback.lines[-1]
+
+
+def test_task1_other_wrong_answers_get_a_concrete_case():
+    feedback = task1.evaluate(lambda n, g, s: 1.0)
+    assert_fails(feedback, "per_gpu_gb(7_000_000_000, 8, 0)", "112 GB", in_lines=True)
+    assert feedback.causes == ()
+
+
+@pytest.mark.parametrize(("answer", "names"), [
+    (lambda n, g, s: int("x"), "ValueError"), (lambda n, g, s: [1.0], "list"), (lambda n, g, s: float("nan"), "float"),
 ])
-def test_task1_typical_wrong_answers_get_their_message(wrong, message):
-    fb = task1.evaluate(wrong)
-    assert_fails(fb, message, in_lines=True)
-    assert "ví dụ: per_gpu_gb(" in lines_of(fb)  # and a concrete case
-
-
-def test_task1_other_wrong_answers_get_a_concrete_example():
-    fb = task1.evaluate(lambda n, g, s: 1.0)
-    assert_fails(fb, "ví dụ: per_gpu_gb(7_000_000_000, 8, 0) trả về 1 GB, đúng là 112 GB", in_lines=True)
-
-
-def test_task1_never_raises_on_bad_answers():
-    assert "ValueError" in lines_of(task1.evaluate(lambda n, g, s: int("x")))
-    assert "phải trả về một số GB" in lines_of(task1.evaluate(lambda n, g, s: [1.0]))
-    assert "phải trả về một số GB" in lines_of(task1.evaluate(lambda n, g, s: float("nan")))
-    assert task1.evaluate(lambda n, g, s: torch.tensor(_expected_gb(n, g, s))).status == _core.PASS
-
-
-# --------------------------------------------------------------------------- group and language
-
-
-def test_tasks_belong_to_lesson08_and_progress_lists_them(capsys):
-    assert set(_core.GROUPS["lesson08"]) == {"task2", "task1"}
-    _core.progress("lesson08")
-    out = capsys.readouterr().out
-    assert "Nhiệm vụ 1" in out and "Nhiệm vụ 2" in out
-
-
+def test_task1_odd_answers_name_what_they_are(answer, names):
+    assert_fails(task1.evaluate(answer), names, in_lines=True)

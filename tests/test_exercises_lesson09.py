@@ -1,27 +1,75 @@
-"""Checked tasks of lesson 09: the solutions pass, each typical wrong answer fails with its own message, a blank
-is "chưa làm", nothing raises, and the learner / solutions notebooks hold the blank / the solution."""
+"""Lesson 09's checked tasks: the solutions pass, a blank is "chưa làm", each row of the checkers' tables of wrong
+answers is found by an example of it, nothing raises, and the learner / solutions notebooks hold the blank / the
+solution."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from _lesson_tasks import assert_checks_never_raise, assert_fails, code_cells, notebook_pair, run_cell
+from _lesson_tasks import assert_checks_never_raise, assert_fails, code_cells, notebook_pair, rows, run_cell
 
 from lessons_lib.exercises import _core, progress
-from lessons_lib.exercises.lesson09 import _WORKER_CASES, task1, task2
+from lessons_lib.exercises.lesson09 import GROUP, task1, task2
 
 LEARNER_NB, SOLUTION_NB = notebook_pair("09_profiling")
 
 
-# --------------------------------------------------------------------------- task 1: the dominant op
+def ops(prof):
+    return [r for r in prof.key_averages() if r.key.startswith("aten::")]
 
 
-def test_task1_solution_passes(tmp_path):
-    ns = run_cell(task1.solution_code, tmp_path, {})
-    feedback = task1.evaluate(ns["dominant_op"])
+def first_fast_enough(loader_sps, step_sps, order=sorted, strict=False, fallback="fastest"):
+    for workers in order(loader_sps):
+        if loader_sps[workers] > step_sps or (not strict and loader_sps[workers] == step_sps):
+            return workers
+    return max(loader_sps, key=loader_sps.get) if fallback == "fastest" else None
+
+
+#: An example of each row of the tables, by task: (answer, what the message must name).
+EXAMPLES = {
+    task1: {
+        "whole row": (lambda p: max(ops(p), key=lambda r: r.self_cpu_time_total), "row.key"),
+        "not a name": (lambda p: 3, "int"),
+        "not a row": (lambda p: p.key_averages().table(), "row.key"),
+        "a label": (lambda p: max(p.key_averages(), key=lambda r: r.self_cpu_time_total).key, "'python_wait'"),
+        "cpu total": (lambda p: max(ops(p), key=lambda r: r.cpu_time_total).key, "row.self_cpu_time_total"),
+        "count": (lambda p: max(ops(p), key=lambda r: r.count).key, "row.count"),
+        "min": (lambda p: min(ops(p), key=lambda r: r.self_cpu_time_total).key, "max"),
+        "other": (lambda p: "aten::mm", "profile 2"),
+    },
+    task2: {
+        "none": (lambda s, t: first_fast_enough(s, t, fallback=None), "max(loader_sps, key=loader_sps.get)"),
+        "bool": (lambda s, t: True, "True/False"),
+        "a speed": (lambda s, t: next((s[w] for w in sorted(s) if s[w] >= t), max(s.values())), "khoá của dict"),
+        "not an int": (lambda s, t: "2", "str"),
+        "not measured": (lambda s, t: 3, "3 worker"),
+        "already fast": (lambda s, t: next((w for w in sorted(s) if w > 0 and s[w] >= t), max(s, key=s.get)),
+                         "NHỎ NHẤT"),
+        "none enough": (lambda s, t: next((w for w in sorted(s) if s[w] >= t), 0), "nút cổ chai"),
+        "unordered": (lambda s, t: first_fast_enough(s, t, order=list), "sorted(loader_sps)"),
+        "strict": (lambda s, t: first_fast_enough(s, t, strict=True), ">="),
+        "too slow": (lambda s, t: next((w for w in sorted(s) if s[w] <= t), 0), "GPU sẽ chờ dữ liệu"),
+        "not the fewest": (lambda s, t: max(s), "loader_sps >= step_sps"),
+    },
+}
+
+
+@pytest.mark.parametrize("task", [task1, task2], ids=lambda t: t.key)
+def test_solution_passes_and_every_row_has_an_example(task, tmp_path):
+    name = {task1: "dominant_op", task2: "pick_num_workers"}[task]
+    feedback = task.evaluate(run_cell(task.solution_code, tmp_path, {})[name])
     assert feedback.passed, str(feedback)
-    assert "aten::mm" in str(feedback) and "aten::add" in str(feedback)
+    assert rows(task) == list(EXAMPLES[task])
+
+
+@pytest.mark.parametrize(("task", "name"), [(t, n) for t, rows in EXAMPLES.items() for n in rows],
+                         ids=lambda x: getattr(x, "key", x))
+def test_each_wrong_answer_is_found_and_named(task, name):
+    answer, names = EXAMPLES[task][name]
+    feedback = task.evaluate(answer)
+    assert_fails(feedback, names)
+    assert feedback.causes == (name,)
 
 
 def test_task1_other_correct_filters_pass():
@@ -38,38 +86,8 @@ def test_task1_other_correct_filters_pass():
     assert task1.evaluate(by_annotation).passed
 
 
-def ops(prof):
-    return [r for r in prof.key_averages() if r.key.startswith("aten::")]
-
-
-@pytest.mark.parametrize(("answer", "fragments"), [
-    (lambda p: max(p.key_averages(), key=lambda r: r.self_cpu_time_total).key,
-     ("'python_wait' là một nhãn record_function", "time.sleep")),
-    (lambda p: max(ops(p), key=lambda r: r.cpu_time_total).key, ("'aten::linear' có CPU TOTAL lớn nhất",
-                                                                  "row.self_cpu_time_total")),
-    (lambda p: max(ops(p), key=lambda r: r.count).key, ("NHIỀU LẦN nhất", "row.count")),
-    (lambda p: min(ops(p), key=lambda r: r.self_cpu_time_total).key, ("NHỎ nhất", "max, không phải min")),
-    (lambda p: max(ops(p), key=lambda r: r.self_cpu_time_total), ("trả về cả dòng", "row.key")),
-    (lambda p: "aten::addmm", ("không phải tên một dòng",)),
-    (lambda p: p.key_averages().table(), ("không phải tên một dòng", "...'")),
-    (lambda p: 3, ("phải trả về tên phép (str)", "int")),
-    (lambda p: 1 / 0, ("ZeroDivisionError",)),
-])
-def test_task1_typical_wrong_answers(answer, fragments):
-    assert_fails(task1.evaluate(answer), *fragments)
-
-
-def test_task1_hard_coded_answer_fails_on_the_second_profile():
-    feedback = task1.evaluate(lambda p: "aten::mm")
-    assert_fails(feedback, "profile 2")
-    assert "profile 1" not in str(feedback)
-
-
-def test_task1_blank_and_missing_return():
-    assert task1.evaluate(None).status == "missing"
-    assert task1.evaluate(...).status == "missing"
-    assert task1.evaluate(lambda p: None).status == "missing"
-    assert_fails(task1.evaluate("aten::mm"), "phải là một hàm")
+def test_task1_hard_coded_answer_fails_on_the_second_profile_only():
+    assert "profile 1" not in str(task1.evaluate(lambda p: "aten::mm"))
 
 
 def test_task1_hides_kineto_log_lines(capfd):
@@ -79,80 +97,27 @@ def test_task1_hides_kineto_log_lines(capfd):
     assert "profiler_start" not in err and "STAGE:" not in err
 
 
-# --------------------------------------------------------------------------- task 2: num_workers
-
-
-def test_task2_solution_passes(tmp_path):
-    ns = run_cell(task2.solution_code, tmp_path, {})
-    feedback = task2.evaluate(ns["pick_num_workers"])
-    assert feedback.passed, str(feedback)
-    for loader_sps, step_sps, right, _ in _WORKER_CASES:
-        assert ns["pick_num_workers"](dict(loader_sps), step_sps) == right
-
-
-def first_fast_enough(loader_sps, step_sps, order=sorted, strict=False, fallback="fastest"):
-    for workers in order(loader_sps):
-        if loader_sps[workers] > step_sps or (not strict and loader_sps[workers] == step_sps):
-            return workers
-    return max(loader_sps, key=loader_sps.get) if fallback == "fastest" else None
-
-
-@pytest.mark.parametrize(("answer", "fragments"), [
-    (lambda s, t: max(s), ("= 4: đủ nhanh, nhưng 2 worker cũng đủ nhanh", "NHỎ NHẤT")),
-    (lambda s, t: max(s, key=s.get), ("= 4: đủ nhanh",)),
-    (lambda s, t: first_fast_enough(s, t, order=list), ("dict không xếp theo số worker", "sorted(loader_sps)")),
-    (lambda s, t: first_fast_enough(s, t, strict=True), ("so sánh bằng >=",)),
-    (lambda s, t: first_fast_enough(s, t, fallback=None), ("trả về None", "cấu hình nhanh nhất")),
-    (lambda s, t: first_fast_enough(s, t, fallback="first") or min(s), ("= 0: không cấu hình nào theo kịp",)),
-    (lambda s, t: next((s[w] for w in sorted(s) if s[w] >= t), max(s.values())), ("TỐC ĐỘ (mẫu/s)",)),
-    (lambda s, t: next((w for w in sorted(s) if s[w] <= t), 0), ("GPU sẽ chờ dữ liệu",)),
-    (lambda s, t: 3, ("không có cấu hình 3 worker",)),
-    (lambda s, t: True, ("không phải True/False",)),
-    (lambda s, t: "2", ("số nguyên", "str")),
-    (lambda s, t: s[99], ("KeyError",)),
-])
-def test_task2_typical_wrong_answers(answer, fragments):
-    assert_fails(task2.evaluate(answer), *fragments)
-
-
-def test_task2_already_fast_and_none_enough_cases_have_their_own_messages():
-    def always_two(s, t):
-        return 2 if 2 in s else max(s)
-
-    def skips_zero(s, t):
-        return next((w for w in sorted(s) if w > 0 and s[w] >= t), max(s, key=s.get))
-
-    assert_fails(task2.evaluate(skips_zero), "0 worker đã đưa ra 2000 mẫu/s", "NHỎ NHẤT")
-
-    def fast_enough_or_zero(s, t):
-        return next((w for w in sorted(s) if s[w] >= t), 0)
-
-    assert_fails(task2.evaluate(fast_enough_or_zero), "không cấu hình nào theo kịp", "nút cổ chai", "(2 worker)")
-    assert task2.evaluate(always_two).status == "fail"
-
-
-def test_task2_blank():
-    assert task2.evaluate(None).status == "missing"
-    assert task2.evaluate(lambda s, t: None).status == "missing"
+def test_task2_each_case_is_answered_by_the_solution(tmp_path):
+    pick = run_cell(task2.solution_code, tmp_path, {})["pick_num_workers"]
+    assert [pick(dict(case.args[0]), case.args[1]) for case in task2.cases] == [case.want for case in task2.cases]
 
 
 WEIRD = [0, "x", 3.5, [], {}, object(), lambda *a, **k: 1 / 0, lambda *a: [1, 2]]
 
 
-@pytest.mark.parametrize("exercise", [task1, task2], ids=lambda e: e.key)
-def test_checkers_never_raise(exercise, capsys):
-    assert_checks_never_raise(exercise, capsys, WEIRD, keyword=True)
+@pytest.mark.parametrize("task", [task1, task2], ids=lambda e: e.key)
+def test_blanks_are_not_done_and_checkers_never_raise(task, capsys):
+    assert task.evaluate(None).status == "missing"
+    assert task.evaluate(lambda *a: None).status == "missing"
+    assert_fails(task.evaluate("aten::mm"), "phải là một hàm")
+    assert_checks_never_raise(task, capsys, WEIRD, keyword=True)
 
 
 def test_progress_lists_the_lesson(capsys):
-    task2.evaluate(None)
-    progress("lesson09")
+    progress(GROUP)
     out = capsys.readouterr().out
-    assert "Nhiệm vụ 1" in out and "Nhiệm vụ 2" in out
-    assert set(_core.GROUPS["lesson09"]) == {"task1", "task2"}
-
-
-# --------------------------------------------------------------------------- the notebooks
+    assert task1.title in out and task2.title in out
+    assert set(_core.GROUPS[GROUP]) == {"task1", "task2"}
 
 
 def norm(code: str) -> str:

@@ -119,11 +119,11 @@ def lessons():
 def test_lessons_know_their_checked_tasks(lessons):
     assert lessons[L2].tasks == ("task1", "task2") and lessons[L1].tasks == ("task1",)
     assert lessons[L2].module == "lessons_lib.exercises.lesson02"
-    assert lessons["10_exercises"].tasks == ("ex1", "ex2", "ex3", "ex4", "ex5", "ex6")
-    assert lessons["10_exercises"].module == "lessons_lib.exercises"
+    assert lessons["10_exercises"].tasks == ("task1", "task2", "task3", "task4", "task5", "task6")
+    assert lessons["10_exercises"].module == "lessons_lib.exercises.lesson10"
     info = grade.task_info(lessons)
-    assert info[L2][0] == "lesson02" and info["10_exercises"][0] == "exercises"
-    assert info[L2][1]["task1"].startswith("Bài 14.2") and info["10_exercises"][1]["ex3"] == _core.REGISTRY["ex3"].title
+    assert info[L2][0] == "lesson02" and info["10_exercises"][0] == "lesson10"
+    assert info[L2][1]["task1"].startswith("Bài 14.2") and info["10_exercises"][1]["task3"] == _core.GROUPS["lesson10"]["task3"].title
 
 
 def test_identify_by_content_not_by_file_name(lessons):

@@ -571,7 +571,7 @@ def solutions_json(sources: list[Path] | None = None) -> str:
     regions, and {"core": {group: [task, ...]}}, the tasks of its ⭐ sections (progress() marks them)."""
     table: dict[str, dict] = {"solution": {}, "learner": {}, "core": {}}
     for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
-        group = "exercises" if src.name.startswith("10_") else f"lesson{src.name[:2]}"
+        group = f"lesson{src.name[:2]}"
         text = src.read_text(encoding="utf-8")
         if has_variants(text):
             for variant in ("solution", "learner"):

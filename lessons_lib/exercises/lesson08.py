@@ -9,49 +9,31 @@ import torch
 from torch.utils.data.distributed import DistributedSampler
 
 from ..memory import sharded_training_memory
-from ._core import Exercise, Report, number
+from ._core import Case, Exercise, Report, Wrong, number, run_cases
 
-GROUP = "lesson08"  # the exercise group (tools/grade.py reads it)
-
-# (data set size, world size): even splits, uneven ones (padding), and more ranks than samples.
-_SHARD_CASES = [(10, 4), (10, 3), (7, 2), (3, 8), (64, 2)]
-
+GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
 
 def _expected_shard(n: int, world_size: int, rank: int) -> list[int]:
     """Return the indices torch's ``DistributedSampler(shuffle=False, drop_last=False)`` gives `rank`."""
     return list(DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=False))
 
 
-def _as_int_list(value) -> list[int] | None:
-    """Return `value` as a list of ints (list, tuple, range or 1-D integer tensor), else None."""
-    if isinstance(value, torch.Tensor):
-        if value.dim() != 1 or value.is_floating_point() or value.is_complex() or value.device.type == "meta":
-            return None
+# (data set size, world size): even splits, uneven ones (padding), and more ranks than samples; every rank.
+_SHARD_CASES = [Case(f"shard_indices({n}, {world}, {rank})", (n, world, rank), _expected_shard(n, world, rank))
+                for n, world in [(10, 4), (10, 3), (7, 2), (3, 8), (64, 2)] for rank in range(world)]
+
+
+def _as_int_list(report: Report, value) -> list[int]:
+    """Return `value` as a list of ints (list, tuple, range or 1-D integer tensor), else stop with a problem."""
+    if isinstance(value, torch.Tensor) and value.dim() == 1 and not (
+            value.is_floating_point() or value.is_complex() or value.device.type == "meta"):
         return [int(v) for v in value.tolist()]
     if isinstance(value, (list, tuple, range)):
         if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             return list(value)
         if all(isinstance(v, torch.Tensor) and v.numel() == 1 and not v.is_floating_point() for v in value):
             return [int(v) for v in value]
-    return None
-
-
-def _evaluate_shard(report: Report, shard_indices=None) -> None:
-    report.require_function(shard_indices, "shard_indices(n, world_size, rank)")
-    for n, world in _SHARD_CASES:
-        for rank in range(world):
-            got_raw = report.call(f"shard_indices({n}, {world}, {rank})", shard_indices, n, world, rank)
-            report.require_return(got_raw, "shard_indices")
-            got = _as_int_list(got_raw)
-            if got is None:
-                report.problem(f"shard_indices phải trả về một list chỉ số (int), không phải {type(got_raw).__name__}.",
-                               stop=True)
-            want = _expected_shard(n, world, rank)
-            if got == want:
-                continue
-            _explain_shard(report, n, world, rank, got, want)
-            return
-    report.success("mỗi rank nhận đúng các chỉ số như DistributedSampler, cả khi số mẫu không chia hết.")
+    report.problem(f"shard_indices phải trả về một list chỉ số (int), không phải {type(value).__name__}.", stop=True)
 
 
 def _show(indices: list[int], limit: int = 8) -> str:
@@ -61,31 +43,44 @@ def _show(indices: list[int], limit: int = 8) -> str:
     return "[" + ", ".join(map(str, indices[:limit])) + ", …] " + f"({len(indices)} chỉ số)"
 
 
-def _explain_shard(report: Report, n: int, world: int, rank: int, got: list[int], want: list[int]) -> None:
-    """Record the most specific reason why `got` differs from DistributedSampler's `want`."""
-    case = f"n={n}, world_size={world}, rank={rank}"
-    got_s, want_s = _show(got), _show(want)
+def _with(a) -> str:
+    n, world, rank = a.case.args
+    return f"với n={n}, world_size={world}, rank={rank}: bạn trả về {_show(a.got)}"
+
+
+def _block(n: int, world: int, rank: int) -> list[int]:
     per = math.ceil(n / world)
-    block = list(range(rank * per, min((rank + 1) * per, n)))
-    report.first([
-        (got == block, f"với {case}: bạn trả về một khúc liền {got_s}. DistributedSampler chia xen kẽ: rank r lấy các "
-                       f"vị trí r, r + world_size, r + 2·world_size, … (ở đây {want_s})."),
-        (got == list(range(rank, n, world)),
-         f"với {case}: bạn trả về {got_s} ({len(got)} mẫu), nhưng mọi rank phải có cùng số mẫu "
-         f"ceil(n / world_size) = {per}, nếu không các rank sẽ chờ nhau ở all-reduce của bước cuối. "
-         f"DistributedSampler bù bằng cách lặp lại các mẫu đầu (0, 1, …): đúng là {want_s}."),
-        (world > 1 and got == _expected_shard(n, world, (rank + 1) % world),
-         f"với {case}: bạn trả về phần của rank {(rank + 1) % world}. Rank đếm từ 0: rank 0 lấy vị trí 0, "
-         f"world_size, …; đúng là {want_s}."),
-        (len(got) == len(want) and got[:-1] == want[:-1],
-         f"với {case}: mẫu cuối là {got[-1] if got else None}, đúng là {want[-1]}. Khi bù, DistributedSampler lặp "
-         "lại các mẫu ĐẦU của tập dữ liệu (chỉ số i % n), không phải mẫu cuối hay mẫu bất kỳ."),
-        (True, f"với {case}: bạn trả về {got_s}, DistributedSampler trả về {want_s}."),
-    ], stop=False)
+    return list(range(rank * per, min((rank + 1) * per, n)))
+
+
+#: How a rank's indices may differ from DistributedSampler's (``a.case.args`` is (n, world_size, rank)).
+SHARD_WRONGS = [
+    Wrong("blocks", lambda a: a.got == _block(*a.case.args), lambda a: (
+        f"{_with(a)}, một khúc liền. DistributedSampler chia xen kẽ: rank r lấy các vị trí r, r + world_size, "
+        f"r + 2·world_size, … (ở đây {_show(a.case.want)}).")),
+    Wrong("no padding", lambda a: a.got == list(range(a.case.args[2], a.case.args[0], a.case.args[1])), lambda a: (
+        f"{_with(a)} ({len(a.got)} mẫu), nhưng mọi rank phải có cùng số mẫu ceil(n / world_size) = "
+        f"{len(a.case.want)}, nếu không các rank sẽ chờ nhau ở all-reduce của bước cuối. DistributedSampler bù bằng "
+        f"cách lặp lại các mẫu đầu (0, 1, …): đúng là {_show(a.case.want)}.")),
+    Wrong("ranks from one", lambda a: a.case.args[1] > 1 and a.got == _expected_shard(
+        *a.case.args[:2], (a.case.args[2] + 1) % a.case.args[1]), lambda a: (
+        f"{_with(a)}, phần của rank {(a.case.args[2] + 1) % a.case.args[1]}. Rank đếm từ 0: rank 0 lấy vị trí 0, "
+        f"world_size, …; đúng là {_show(a.case.want)}.")),
+    Wrong("pads with others", lambda a: len(a.got) == len(a.case.want) and a.got[:-1] == a.case.want[:-1],
+          lambda a: (f"{_with(a)}: mẫu cuối là {a.got[-1]}, đúng là {a.case.want[-1]}. Khi bù, DistributedSampler "
+                     "lặp lại các mẫu ĐẦU của tập dữ liệu (chỉ số i % n), không phải mẫu cuối hay mẫu bất kỳ.")),
+    Wrong("other", lambda a: True, lambda a: f"{_with(a)}, DistributedSampler trả về {_show(a.case.want)}."),
+]
+
+
+def _evaluate_shard(report: Report, shard_indices=None) -> None:
+    run_cases(report, shard_indices, "shard_indices(n, world_size, rank)", _SHARD_CASES, SHARD_WRONGS,
+              returns=(object,), read=_as_int_list)
+    report.success("mỗi rank nhận đúng các chỉ số như DistributedSampler, cả khi số mẫu không chia hết.")
 
 
 task2 = Exercise("task2", "Bài 14.8 · Nhiệm vụ 2 · Mỗi rank một phần dữ liệu", _evaluate_shard,
-                 group=GROUP, hints=[
+                 cases=_SHARD_CASES, wrongs=SHARD_WRONGS, hints=[
     "Không xáo (shuffle=False), thứ tự là 0, 1, …, n-1. Rank r lấy các vị trí r, r + world_size, "
     "r + 2·world_size, … Thử với n=64, world_size=2: rank 0 lấy 0, 2, 4, …",
     "Mọi rank phải có cùng số mẫu: total = ceil(n / world_size) · world_size. Khi n không chia hết, kéo dài danh "
@@ -111,32 +106,41 @@ def _formula_gb(n: int, g: int, stage: int, *, p: float = 2, gr: float = 2, o: f
     return (part(p, shard_p) + part(gr, shard_g) + part(o, shard_o)) / unit
 
 
-# Typical wrong rules and what to say about them.
 _ADAM_12 = ("trạng thái Adam với mixed precision là 12 byte mỗi tham số: bản fp32 của tham số (4) + "
             "momentum (4) + ")
-_WRONG_RULES = [
-    ({"ddp_divides": True}, "DDP (stage 0) không chia gì cho các GPU: mỗi GPU giữ đủ tham số, gradient và "
-                            "trạng thái Adam, 16 byte mỗi tham số dù có bao nhiêu GPU."),
-    ({"o": 8}, _ADAM_12 + "variance (4), không phải 8."),
-    ({"o": 4}, _ADAM_12 + "variance (4)."),
-    ({"p": 4, "gr": 4, "o": 8},
-     "đây là Adam fp32 (4 + 4 + 8 byte); bài này dùng cách tính của bài báo ZeRO cho mixed precision: "
-     "tham số fp16 (2) + gradient fp16 (2) + trạng thái Adam (12) = 16 byte."),
-    ({"shard_p": 1, "shard_g": 2, "shard_o": 3},
-     "thứ tự các stage bị đảo: ZeRO-1 chia trạng thái optimizer trước (phần lớn nhất), ZeRO-2 chia thêm "
-     "gradient, ZeRO-3 chia thêm tham số."),
-    ({"shard_g": 1}, "ZeRO-1 chỉ chia trạng thái optimizer; gradient được chia từ ZeRO-2."),
-    ({"shard_p": 2}, "ZeRO-2 chia trạng thái optimizer và gradient, nhưng mỗi GPU vẫn giữ đủ tham số; "
-                     "tham số chỉ được chia ở ZeRO-3."),
-    ({"shard_p": 4}, "ZeRO-3 (như FSDP chia hết) chia cả tham số: mỗi GPU chỉ giữ 1/N tham số."),
-    ({"unit": 2**30}, "đơn vị là GB = 1e9 byte (như bài báo ZeRO và bảng trong bài), không phải "
-                      "GiB = 2**30 byte."),
-    ({"unit": 1}, "hàm trả về số byte; hãy chia cho 1e9 để ra GB."),
-]
-
-
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-6)
+
+
+def _follows(rule: dict):
+    """Return the test "every answer (a dict (n, g, stage) → GB) follows the wrong `rule`"."""
+    return lambda answers: all(_close(v, _formula_gb(*k, **rule)) for k, v in answers.items())
+
+
+#: Typical wrong rules (keyword arguments of `_formula_gb` that all the answers follow) and what to say about them.
+MEMORY_WRONGS = [
+    Wrong("ddp divides", _follows({"ddp_divides": True}),
+          "DDP (stage 0) không chia gì cho các GPU: mỗi GPU giữ đủ tham số, gradient và trạng thái Adam, 16 byte mỗi "
+          "tham số dù có bao nhiêu GPU."),
+    Wrong("adam 8", _follows({"o": 8}), _ADAM_12 + "variance (4), không phải 8."),
+    Wrong("adam 4", _follows({"o": 4}), _ADAM_12 + "variance (4)."),
+    Wrong("fp32 adam", _follows({"p": 4, "gr": 4, "o": 8}),
+          "đây là Adam fp32 (4 + 4 + 8 byte); bài này dùng cách tính của bài báo ZeRO cho mixed precision: tham số "
+          "fp16 (2) + gradient fp16 (2) + trạng thái Adam (12) = 16 byte."),
+    Wrong("stages reversed", _follows({"shard_p": 1, "shard_g": 2, "shard_o": 3}),
+          "thứ tự các stage bị đảo: ZeRO-1 chia trạng thái optimizer trước (phần lớn nhất), ZeRO-2 chia thêm "
+          "gradient, ZeRO-3 chia thêm tham số."),
+    Wrong("zero-1 shards gradients", _follows({"shard_g": 1}),
+          "ZeRO-1 chỉ chia trạng thái optimizer; gradient được chia từ ZeRO-2."),
+    Wrong("zero-2 shards parameters", _follows({"shard_p": 2}),
+          "ZeRO-2 chia trạng thái optimizer và gradient, nhưng mỗi GPU vẫn giữ đủ tham số; tham số chỉ được chia ở "
+          "ZeRO-3."),
+    Wrong("zero-3 keeps parameters", _follows({"shard_p": 4}),
+          "ZeRO-3 (như FSDP chia hết) chia cả tham số: mỗi GPU chỉ giữ 1/N tham số."),
+    Wrong("GiB", _follows({"unit": 2**30}),
+          "đơn vị là GB = 1e9 byte (như bài báo ZeRO và bảng trong bài), không phải GiB = 2**30 byte."),
+    Wrong("bytes", _follows({"unit": 1}), "hàm trả về số byte; hãy chia cho 1e9 để ra GB."),
+]
 
 
 def _evaluate_memory(report: Report, per_gpu_gb=None) -> None:
@@ -155,14 +159,13 @@ def _evaluate_memory(report: Report, per_gpu_gb=None) -> None:
     if not wrong:
         report.success("đúng cho DDP và ZeRO-1/2/3, khớp sharded_training_memory (và các con số của bài báo ZeRO).")
         return
-    report.first(((all(_close(v, _formula_gb(*k, **rule)) for k, v in answers.items()), message)
-                  for rule, message in _WRONG_RULES), stop=False)
+    report.diagnose(MEMORY_WRONGS, answers, stop=False)
     (n, g, stage), value = wrong[0]
     report.problem(f"ví dụ: per_gpu_gb({n:_}, {g}, {stage}) trả về {value:.4g} GB, đúng là {_expected_gb(n, g, stage):.4g} GB.")
 
 
 task1 = Exercise("task1", "Bài 14.8 · Nhiệm vụ 1 · Bộ nhớ mỗi GPU: DDP và ZeRO", _evaluate_memory,
-                 group=GROUP, hints=[
+                 wrongs=MEMORY_WRONGS, hints=[
     "Mỗi tham số: 2 byte tham số fp16, 2 byte gradient fp16, 12 byte trạng thái Adam. Một phần được 'chia' thì "
     "mỗi GPU chỉ giữ 1/n_gpus của nó.",
     "Stage 0 (DDP): không chia gì. Stage 1: chia trạng thái Adam. Stage 2: thêm gradient. Stage 3: thêm tham số. "

@@ -6,9 +6,11 @@ lesson's solutions, so the later sections run whether the tasks are done or not.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
+from types import SimpleNamespace
 from unittest import mock
 
 import torch
@@ -16,9 +18,7 @@ from torch import nn
 
 from .._validate import check_number
 from ..device import pick_device
-from ._core import Exercise, Report, first_true, number, on_gpu_note
-
-GROUP = "lesson11"  # the exercise group (tools/grade.py reads it)
+from ._core import Exercise, Report, Wrong, first_true, number, on_gpu_note
 
 _TEST_SIZE, _SPLIT_SEED = 0.25, 0  # how the notebook splits load_digits
 _BATCH_SIZE, _LR, _MAX_EPOCHS, _TARGET_ACCURACY = 64, 1e-2, 10, 0.95
@@ -81,6 +81,41 @@ class _Watch:
             self.keep_next = False
 
 
+#: How evaluate() may predict wrongly (`e`: its forwards' (training, grad mode, …), what it returned, the right value):
+#: every one found is reported.
+MODE_WRONGS = [
+    Wrong("train mode", lambda e: any(training for training, *_ in e.calls),
+          "model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả ngẫu nhiên mỗi "
+          "lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch)."),
+    Wrong("autograd on", lambda e: any(grad for _, grad, *_ in e.calls),
+          "autograd vẫn bật khi dự đoán: bọc forward trong `with torch.no_grad():` (hoặc torch.inference_mode()), "
+          "nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi."),
+    Wrong("autograd off for good", lambda e: e.grad_left_off,
+          "evaluate tắt autograd cho cả chương trình (torch.set_grad_enabled(False)) mà không bật lại: các ô train "
+          "sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối."),
+]
+#: What evaluate() may return wrongly: the first one found is reported (the value ones only when predicting right).
+RESULT_WRONGS = [
+    Wrong("no forward", lambda e: not e.calls, "evaluate không gọi model(X) (bộ chấm không thấy lần forward nào)."),
+    Wrong("graph", lambda e: isinstance(e.got, torch.Tensor) and e.got.requires_grad,
+          "evaluate trả về tensor còn gắn đồ thị autograd: trả về một số Python (.item())."),
+    Wrong("tensor", lambda e: isinstance(e.got, torch.Tensor),
+          "evaluate trả về một tensor, không phải số Python: kết thúc bằng `return (pred == y).float().mean().item()`. "
+          "Trên GPU, tensor đó còn nằm trên GPU, và mỗi phép so hay in nó sau này lại bắt CPU chờ."),
+    Wrong("not a number", lambda e: e.value is None, lambda e: (
+        f"evaluate phải trả về độ chính xác là một số (vd 0.93), không phải {type(e.got).__name__}.")),
+]
+VALUE_WRONGS = [
+    Wrong("percent", lambda e: math.isclose(e.value, 100 * e.right, abs_tol=1e-2), lambda e: (
+        f"evaluate trả về phần trăm ({e.value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({e.right:.4f}).")),
+    Wrong("count", lambda e: math.isclose(e.value, e.right * e.n, abs_tol=0.5), lambda e: (
+        f"evaluate trả về số ảnh đoán đúng ({e.value:.0f}); chia cho len(y) = {e.n} để được tỉ lệ.")),
+    Wrong("other", lambda e: not math.isclose(e.value, e.right, abs_tol=1e-4), lambda e: (
+        f"evaluate trả về {e.value:.4f}, nhưng mô hình đoán đúng {e.right:.4f} ảnh test. Dự đoán là "
+        "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập.")),
+]
+
+
 def _evaluate_task1(report: Report, evaluate=None) -> None:
     report.require_function(evaluate, "evaluate(model, X, y)")
     device = pick_device()
@@ -101,50 +136,20 @@ def _evaluate_task1(report: Report, evaluate=None) -> None:
     finally:
         watch.close()
     report.require_return(got, "evaluate", "độ chính xác")
-    if not watch.calls:
-        report.problem("evaluate không gọi model(X) (bộ chấm không thấy lần forward nào).", stop=True)
-    slips = [
-        (any(training for training, *_ in watch.calls),
-         "model vẫn ở chế độ train khi dự đoán: gọi model.eval() trước (dropout đang bật nên kết quả ngẫu "
-         "nhiên mỗi lần và thấp hơn thật; BatchNorm cũng sẽ dùng thống kê của batch)."),
-        (any(grad for _, grad, *_ in watch.calls),
-         "autograd vẫn bật khi dự đoán: bọc forward trong `with torch.no_grad():` (hoặc "
-         "torch.inference_mode()), nếu không PyTorch giữ đồ thị và activation chỉ để bỏ đi."),
-        (grad_left_off,
-         "evaluate tắt autograd cho cả chương trình (torch.set_grad_enabled(False)) mà không bật lại: các ô "
-         "train sau sẽ không học được. Dùng `with torch.no_grad():` để chỉ tắt bên trong khối."),
-    ]
-    for wrong, message in slips:
-        if wrong:
-            report.problem(message)
-    if isinstance(got, torch.Tensor) and got.requires_grad:
-        report.problem("evaluate trả về tensor còn gắn đồ thị autograd: trả về một số Python (.item()).",
-                       stop=True)
-    if isinstance(got, torch.Tensor):
-        report.problem("evaluate trả về một tensor, không phải số Python: kết thúc bằng "
-                       "`return (pred == y).float().mean().item()`. Trên GPU, tensor đó còn nằm trên GPU, và mỗi "
-                       "phép so hay in nó sau này lại bắt CPU chờ.", stop=True)
-    value, n = number(got), len(y_test)
-    if value is None:
-        report.problem(f"evaluate phải trả về độ chính xác là một số (vd 0.93), không phải {type(got).__name__}.",
-                       stop=True)
-    if report.problems:
+    seen = SimpleNamespace(calls=watch.calls, got=got, value=number(got), grad_left_off=grad_left_off, right=right,
+                           n=len(y_test))
+    for row in MODE_WRONGS:
+        report.diagnose([row], seen, stop=False)
+    report.diagnose(RESULT_WRONGS, seen)
+    if report.problems or report.diagnose(VALUE_WRONGS, seen):
         return
-    if not report.first([
-        (math.isclose(value, 100 * right, abs_tol=1e-2),
-         f"evaluate trả về phần trăm ({value:.2f}); hãy trả về tỉ lệ từ 0 đến 1 ({right:.4f})."),
-        (math.isclose(value, right * n, abs_tol=0.5),
-         f"evaluate trả về số ảnh đoán đúng ({value:.0f}); chia cho len(y) = {n} để được tỉ lệ."),
-        (not math.isclose(value, right, abs_tol=1e-4),
-         f"evaluate trả về {value:.4f}, nhưng mô hình đoán đúng {right:.4f} ảnh test. Dự đoán là "
-         "model(X).argmax(dim=1) (lớp có logit lớn nhất của TỪNG ảnh), rồi so với y trên cả tập."),
-    ], stop=False):
-        report.success(f"model.eval() + no_grad, độ chính xác {value:.1%} trên {n} ảnh test (mô hình mới "
-                       "train 1 epoch của bộ chấm).")
-        report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
+    report.success(f"model.eval() + no_grad, độ chính xác {seen.value:.1%} trên {seen.n} ảnh test (mô hình mới "
+                   "train 1 epoch của bộ chấm).")
+    report.note("evaluate để mô hình ở chế độ eval: vòng train phải gọi model.train() ở đầu mỗi epoch (nhiệm vụ 2).")
 
 
-task1 = Exercise("task1", "Nhiệm vụ 1 · Hàm evaluate đúng cách", _evaluate_task1, group=GROUP, hints=[
+task1 = Exercise("task1", "Nhiệm vụ 1 · Hàm evaluate đúng cách", _evaluate_task1,
+                 wrongs=MODE_WRONGS + RESULT_WRONGS + VALUE_WRONGS, hints=[
     "Hai việc trước khi dự đoán: model.eval() (tắt dropout) và `with torch.no_grad():` (tắt autograd). "
     "Rồi pred = model(X).argmax(dim=1).",
     "Độ chính xác = (pred == y).float().mean().item(): tỉ lệ từ 0 đến 1, một số Python.",
@@ -176,14 +181,12 @@ class _GradientWatch:
 
     def _before_accumulate(self, grad):
         self.backwards += 1
-        if self._since_step and _nonzero(self._param.grad):
-            self.stale = True
+        self.stale |= bool(self._since_step) and _nonzero(self._param.grad)
         self._since_step = 0
         return grad
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
-        if not any(_nonzero(p.grad) for group in optimizer.param_groups for p in group["params"]):
-            self.zero_at_step = True
+        self.zero_at_step |= not any(_nonzero(p.grad) for group in optimizer.param_groups for p in group["params"])
 
     def _post_step(self, optimizer, args, kwargs) -> None:
         self.steps += 1
@@ -194,48 +197,99 @@ class _GradientWatch:
             handle.remove()
 
 
-def _loss(report: Report, what: str, value) -> float:
-    if value is None:
-        report.missing_part("train_epoch chưa trả về loss trung bình của epoch (thiếu return).", stop=True)
-    if isinstance(value, torch.Tensor) and value.requires_grad:
-        report.problem(f"{what} trả về tensor còn gắn đồ thị autograd: cộng loss.detach() và trả về .item() (giữ đồ "
-                       "thị của mọi bước là một nguyên nhân OOM).", stop=True)
-    if isinstance(value, torch.Tensor):
-        report.problem(f"{what} trả về một tensor, không phải số Python: cuối hàm `return (total / len(X)).item()` "
-                       "(một lần .item() mỗi epoch).", stop=True)
-    loss = number(value)
-    if loss is None:
-        report.problem(f"{what} phải trả về loss trung bình của epoch (một số), không phải {type(value).__name__}.",
-                       stop=True)
-    if not math.isfinite(loss):
-        report.problem(f"{what} trả về loss {loss}: mô hình đã phân kỳ (NaN/inf).", stop=True)
-    return loss
+#: What train_epoch may return instead of the epoch's mean loss as a Python number.
+LOSS_WRONGS = [
+    Wrong("graph", lambda v: isinstance(v, torch.Tensor) and v.requires_grad,
+          "train_epoch trả về tensor còn gắn đồ thị autograd: cộng loss.detach() và trả về .item() (giữ đồ thị của "
+          "mọi bước là một nguyên nhân OOM)."),
+    Wrong("tensor", lambda v: isinstance(v, torch.Tensor),
+          "train_epoch trả về một tensor, không phải số Python: cuối hàm `return (total / len(X)).item()` (một lần "
+          ".item() mỗi epoch)."),
+    Wrong("not a number", lambda v: number(v) is None, lambda v: (
+        f"train_epoch phải trả về loss trung bình của epoch (một số), không phải {type(v).__name__}.")),
+    Wrong("diverged", lambda v: not math.isfinite(number(v)), lambda v: (
+        f"train_epoch trả về loss {number(v)}: mô hình đã phân kỳ (NaN/inf).")),
+]
 
 
-class _ItemCount:
-    """Count `.item()` and `float(tensor)` calls made by the learner's own code (not by torch, e.g. Adam, GradScaler)."""
+@contextlib.contextmanager
+def _item_calls():
+    """Yield a one-item list counting the learner's own `.item()` and `float(tensor)` calls (not Adam's, …)."""
+    count, torch_dir = [0], os.path.dirname(torch.__file__)
 
-    def __init__(self):
-        self.calls = 0
-        self._torch_dir = os.path.dirname(torch.__file__)
-
-    def _counted(self, original):
+    def counted(original):
         def wrapper(tensor, *args, **kwargs):
-            if not sys._getframe(1).f_code.co_filename.startswith(self._torch_dir):
-                self.calls += 1
+            count[0] += not sys._getframe(1).f_code.co_filename.startswith(torch_dir)
             return original(tensor, *args, **kwargs)
         return wrapper
 
-    def __enter__(self):
-        self._patches = [mock.patch.object(torch.Tensor, name, self._counted(getattr(torch.Tensor, name)))
-                         for name in ("item", "__float__")]
-        for patch in self._patches:
-            patch.start()
-        return self
+    with mock.patch.multiple(torch.Tensor, item=counted(torch.Tensor.item), __float__=counted(torch.Tensor.__float__)):
+        yield count
 
-    def __exit__(self, *exc) -> None:
-        for patch in self._patches:
-            patch.stop()
+
+#: What one epoch may do wrong (`e`: its forwards, .item() calls, the optimizer and scaler, the weights), in groups: the first row of each group that holds is reported (all groups are
+#: looked at; the last one only when the weights did not change, and it ends the check).
+EPOCH_WRONGS = [
+    [Wrong("item each step", lambda e: e.items > 2 and e.items >= len(e.calls) // 2, lambda e: (
+        f"train_epoch gọi .item() (hoặc float(loss)) {e.items} lần cho {len(e.calls)} batch: trên GPU, mỗi lần như "
+        "vậy bắt CPU chờ GPU làm xong bước đó. Cộng trên device (total += loss.detach().float() * len(idx)) và chỉ "
+        "gọi .item() một lần ở cuối epoch."))],
+    [Wrong("eval mode", lambda e: any(not training for training, *_ in e.calls),
+           "mô hình còn ở chế độ eval khi train (evaluate đã gọi model.eval()): gọi model.train() ở đầu train_epoch, "
+           "nếu không dropout bị tắt suốt quá trình train.")],
+    [Wrong("whole data", lambda e: e.largest > _BATCH_SIZE, lambda e: (
+        f"một lần forward nhận {e.largest} ảnh, lớn hơn batch_size={_BATCH_SIZE}: mỗi bước chỉ đưa vào X[idx] với "
+        "idx là batch_size chỉ số.")),
+     Wrong("last batch left out", lambda e: 0 < e.n_rows - e.seen < _BATCH_SIZE, lambda e: (
+         f"một epoch chỉ đưa {e.seen}/{e.n_rows} ảnh vào mô hình: vòng lặp bỏ sót batch cuối (dùng "
+         "range(0, len(X), batch_size), batch cuối có thể ngắn hơn).")),
+     Wrong("batches left out", lambda e: e.seen < e.n_rows, lambda e: (
+         f"một epoch chỉ đưa {e.seen}/{e.n_rows} ảnh vào mô hình: các batch phải phủ hết tập train, bước nhảy của "
+         "vòng for bằng đúng kích thước batch (idx = order[start:start + batch_size]).")),
+     Wrong("samples twice", lambda e: e.seen > e.n_rows, lambda e: (
+         f"một epoch đưa {e.seen} lượt ảnh vào mô hình, trong khi tập train có {e.n_rows}: mỗi ảnh chỉ nên đi qua "
+         "đúng một lần mỗi epoch.")),
+     Wrong("fixed batch size", lambda e: e.largest < _BATCH_SIZE, lambda e: (
+         f"batch lớn nhất chỉ có {e.largest} ảnh: dùng tham số batch_size={_BATCH_SIZE}."))],
+    [Wrong("no autocast", lambda e: e.amp_dtype is not None and e.amp_dtype not in {d for *_, d in e.calls},
+           lambda e: (f"với amp_dtype={e.short}, đầu ra của mô hình vẫn là {sorted({str(d) for *_, d in e.calls})}: "
+                      "forward và loss phải nằm trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
+                      "enabled=amp_dtype is not None):`."))],
+    [Wrong("no step", lambda e: e.grads.steps == 0,
+           "optimizer được truyền vào không được step lần nào: sau backward gọi scaler.step(optimizer) với chính "
+           "optimizer là tham số của train_epoch (đừng tạo optimizer mới trong hàm)."),
+     Wrong("two steps", lambda e: e.grads.steps > len(e.calls), lambda e: (
+         f"{e.grads.steps} lần optimizer.step() cho {len(e.calls)} batch: scaler.step(optimizer) đã gọi "
+         "optimizer.step() rồi, đừng gọi thêm."))],
+    [Wrong("stale gradients", lambda e: e.grads.stale,
+           "gradient của batch trước còn nguyên khi backward batch sau: gọi optimizer.zero_grad() mỗi batch, nếu "
+           "không gradient cộng dồn qua mọi bước.")],
+    [Wrong("no scaler", lambda e: not all(spy.called for spy in e.grads.scaler_calls.values()), lambda e: (
+        "chưa dùng " + ", ".join(f"scaler.{name}(...)" for name, spy in e.grads.scaler_calls.items() if not spy.called)
+        + ": với float16 trên GPU, scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update() giữ "
+        "gradient nhỏ khỏi về 0; với bf16/FP32 scaler tắt và ba lời gọi đó không đổi gì, nên cùng một hàm chạy mọi "
+        "nơi."))],
+    [Wrong("no backward", lambda e: not e.learned and e.grads.backwards == 0,
+           "không có lần backward nào: gradient không được tính. Mỗi batch gọi scaler.scale(loss).backward()."),
+     Wrong("zero_grad before step", lambda e: not e.learned and e.grads.steps and e.grads.zero_at_step,
+           "gradient bằng 0 lúc optimizer.step(): zero_grad() phải đứng TRƯỚC backward() (hoặc sau step()), không "
+           "phải giữa backward() và step()."),
+     Wrong("not learning", lambda e: not e.learned,
+           "sau một epoch, tham số không đổi: mô hình không học. Mỗi batch cần scaler.scale(loss).backward() rồi "
+           "scaler.step(optimizer) (tức optimizer.step()).")],
+]
+
+
+#: Why a run that trains may still miss the target (`r`: the first batch of each epoch, accuracies, losses).
+RUN_WRONGS = [
+    Wrong("not shuffled", lambda r: len(r.first_batches) >= 2 and torch.equal(*r.first_batches[:2]),
+          "epoch 1 và epoch 2 bắt đầu bằng cùng một batch: dữ liệu không được xáo trộn. Lấy thứ tự mới mỗi epoch: "
+          "order = torch.randperm(len(X), device=X.device), rồi idx = order[start:start + batch_size]."),
+    Wrong("below target", lambda r: r.accuracies[-1] < _TARGET_ACCURACY, lambda r: (
+        f"sau {_MAX_EPOCHS} epoch, độ chính xác test chỉ {max(r.accuracies):.1%} (cần ≥ {_TARGET_ACCURACY:.0%}). "
+        "Loss trung bình từng epoch: " + ", ".join(f"{v:.3f}" for v in r.losses) + ". Kiểm tra: X và y lấy CÙNG "
+        "chỉ số idx, loss là F.cross_entropy(logits, nhãn), và mỗi batch theo thứ tự zero_grad → backward → step.")),
+]
 
 
 def _evaluate_task2(report: Report, train_epoch=None) -> None:
@@ -250,114 +304,53 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=_LR)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     watch, grads = _Watch(model), _GradientWatch(model, optimizer, scaler)
-    accuracies: list[float] = []
-    losses: list[float] = []
+    run = SimpleNamespace(first_batches=watch.first_batches, accuracies=[], losses=[])
     try:
         with _rng_guard(device):
             torch.manual_seed(0)
             for epoch in range(1, _MAX_EPOCHS + 1):
                 before = [p.detach().clone() for p in model.parameters()]
                 calls_before, watch.keep_next = len(watch.calls), True
-                with torch.enable_grad(), _ItemCount() as items:
+                with torch.enable_grad(), _item_calls() as items:
                     value = report.call(what, train_epoch, model, optimizer, scaler, X_train, y_train, _BATCH_SIZE,
                                         amp_dtype)
-                losses.append(_loss(report, what, value))
+                if value is None:
+                    report.missing_part("train_epoch chưa trả về loss trung bình của epoch (thiếu return).", stop=True)
+                report.diagnose(LOSS_WRONGS, value)
+                run.losses.append(number(value))
                 if epoch == 1:
-                    batches = len(watch.calls) - calls_before
-                    if items.calls > 2 and items.calls >= batches // 2:
-                        report.problem(f"train_epoch gọi .item() (hoặc float(loss)) {items.calls} lần cho {batches} "
-                                       "batch: trên GPU, mỗi lần như vậy bắt CPU chờ GPU làm xong bước đó. Cộng trên "
-                                       "device (total += loss.detach().float() * len(idx)) và chỉ gọi .item() một "
-                                       "lần ở cuối epoch.")
                     grads.close()                      # one epoch tells enough about zero_grad and step
-                    _check_first_epoch(report, watch.calls[calls_before:], len(X_train), grads, amp_dtype, short)
-                    _check_learning(report, before, model, grads)
+                    calls = watch.calls[calls_before:]
+                    if not calls:
+                        report.problem("train_epoch không gọi model(...) (bộ chấm không thấy lần forward nào).",
+                                       stop=True)
+                    learned = any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(),
+                                                                                 strict=True))
+                    rows = [r for *_, r, _ in calls]
+                    first = SimpleNamespace(calls=calls, n_rows=len(X_train), items=items[0], grads=grads,
+                                            amp_dtype=amp_dtype, short=short, learned=learned, seen=sum(rows),
+                                            largest=max(rows))
+                    for group in EPOCH_WRONGS:
+                        report.diagnose(group, first, stop=group is EPOCH_WRONGS[-1])
                     if report.problems:
                         return
-                accuracies.append(reference_evaluate(model, X_test, y_test))  # leaves eval mode, as in the notebook
-                if epoch >= 2 and accuracies[-1] >= _TARGET_ACCURACY:
+                run.accuracies.append(reference_evaluate(model, X_test, y_test))  # leaves eval mode, as the notebook
+                if epoch >= 2 and run.accuracies[-1] >= _TARGET_ACCURACY:
                     break
     finally:
         watch.close()
         grads.close()
-    if report.first([
-        (len(watch.first_batches) >= 2 and torch.equal(watch.first_batches[0], watch.first_batches[1]),
-         "epoch 1 và epoch 2 bắt đầu bằng cùng một batch: dữ liệu không được xáo trộn. Lấy thứ tự mới "
-         "mỗi epoch: order = torch.randperm(len(X), device=X.device), rồi idx = order[start:start + "
-         "batch_size]."),
-        (accuracies[-1] < _TARGET_ACCURACY,
-         f"sau {_MAX_EPOCHS} epoch, độ chính xác test chỉ {max(accuracies):.1%} (cần ≥ "
-         f"{_TARGET_ACCURACY:.0%}). Loss trung bình từng epoch: "
-         + ", ".join(f"{v:.3f}" for v in losses) + ". Kiểm tra: X và y lấy CÙNG chỉ số idx, loss là "
-         "F.cross_entropy(logits, nhãn), và mỗi batch theo thứ tự zero_grad → backward → step."),
-    ], stop=False):
+    if report.diagnose(RUN_WRONGS, run, stop=False):
         return
     precision = f"autocast {short}" if amp_dtype is not None else "FP32"
-    report.success(f"độ chính xác test {accuracies[-1]:.1%} sau {len(accuracies)} epoch (mục tiêu ≥ "
+    report.success(f"độ chính xác test {run.accuracies[-1]:.1%} sau {len(run.accuracies)} epoch (mục tiêu ≥ "
                    f"{_TARGET_ACCURACY:.0%} trong {_MAX_EPOCHS} epoch) trên {device.type}, {precision}; "
-                   f"loss trung bình {losses[0]:.3f} → {losses[-1]:.3f}.")
+                   f"loss trung bình {run.losses[0]:.3f} → {run.losses[-1]:.3f}.")
     on_gpu_note(report, device, "cùng hàm này chạy với float16 và một GradScaler đang bật (ô %%gpu của mục 8).")
 
 
-def _check_learning(report: Report, before: list[torch.Tensor], model: nn.Module, grads: _GradientWatch) -> None:
-    """Stop with the reason when one epoch left every parameter unchanged."""
-    if any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(), strict=True)):
-        return
-    if grads.backwards == 0:
-        report.problem("không có lần backward nào: gradient không được tính. Mỗi batch gọi "
-                       "scaler.scale(loss).backward().", stop=True)
-    if grads.steps and grads.zero_at_step:
-        report.problem("gradient bằng 0 lúc optimizer.step(): zero_grad() phải đứng TRƯỚC backward() (hoặc sau "
-                       "step()), không phải giữa backward() và step().", stop=True)
-    report.problem("sau một epoch, tham số không đổi: mô hình không học. Mỗi batch cần scaler.scale(loss).backward() "
-                   "rồi scaler.step(optimizer) (tức optimizer.step()).", stop=True)
-
-
-def _check_first_epoch(report: Report, calls, n_rows: int, grads: _GradientWatch, amp_dtype, short: str) -> None:
-    """Check one epoch: train mode, each sample once in batches of _BATCH_SIZE, autocast, scaler, zero_grad."""
-    if not calls:
-        report.problem("train_epoch không gọi model(...) (bộ chấm không thấy lần forward nào).", stop=True)
-    if any(not training for training, *_ in calls):
-        report.problem("mô hình còn ở chế độ eval khi train (evaluate đã gọi model.eval()): gọi model.train() ở đầu "
-                       "train_epoch, nếu không dropout bị tắt suốt quá trình train.")
-    rows = [r for *_, r, _ in calls]
-    seen, largest = sum(rows), max(rows)
-    report.first([
-        (largest > _BATCH_SIZE, f"một lần forward nhận {largest} ảnh, lớn hơn batch_size={_BATCH_SIZE}: mỗi bước "
-                                "chỉ đưa vào X[idx] với idx là batch_size chỉ số."),
-        (seen < n_rows and n_rows - seen < _BATCH_SIZE,
-         f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: vòng lặp bỏ sót batch cuối (dùng "
-         "range(0, len(X), batch_size), batch cuối có thể ngắn hơn)."),
-        (seen < n_rows, f"một epoch chỉ đưa {seen}/{n_rows} ảnh vào mô hình: các batch phải phủ hết tập train, "
-                        "bước nhảy của vòng for bằng đúng kích thước batch (idx = order[start:start + batch_size])."),
-        (seen > n_rows, f"một epoch đưa {seen} lượt ảnh vào mô hình, trong khi tập train có {n_rows}: mỗi ảnh chỉ "
-                        "nên đi qua đúng một lần mỗi epoch."),
-        (largest < _BATCH_SIZE, f"batch lớn nhất chỉ có {largest} ảnh: dùng tham số batch_size={_BATCH_SIZE}."),
-    ], stop=False)
-    out_dtypes = {dtype for *_, dtype in calls}
-    if amp_dtype is not None and amp_dtype not in out_dtypes:
-        report.problem(f"với amp_dtype={short}, đầu ra của mô hình vẫn là {sorted(map(str, out_dtypes))}: forward và "
-                       "loss phải nằm trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
-                       "enabled=amp_dtype is not None):`.")
-    report.first([
-        (grads.steps == 0, "optimizer được truyền vào không được step lần nào: sau backward gọi "
-                           "scaler.step(optimizer) với chính optimizer là tham số của train_epoch (đừng tạo "
-                           "optimizer mới trong hàm)."),
-        (grads.steps > len(calls), f"{grads.steps} lần optimizer.step() cho {len(calls)} batch: "
-                                   "scaler.step(optimizer) đã gọi optimizer.step() rồi, đừng gọi thêm."),
-    ], stop=False)
-    if grads.stale:
-        report.problem("gradient của batch trước còn nguyên khi backward batch sau: gọi optimizer.zero_grad() mỗi "
-                       "batch, nếu không gradient cộng dồn qua mọi bước.")
-    missing = [name for name, spy in grads.scaler_calls.items() if not spy.called]
-    if missing:
-        report.problem("chưa dùng " + ", ".join(f"scaler.{name}(...)" for name in missing) + ": với float16 trên GPU, "
-                       "scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update() giữ gradient nhỏ "
-                       "khỏi về 0; với bf16/FP32 scaler tắt và ba lời gọi đó không đổi gì, nên cùng một hàm chạy "
-                       "mọi nơi.")
-
-
-task2 = Exercise("task2", "Nhiệm vụ 2 · Vòng train một epoch (AMP)", _evaluate_task2, group=GROUP, hints=[
+task2 = Exercise("task2", "Nhiệm vụ 2 · Vòng train một epoch (AMP)", _evaluate_task2,
+                 wrongs=LOSS_WRONGS + [row for group in EPOCH_WRONGS for row in group] + RUN_WRONGS, hints=[
     "Khung của một epoch: model.train(); order = torch.randperm(len(X), device=X.device); rồi với start chạy "
     "range(0, len(X), batch_size): idx = order[start:start + batch_size], forward + loss trên X[idx], y[idx].",
     "Mỗi batch: forward + F.cross_entropy trong `with torch.autocast(X.device.type, dtype=amp_dtype, "
