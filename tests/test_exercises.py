@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LEARNER_NB, SOLUTION_NB = notebook_pair("10_exercises")
 HAS_CUDA = torch.cuda.is_available()
-TASKS = _core.GROUPS[lesson10.GROUP]
+TASKS = _core.GROUPS["lesson10"]
 #: The functions each task's check() takes, in order.
 ANSWERS = {"task1": ("train",), "task2": ("evaluate",), "task3": ("fetch_predictions",), "task4": ("train_epochs",),
            "task5": ("train_accum",), "task6": ("save_checkpoint", "load_checkpoint")}
@@ -287,14 +288,20 @@ def test_groups_keep_lesson_tasks_apart(capsys):
         progress("lesson99")
         out = capsys.readouterr().out
         assert "Tiến độ: 1/1 nhiệm vụ đạt" in out and "Nhiệm vụ thử" in out
-        progress(lesson10.GROUP)
+        progress("lesson10")
         assert "Nhiệm vụ thử" not in capsys.readouterr().out
     finally:
         del _core.GROUPS["lesson99"]
-    with pytest.raises(ValueError, match="group must be one of"):
+    with pytest.raises(ValueError, match="'lesson99'"):  # names what it got, and the lessons there are
         progress("lesson99")
-    with pytest.raises(TypeError, match="group must be a str"):
+    with pytest.raises(TypeError, match="lesson04"):  # says what to pass
         progress(4)
+
+
+def test_progress_loads_the_lessons_tasks_when_none_was_imported():
+    code = "from lessons_lib.exercises import progress; progress('lesson03')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("Tiến độ: 0/2 nhiệm vụ đạt"), out
 
 
 @pytest.fixture
@@ -310,7 +317,7 @@ def fresh_statuses():
 def test_progress_lists_the_tasks_in_order(fresh_statuses, capsys, tmp_path):
     lesson10.task4.check(*answers("task4", TASKS["task4"].solution_code, tmp_path))
     capsys.readouterr()
-    progress(lesson10.GROUP)
+    progress("lesson10")
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("Tiến độ: 1/6")
     assert [task.title in line for line, task in zip(lines[1:], TASKS.values(), strict=True)] == [True] * 6

@@ -11,7 +11,6 @@ from torch.utils.data.distributed import DistributedSampler
 from ..memory import sharded_training_memory
 from ._core import Case, Exercise, Report, Wrong, number, run_cases
 
-GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
 
 def _expected_shard(n: int, world_size: int, rank: int) -> list[int]:
     """Return the indices torch's ``DistributedSampler(shuffle=False, drop_last=False)`` gives `rank`."""

@@ -17,8 +17,6 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from ._core import Attempt, Case, Exercise, Report, Wrong
 
-GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
-
 
 @contextlib.contextmanager
 def _quiet_fd2():

@@ -20,8 +20,6 @@ from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, Wrong, on_gpu_note, same_code, same_weights
 from ._tracking import MoveTracker
 
-GROUP = __name__.rsplit(".", 1)[-1]  # "lessonNN": the lesson calls progress(lessonNN.GROUP)
-
 
 def _unchanged(report: Report, exercise: Exercise, *answers) -> None:
     """Stop as "chưa làm" when every answer is still the buggy starter the task hands out."""
