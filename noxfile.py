@@ -4,7 +4,7 @@
     nox -s resolve            requirements.txt resolves for Linux, macOS 14+, Windows x Python 3.10-3.13
     nox -s colab              the course in Colab's conditions: the first row (envs/colab-pins.txt, Python 3.13)
     nox -s matrix             every row of tools/version_matrix.py's COMBOS (one: nox -s "matrix(ID)")
-    nox -s table              rewrite README's version table from docs/version-matrix.json
+    nox -s table              rewrite docs/MAINTAINING.md's version tables from docs/version-matrix.json
     nox -s release -- 0.3.0   bump the version, date the CHANGELOG entry, set the setup cell's ref, tag
 
 A row (`colab`, each `matrix(...)`) gets a fresh environment (uv keeps every downloaded wheel in its cache:
@@ -17,7 +17,7 @@ every notebook twice per kernel with its output checks (tests/test_rerun.py; Col
 platform's environment variables), the unit tests, and on Colab and Kaggle rows the colab_env tests
 (tests/test_colab_env.py, tests/test_setup_cell.py); the record is merged into docs/version-matrix.json.
 After `--`: `-k EXPR` (only the matching notebooks) or `--no-unit-tests` make a trial run that writes no
-record. `nox -s table` then rewrites README's table.
+record. `nox -s table` then rewrites docs/MAINTAINING.md's tables.
 """
 
 from __future__ import annotations
@@ -138,9 +138,9 @@ def matrix(session: nox.Session, combo: vm.Combo) -> None:
 
 @nox.session(python=False)
 def table(session: nox.Session) -> None:
-    """Rewrite README's version-matrix table and "verified on" table from docs/version-matrix.json."""
-    vm.write_readme(vm.load_results())
-    verified.write_readme(vm.load_results())
+    """Rewrite docs/MAINTAINING.md's version-matrix table and "verified on" table from docs/version-matrix.json."""
+    vm.write_table(vm.load_results())
+    verified.write_table(vm.load_results())
 
 
 @nox.session(python=False)

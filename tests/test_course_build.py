@@ -17,6 +17,7 @@ from tools import build_course
 ROOT = Path(__file__).resolve().parent.parent
 
 NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in str(p))
+SKELETON = ("## Mục tiêu", "## Cài đặt", "## Tóm tắt", "## Tiếp theo")
 MAX_CODE_LINES = 16
 # A `%%writefile` cell shows a whole script file (e.g. 08's train_ddp.py run by torchrun): the notebook writes it,
 # it does not run it, so it may be longer and may hold CUDA-only calls behind its own checks.
@@ -53,6 +54,36 @@ def test_generated_files_are_up_to_date():
     stale = [p.relative_to(ROOT).as_posix() for p, text in planned.items()
              if not p.exists() or p.read_text(encoding="utf-8") != text]
     assert not stale, f"run `python -m tools.build_course`; out of date: {stale}"
+
+
+def skeleton_problems(markdown: str) -> list[str]:
+    """Return what a lesson's Markdown lacks of the skeleton (docs/DEVELOPING.md, "Notebook skeleton")."""
+    problems = [] if re.search(r"^# (?:🔭 )?Bài 14\.\d+ · ", markdown, re.M) else ["title '# Bài 14.N · ...' missing"]
+    problems += [f"section {heading!r} missing" for heading in SKELETON if not re.search(rf"^{heading}\b", markdown, re.M)]
+    return problems + ([] if "GPU:" in markdown else ["the title block must say 'GPU: tuỳ chọn/cần'"])
+
+
+def test_the_template_lesson_has_the_skeleton_and_is_no_notebook():
+    assert not skeleton_problems(build_course.TEMPLATE.read_text(encoding="utf-8"))
+    assert skeleton_problems("# Bài 14.1 · T\n\n## Mục tiêu\n") == [
+        "section '## Cài đặt' missing", "section '## Tóm tắt' missing", "section '## Tiếp theo' missing",
+        "the title block must say 'GPU: tuỳ chọn/cần'"]
+    planned = build_course.planned_outputs()
+    assert build_course.TEMPLATE in planned and not any(p.stem.startswith("_template") for p in NOTEBOOKS)
+    assert build_course.TEMPLATE not in build_course.lesson_sources()
+
+
+def test_the_next_lesson_line_is_the_next_lessons_title_or_says_it_is_the_last(tmp_path):
+    following = tmp_path / "03_next.md"
+    following.write_text("# 🔭 Bài 14.3 · Tiếp\n\nthân bài\n", encoding="utf-8")
+    text = f"# Bài 14.2 · T\n\n## Tiếp theo\n\n{build_course.NEXT_MARKER}: mô tả.\n\nĐọc thêm: x\n"
+    filled = build_course.with_next_lesson(text, following)
+    assert filled.endswith("## Tiếp theo\n\n[🔭 Bài 14.3 · Tiếp](03_next.ipynb): mô tả.\n\nĐọc thêm: x\n")
+    assert build_course.LAST_LESSON in build_course.with_next_lesson(text, None)
+    for bad in ("# Bài 14.2 · T\n\n## Tiếp theo\n\nhand-typed\n",
+                f"# Bài 14.2 · T\n\n{build_course.NEXT_MARKER}\n\n## Tiếp theo\n"):
+        with pytest.raises(ValueError, match="next-lesson"):
+            build_course.with_next_lesson(bad, following)
 
 
 def test_every_notebook_has_a_source():
@@ -104,11 +135,7 @@ class TestNotebookLint:
         assert len(setup) == 1 and setup[0].source == build_course.setup_cell_source(config)
 
     def test_skeleton_sections(self, path):
-        md = "\n".join(c.source for c in self.nb(path).cells if c.cell_type == "markdown")
-        assert re.search(r"^# (?:🔭 )?Bài 14\.\d+ · ", md, re.M), "title '# Bài 14.N · ...' missing"
-        for heading in ("## Mục tiêu", "## Cài đặt", "## Tóm tắt", "## Tiếp theo"):
-            assert re.search(rf"^{heading}\b", md, re.M), f"section {heading!r} missing"
-        assert "GPU:" in md, "the title block must say 'GPU: tuỳ chọn/cần'"
+        assert not skeleton_problems("\n".join(c.source for c in self.nb(path).cells if c.cell_type == "markdown"))
 
     def test_cuda_only_code_is_in_gpu_cells(self, path):
         for cell in self.nb(path).cells:
@@ -274,7 +301,7 @@ def test_directives_reach_learner_and_solutions_notebooks(tmp_path, monkeypatch)
     src = tmp_path / "course_src"
     src.mkdir()
     text = DIRECTIVE_SOURCE.replace('print("→ device: cpu")', 'print("→ device: cpu")\n### BEGIN SOLUTION\ny = 2\n'
-                                    '### BEGIN LEARNER\ny = ...\n### END')
+                                    '### BEGIN LEARNER\ny = ...\n### END') + f"\n## Tiếp theo\n\n{build_course.NEXT_MARKER}\n"
     (src / "01_x.md").write_text(text, encoding="utf-8")
     monkeypatch.setattr(build_course, "SRC", src)
     monkeypatch.setattr(build_course, "NOTEBOOKS", tmp_path / "notebooks")

@@ -34,7 +34,7 @@ def test_lesson_01_links_the_glossary_page_instead_of_a_table():
     assert "](../docs/glossary.md)" in text and "glossary:start" not in text
 
 
-@pytest.mark.parametrize("src", LESSONS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("src", [*LESSONS, ROOT / "course_src" / "_template.md"], ids=lambda p: p.stem)
 def test_lessons_use_the_glossary_terms(src):
     problems = glossary.lint(src.read_text(encoding="utf-8"), ENTRIES)
     assert not problems, f"{src.name}: use the glossary's term:\n" + "\n".join(problems)

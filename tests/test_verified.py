@@ -1,4 +1,4 @@
-"""tools/verified.py: where each lesson last ran, read from the records (README's table and the site's block)."""
+"""tools/verified.py: where each lesson last ran, read from the records (docs/MAINTAINING.md's table and the site's block)."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ def test_source_of_maps_both_notebooks_of_a_lesson():
 
 
 @needs_git
-def test_readme_verified_table_is_current():
-    readme = vm.README.read_text(encoding="utf-8")
-    table = readme.split(verified.VERIFIED_START, 1)[1].split(verified.VERIFIED_END, 1)[0]
-    assert table.strip() == verified.readme_table(vm.load_results()), "README's table is stale: run `nox -s table`"
+def test_the_verified_table_is_current():
+    page = vm.PAGE.read_text(encoding="utf-8")
+    table = page.split(verified.VERIFIED_START, 1)[1].split(verified.VERIFIED_END, 1)[0]
+    assert table.strip() == verified.lessons_table(vm.load_results()), f"{vm.PAGE.name}'s table is stale: run `nox -s table`"
 
 
 @needs_git

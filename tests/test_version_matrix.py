@@ -1,4 +1,4 @@
-"""The version matrix's rows, record and README table (tools/version_matrix.py); `nox -s matrix` runs the rows."""
+"""The version matrix's rows, record and table (tools/version_matrix.py); `nox -s matrix` runs the rows."""
 
 from __future__ import annotations
 
@@ -146,18 +146,18 @@ def test_results_merge_per_combination_in_matrix_order(tmp_path):
     assert data["combos"][NEWEST]["ok"] is False and vm.load_results(path) == data
 
 
-def test_replace_readme_table_needs_both_markers():  # a good README: test_readme_table_is_the_committed_results
+def test_replace_table_needs_both_markers():  # a good page: test_the_page_table_is_the_committed_results
     with pytest.raises(ValueError, match="markers"):
-        vm.replace_readme_table("no markers here", "| new |")
+        vm.replace_table("no markers here", "| new |")
 
 
-def test_readme_table_is_the_committed_results():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    expected = vm.replace_readme_table(readme, vm.markdown_table(vm.load_results(vm.RESULTS)))
-    assert readme == expected, "README's version table is stale: run `nox -s table`"
+def test_the_page_table_is_the_committed_results():
+    page = vm.PAGE.read_text(encoding="utf-8")
+    expected = vm.replace_table(page, vm.markdown_table(vm.load_results(vm.RESULTS)))
+    assert page == expected, f"{vm.PAGE.name}'s version table is stale: run `nox -s table`"
     data = vm.load_results(vm.RESULTS)
     assert set(data["combos"]) <= {combo.id for combo in vm.COMBOS}, "a record of a row no longer in COMBOS: drop it"
-    assert all(record["ok"] for record in data["combos"].values()), "the README shows only a run that passed"
+    assert all(record["ok"] for record in data["combos"].values()), "the page shows only a run that passed"
 
 
 def test_notebook_rows_fail_a_notebook_that_raised_or_broke_the_lessons_promise():

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "course_src"
 NOTEBOOKS = ROOT / "notebooks"
 BADGES_MD = ROOT / "colab_badges.md"
+TEMPLATE = SRC / "_template.md"  # the lesson a new one starts from (docs/DEVELOPING.md, "Add a lesson")
 SOLUTIONS = ROOT / "lessons_lib" / "exercises" / "solutions.json"  # generated: each task's solution() and starter
 CORE_PATH = ROOT / "docs" / "core_path.md"  # generated: the core path, lesson by lesson
 GUIDE = ROOT / "docs" / "teaching_guide.md"  # its lesson-times region is generated
@@ -265,7 +266,7 @@ def has_variants(text: str) -> bool:
 
 # --------------------------------------------------------------------------- time estimates
 
-#: The yardstick (docs/DEVELOPING.md, README "Thời gian học"): what a learner does, counted once per thing.
+#: The yardstick (docs/DEVELOPING.md, "Notebook skeleton"): what a learner does, counted once per thing.
 #: Reading: prose and the text a cell prints, at 100 Vietnamese syllables a minute (technical text, with thinking).
 #: A code cell: 0.2 min to run it and find its output, 0.1 min per line of code read, its measured run time, and
 #: 1 min per figure. A quiz: 1 min. A checked task: 4 min plus 1 min per line of its solution that the starter does not
@@ -507,14 +508,39 @@ def absolute_links(text: str, config: CourseConfig, base: str = LINK_BASE) -> st
     return text
 
 
+#: The line under a lesson's "## Tiếp theo" heading that the build fills from the lesson order: the next lesson's
+#: title, linked, or on the last lesson that it is the last (course_src/_template.md shows it).
+NEXT_MARKER = "<!-- next-lesson -->"
+LAST_LESSON = "Đây là bài cuối của Bài 14."
+
+
+def with_next_lesson(text: str, following: Path | None) -> str:
+    """Return a lesson source with its next-lesson marker replaced by `following`'s linked title (None: the last)."""
+    section = next((body for heading, _, body in sections(text) if heading == "## Tiếp theo"), "")
+    if text.count(NEXT_MARKER) != 1 or NEXT_MARKER not in section:
+        raise ValueError(f"a lesson's '## Tiếp theo' section holds the line {NEXT_MARKER} once; the build writes the "
+                         "next lesson there")
+    if following is None:
+        return text.replace(NEXT_MARKER, LAST_LESSON)
+    title = following.read_text(encoding="utf-8").splitlines()[0].removeprefix("# ").strip()
+    return text.replace(NEXT_MARKER, f"[{title}]({following.stem}.ipynb)")
+
+
+def lesson_sources() -> list[Path]:
+    """Return the lesson sources in course order (course_src/NN_*.md; _template.md is not a lesson)."""
+    return sorted(SRC.glob("[0-9][0-9]_*.md"))
+
+
 def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
     """Return every generated file (notebooks and colab_badges.md) with its expected text."""
     config = config or load_config()
     files: dict[Path, str] = {}
     terms, measured = glossary.load(), load_measured()
-    for src in sorted(SRC.glob("[0-9][0-9]_*.md")):
+    sources = lesson_sources()
+    for src, following in itertools.zip_longest(sources, sources[1:]):
         text = src.read_text(encoding="utf-8")
         files[src] = text = with_times(text, measured.get(src.stem))  # the ⏱️ line states the yardstick
+        text = with_next_lesson(text, following)
         name = src.stem
         variants = [("learner", NOTEBOOKS / f"{name}.ipynb")]
         if has_variants(text):
@@ -525,6 +551,9 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
             body = absolute_links(body, config)  # opened in Colab/Kaggle, a relative link leads nowhere
             repo_path = target.relative_to(ROOT).as_posix()
             files[target] = _dump(build_notebook(parse_source(body), target.stem, repo_path, config))
+    if TEMPLATE.is_file():  # a new lesson starts from it: its ⏱️ line and next-lesson marker hold, it is no notebook
+        files[TEMPLATE] = template = with_times(TEMPLATE.read_text(encoding="utf-8"))
+        with_next_lesson(template, None)
     files[SOLUTIONS] = solutions_json()
     files[BADGES_MD] = badges_markdown(config, sorted(p for p in files if p.suffix == ".ipynb"))
     lessons = {src: text for src, text in files.items() if src.parent == SRC}
@@ -570,7 +599,7 @@ def solutions_json(sources: list[Path] | None = None) -> str:
     """Return solutions.json from every lesson source: {"solution" | "learner": {group: {task: code}}} from the
     regions, and {"core": {group: [task, ...]}}, the tasks of its ⭐ sections (progress() marks them)."""
     table: dict[str, dict] = {"solution": {}, "learner": {}, "core": {}}
-    for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
+    for src in sources or lesson_sources():
         group = f"lesson{src.name[:2]}"
         text = src.read_text(encoding="utf-8")
         if has_variants(text):
@@ -584,7 +613,7 @@ def solutions_json(sources: list[Path] | None = None) -> str:
 
 
 def _lessons(lessons: dict[Path, str] | None) -> dict[Path, str]:
-    return lessons or {src: src.read_text(encoding="utf-8") for src in sorted(SRC.glob("[0-9][0-9]_*.md"))}
+    return lessons or {src: src.read_text(encoding="utf-8") for src in lesson_sources()}
 
 
 def _minutes_text(whole: int, core: int) -> str:
@@ -613,23 +642,17 @@ def lesson_times_table(lessons: dict[Path, str] | None = None) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _grouped(number: int) -> str:
-    return f"{number:,}".replace(",", " ")  # the course's way: thousands grouped by a space (bench.format_count)
+def _totals_text(minutes: dict[Path, tuple[int, int]]) -> str:
+    """Return the course's core and whole study time, as README and the core-path page state it."""
+    core, whole = sum(m[1] for m in minutes.values()), sum(m[0] for m in minutes.values())
+    return f"~{core // 60} giờ {core % 60} phút, cả khoá ~{round(whole / 60)} giờ"
 
 
 def readme_with_study_times(readme: str, lessons: dict[Path, str] | None = None) -> str:
     """Return README with each notebook row's study-time cell ("~N phút (⭐ ~M)") from the yardstick."""
     measured, texts = load_measured(), _lessons(lessons)
     minutes = {src: lesson_minutes(text, measured.get(src.stem)) for src, text in texts.items()}
-    core, whole = sum(m[1] for m in minutes.values()), sum(m[0] for m in minutes.values())
-    readme = re.sub(r"\*\*Lộ trình cốt lõi \([^)\n]*\):\*\*",
-                    f"**Lộ trình cốt lõi (~{core // 60} giờ {core % 60} phút, cả khoá ~{round(whole / 60)} giờ):**",
-                    readme, count=1)
-    syllables = sum(prose_syllables(text) for text in texts.values())
-    core_syllables = sum(prose_syllables(core_source(select_variant(text, "learner") if has_variants(text) else text))
-                         for text in texts.values())
-    readme = re.sub(r"\(hiện: [\d ]+ âm tiết lời bài, [\d ]+ ở phần ⭐\)",
-                    f"(hiện: {_grouped(syllables)} âm tiết lời bài, {_grouped(core_syllables)} ở phần ⭐)", readme, count=1)
+    readme = re.sub(r"\*\*Lộ trình cốt lõi \([^)\n]*\):\*\*", f"**Lộ trình cốt lõi ({_totals_text(minutes)}):**", readme, count=1)
     for src in texts:
         cell = _minutes_text(*minutes[src])
         row = re.compile(rf"^(\| [^\n]*\(notebooks/{re.escape(src.stem)}\.ipynb\)[^\n]*\| )~\d+ phút \([^)]*\)( \|)", re.M)
@@ -641,14 +664,11 @@ def core_path_markdown(lessons: dict[Path, str] | None = None) -> str:
     """Return docs/core_path.md: every lesson's core sections and tasks, in order, with core and full minutes."""
     texts, measured = _lessons(lessons), load_measured()
     minutes = {src: lesson_minutes(text, measured.get(src.stem)) for src, text in texts.items()}
-    core_total = sum(core for _, core in minutes.values())
-    full_total = sum(whole for whole, _ in minutes.values())
     lines = ["# Lộ trình cốt lõi", "",
              "Sinh bởi `python -m tools.build_course` từ các mục ⭐ của course_src/; đừng sửa tay.", "",
-             f"Cả khoá mất khoảng {full_total / 60:.0f} giờ; **lộ trình cốt lõi** khoảng {core_total / 60:.1f} giờ "
-             f"(~{core_total} phút, một cuối tuần): trong mỗi bài, học các mục ⭐ theo thứ tự và làm các nhiệm vụ ⭐; "
-             "bỏ qua các mục 🔭 *mở rộng* (không ô cốt lõi nào cần đến chúng) và quay lại đọc khi cần. "
-             "Số phút theo thước đo ở README (mục \"Thời gian học\").", ""]
+             f"**Lộ trình cốt lõi** ({_totals_text(minutes)}; một cuối tuần): trong mỗi bài, học các mục ⭐ theo thứ "
+             "tự và làm các nhiệm vụ ⭐; bỏ qua các mục 🔭 *mở rộng* (không ô cốt lõi nào cần đến chúng) và quay lại "
+             "đọc khi cần. Số phút theo thước đo của `tools/build_course.py` (`estimate_minutes`).", ""]
     for src, text in texts.items():
         title = text.splitlines()[0].removeprefix("# ").strip()
         full, core = minutes[src]
@@ -733,7 +753,7 @@ def stats_table(sources: list[Path] | None = None) -> str:
     rows = [f"{'bài':<28} {'âm tiết':>8} {'⭐ âm tiết':>10} {'phút':>6} {'⭐ phút':>7}"]
     totals = [0, 0, 0, 0]
     measured = load_measured()
-    for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
+    for src in sources or lesson_sources():
         text = src.read_text(encoding="utf-8")
         learner = select_variant(text, "learner") if has_variants(text) else text
         core, cells = core_source(learner), measured.get(src.stem)
@@ -751,7 +771,7 @@ def measure(sources: list[Path] | None = None, timeout: int = 600) -> dict:
     from tools.run_notebooks import execute_notebook
 
     cells: dict[str, dict] = {}
-    for src in sources or sorted(SRC.glob("[0-9][0-9]_*.md")):
+    for src in sources or lesson_sources():
         path = NOTEBOOKS / f"{src.stem}.ipynb"
         run = execute_notebook(path, "pass", timeout=timeout)
         if run.error:

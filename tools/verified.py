@@ -1,7 +1,7 @@
 """Where each lesson last ran, read from the records the project keeps: never typed by hand.
 
 The site's "Đã chạy trên" block (one per notebook page) lists the CPU run that built the page, each row of the
-version matrix (docs/version-matrix.json) and the GPU run used, if any; README's compact table (between
+version matrix (docs/version-matrix.json) and the GPU run used, if any; docs/MAINTAINING.md's compact table (between
 VERIFIED_START/END, rewritten by `nox -s table`) lists the matrix's rows per lesson. A record older than the
 last commit that changed the lesson's source (course_src/NN_*.md) says so; without git history, nothing is said.
 """
@@ -67,8 +67,8 @@ def insert_block(nb, notebook: str, run: dict, gpu_run=None, gpu_nb=None) -> Non
     nb.cells.insert(next((i + 1 for i, c in enumerate(nb.cells) if c.get("id") == "lessons-site-launch"), 0), cell)
 
 
-def readme_table(data: dict) -> str:
-    """Return README's compact table: per lesson, each matrix row's result (both notebooks of the lesson)."""
+def lessons_table(data: dict) -> str:
+    """Return the compact table of vm.PAGE: per lesson, each matrix row's result (both notebooks of the lesson)."""
     combos = [(combo, data["combos"].get(combo.id)) for combo in vm.COMBOS]  # every row, run or not yet
     head = [(f"{vm.PLATFORM_NAMES[c.platform]} · " if c.platform else "") + f"Python {c.python} · torch {c.torch}"
             for c, _ in combos]
@@ -94,10 +94,10 @@ def readme_table(data: dict) -> str:
     return "\n".join(lines)
 
 
-def write_readme(data: dict, readme: Path = vm.README) -> None:
-    """Rewrite README's "verified on" table from the version matrix's results."""
-    head, _, rest = readme.read_text(encoding="utf-8").partition(VERIFIED_START)
+def write_table(data: dict, page: Path = vm.PAGE) -> None:
+    """Rewrite the page's "verified on" table from the version matrix's results."""
+    head, _, rest = page.read_text(encoding="utf-8").partition(VERIFIED_START)
     if VERIFIED_END not in rest:
-        raise ValueError(f"the README must hold the markers {VERIFIED_START} ... {VERIFIED_END} (in that order)")
-    readme.write_text(f"{head}{VERIFIED_START}\n{readme_table(data)}\n{VERIFIED_END}{rest.partition(VERIFIED_END)[2]}",
+        raise ValueError(f"{page.name} must hold the markers {VERIFIED_START} ... {VERIFIED_END} (in that order)")
+    page.write_text(f"{head}{VERIFIED_START}\n{lessons_table(data)}\n{VERIFIED_END}{rest.partition(VERIFIED_END)[2]}",
                       encoding="utf-8")

@@ -1,7 +1,7 @@
-"""The version matrix's rows, record and README table: which Python + torch + notebook stack rows the course runs on.
+"""The version matrix's rows, record and table (docs/MAINTAINING.md): which Python + torch + notebook stack rows the course runs on.
 
 `nox -s matrix` (noxfile.py) runs each row and merges its record into docs/version-matrix.json; this module
-holds the rows, reads and writes that file and turns it into README's table (`nox -s table` rewrites it).
+holds the rows, reads and writes that file and turns it into that page's table (`nox -s table` rewrites it).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 RESULTS = ROOT / "docs" / "version-matrix.json"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "MAINTAINING.md"  # the maintainers' page: its matrix tables are generated
 TABLE_START, TABLE_END = "<!-- version-matrix:start -->", "<!-- version-matrix:end -->"
 # Tests that check the repository with the regular environment's tools, not the runtime: left out in each
-# row, with the reason recorded in the results (in Vietnamese: the README's table lists them).
+# row, with the reason recorded in the results (in Vietnamese: the page's table lists them).
 UNIT_TEST_LEFT_OUT = {
     "tests/e2e": "JupyterLab + Playwright + Chromium của môi trường thường (marker browser)",
     "tests/test_atlas.py": "công cụ dựng site (myst-parser) của môi trường thường",
@@ -28,10 +28,10 @@ UNIT_TEST_LEFT_OUT = {
         "phần mở rộng Sphinx của site (môi trường thường)",
     "tests/test_python310.py::test_ruff_finds_no_syntax_newer_than_python310":
         "ruff của môi trường thường; kiểm tra cú pháp của lessons_lib, không phụ thuộc phiên bản chạy",
-    "tests/test_version_matrix.py::test_readme_table_is_the_committed_results":
-        "so README với file kết quả mà chính lần chạy đang ghi",
-    "tests/test_verified.py::test_readme_verified_table_is_current":
-        "so README với file kết quả mà chính lần chạy (và các hàng chạy trước nó) đang ghi",
+    "tests/test_version_matrix.py::test_the_page_table_is_the_committed_results":
+        "so docs/MAINTAINING.md với file kết quả mà chính lần chạy đang ghi",
+    "tests/test_verified.py::test_the_verified_table_is_current":
+        "so docs/MAINTAINING.md với file kết quả mà chính lần chạy (và các hàng chạy trước nó) đang ghi",
 }
 UNIT_TEST_MARKERS = "not colab_env and not browser"
 # What Colab's CPU runtime sets and the course reads (lessons_lib.platforms.detect_platform reads
@@ -87,7 +87,7 @@ class Combo:
         return ROOT / "envs" / f"{self.stack}-pins.txt"
 
 
-# The rows the README's table covers, each for the learners it stands for (`who`, the README's label). The newest
+# The rows the matrix table covers, each for the learners it stands for (`who`, the table's label). The newest
 # torch is the newest this machine's pip allows (/etc/xdg/pip caps torch at 2.14.1); PyPI's newest at the time of
 # writing is 2.15.0. PyPI's Linux torch is a CUDA build: on a machine without a driver, kind `cuda-no-gpu`. Colab's
 # CPU runtime installs torch 2.11.0+cpu from download.pytorch.org, which this machine cannot reach; the closest CPU
@@ -230,7 +230,7 @@ def image_notes() -> list[str]:
 
 
 def markdown_table(data: dict) -> str:
-    """Return the Markdown table of every row of COMBOS with its record, if any (Vietnamese, for the README)."""
+    """Return the Markdown table of every row of COMBOS with its record, if any (Vietnamese, for PAGE)."""
     lines = ["| Python | torch (bản build) | hàng này là ai | bộ gói notebook (ảnh gốc) | notebook chạy hết, đầu ra "
              "đúng lời bài | unit test đạt / trượt / bỏ qua | thời gian notebook · unit test | gói đổi so với bộ gói |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -307,14 +307,14 @@ def markdown_table(data: dict) -> str:
     return "\n".join(lines)
 
 
-def replace_readme_table(text: str, table: str) -> str:
-    """Return README text with the block between TABLE_START and TABLE_END replaced by `table`."""
+def replace_table(text: str, table: str) -> str:
+    """Return the page's text with the block between TABLE_START and TABLE_END replaced by `table`."""
     start, end = text.find(TABLE_START), text.find(TABLE_END)
     if start < 0 or end < start:
-        raise ValueError(f"the README must hold the markers {TABLE_START} ... {TABLE_END} (in that order)")
+        raise ValueError(f"{PAGE.name} must hold the markers {TABLE_START} ... {TABLE_END} (in that order)")
     return text[:start + len(TABLE_START)] + "\n" + table + "\n" + text[end:]
 
 
-def write_readme(data: dict, readme: Path = README) -> None:
-    """Rewrite README's version-matrix table from results `data`."""
-    readme.write_text(replace_readme_table(readme.read_text(encoding="utf-8"), markdown_table(data)), encoding="utf-8")
+def write_table(data: dict, page: Path = PAGE) -> None:
+    """Rewrite the page's version-matrix table from results `data`."""
+    page.write_text(replace_table(page.read_text(encoding="utf-8"), markdown_table(data)), encoding="utf-8")
