@@ -71,6 +71,9 @@ def test_the_template_lesson_has_the_skeleton_and_is_no_notebook():
     planned = build_course.planned_outputs()
     assert build_course.TEMPLATE in planned and not any(p.stem.startswith("_template") for p in NOTEBOOKS)
     assert build_course.TEMPLATE not in build_course.lesson_sources()
+    template_title = build_course.TEMPLATE.read_text(encoding="utf-8").splitlines()[0].removeprefix("# ")
+    for page in (build_course.CORE_PATH, build_course.GUIDE):  # its minutes count toward no total
+        assert template_title not in planned[page], page.name
 
 
 def test_the_next_lesson_line_is_the_next_lessons_title_or_says_it_is_the_last(tmp_path):

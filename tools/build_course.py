@@ -556,7 +556,7 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
         with_next_lesson(template, None)
     files[SOLUTIONS] = solutions_json()
     files[BADGES_MD] = badges_markdown(config, sorted(p for p in files if p.suffix == ".ipynb"))
-    lessons = {src: text for src, text in files.items() if src.parent == SRC}
+    lessons = {src: text for src, text in files.items() if src.parent == SRC and src != TEMPLATE}
     files[CORE_PATH] = core_path_markdown(lessons)
     files[glossary.PAGE] = glossary.page(terms)
     if GUIDE.is_file():
