@@ -40,7 +40,7 @@ import nbclient
 import nbformat
 from filelock import FileLock  # a dependency of torch
 
-from lessons_lib import gpu_cells
+from lessons_lib import __version__, gpu_cells, gpu_check
 from tools import output_checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,9 +251,17 @@ def run_conditions(jobs: int = 1) -> str:
 
 @functools.cache
 def _nvidia_gpus() -> int:
-    from lessons_lib import gpu_check
-
     return len(gpu_check.read_nvidia_smi().gpus)
+
+
+def machine_gpus() -> int:
+    """Return how many GPUs `%%gpu` cells must use here: torch's, or more where nvidia-smi lists more.
+
+    A GPU that nvidia-smi lists but torch cannot use (a CPU build, a driver too old) would let every `%%gpu` cell
+    skip and the run look green: its cells count as skipped though allowed, unless LESSONS_ALLOW_NO_CUDA=1.
+    """
+    usable = gpu_cells.cuda_gpu_count()
+    return usable if os.environ.get(gpu_check.ALLOW_NO_CUDA_ENV) == "1" else max(usable, _nvidia_gpus())
 
 
 def cache_key(path: Path, environment: str | None = None, repeat: int = 2) -> str:
@@ -478,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"keep the executed notebooks here (default {shown(CACHE_DIR)})")
     parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell (default 600)")
     parser.add_argument("--memory-mb", type=int, help="limit the kernels' private memory to this many MiB")
-    parser.add_argument("--gpus", type=int, help="GPUs this machine has for %%gpu cells (default: torch's count)")
+    parser.add_argument("--gpus", type=int, help="GPUs this machine has for %%gpu cells (default: machine_gpus())")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks run at once (default 1)")
     parser.add_argument("--readme", action="store_true", help="run every notebook once, alone, and write the times "
                         "into README.md's notebook table")
@@ -491,9 +499,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_mb is not None and (why := set_limits(args.memory_mb)):
         print(f"⚠️ {why}", file=sys.stderr)
     footnote = _footnote()  # the load before the runs add their own
-    machine_gpus = gpu_cells.cuda_gpu_count() if args.gpus is None else args.gpus
+    print("\n".join(gpu_check.header_lines(gpu_check.read_nvidia_smi(), gpu_check.read_torch(), __version__)))
+    gpus = machine_gpus() if args.gpus is None else args.gpus
     start = time.perf_counter()
-    reports = run_all([p.resolve() for p in args.notebooks or course_notebooks()], machine_gpus, args.save,
+    reports = run_all([p.resolve() for p in args.notebooks or course_notebooks()], gpus, args.save,
                       fresh=args.fresh or args.readme, timeout=args.timeout, repeat=1 if args.once or args.readme else 2,
                       jobs=args.jobs)
     print(table(reports))
@@ -503,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + details(failed))
         print(f"❌ KHÔNG SẴN SÀNG: {len(failed)} / {len(reports)} notebook không đạt ({minutes:.1f} phút).")
         return 1
-    gpu = f"{machine_gpus} GPU" if machine_gpus else "không GPU: các ô %%gpu được bỏ qua"
+    gpu = f"{gpus} GPU" if gpus else "không GPU: các ô %%gpu được bỏ qua"
     print(f"✅ SẴN SÀNG: {len(reports)} notebook chạy hết, đầu ra đúng như bài hứa ({gpu}; {minutes:.1f} phút).")
     if args.readme:
         README.write_text(readme_with_times(README.read_text(encoding="utf-8"), reports, footnote), encoding="utf-8")
