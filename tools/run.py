@@ -122,8 +122,7 @@ def execute_notebook(path: Path, probe_source: str = "pass", timeout: int = 600,
     last_pass = nb.cells
     nb.cells = [copy.deepcopy(cell) for _ in range(repeat - 1) for cell in last_pass] + last_pass
     nb.cells.append(nbformat.v4.new_code_cell(probe_source))
-    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
-                                     resources={"metadata": {"path": str(Path(path).parent)}})
+    client = notebook_client(nb, Path(path).parent, timeout)
     start = time.perf_counter()
     error = None
     try:
@@ -138,6 +137,14 @@ def execute_notebook(path: Path, probe_source: str = "pass", timeout: int = 600,
     keep_first_pass_streams(nb.cells[:len(last_pass)], last_pass)
     nb.cells = nb.cells[len(nb.cells) - len(last_pass) - 1:]  # keep the last pass (+ probe) only
     return Execution(nb=nb, wall_s=wall, error=error, probe_text=probe_text)
+
+
+def notebook_client(nb: nbformat.NotebookNode, cwd: Path, timeout: int | None = 600,
+                    **options) -> nbclient.NotebookClient:
+    """Return the client every run of the course uses: "Run all" in a new python3 kernel started in `cwd`, killed
+    at the end, each cell allowed `timeout` seconds; `options` are NotebookClient's (allow_errors, timeout_func, hooks)."""
+    return nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
+                                   resources={"metadata": {"path": str(cwd)}}, **options)
 
 
 def keep_first_pass_streams(first: list, last: list) -> None:
