@@ -90,11 +90,12 @@ def test_memory_limit_applies_to_this_process_and_its_children():
     import subprocess
     import sys
 
-    code = ("import resource\nfrom tools import run\nassert run.set_limits(64) is None\n"
-            "print(resource.getrlimit(resource.RLIMIT_DATA)[0])")
+    child = "import resource; print(resource.getrlimit(resource.RLIMIT_DATA)[0])"
+    code = (f"import subprocess, sys\nfrom tools import run\nassert run.set_limits(256) is None\n"
+            f"subprocess.run([sys.executable, '-c', {child!r}])")  # a kernel is such a child
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert int(out) == 64 * 2**20
-    assert resource.getrlimit(resource.RLIMIT_DATA)[0] != 64 * 2**20, "this process stays unlimited"
+    assert int(out) == 256 * 2**20
+    assert resource.getrlimit(resource.RLIMIT_DATA)[0] != 256 * 2**20, "the caller stays unlimited"
 
 
 # --------------------------------------------------------------------------- the cache (fake runs)

@@ -492,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, metavar="DIR", default=CACHE_DIR,
                         help=f"keep the executed notebooks here (default {shown(CACHE_DIR)})")
     parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell (default 600)")
-    parser.add_argument("--memory-mb", type=int, help="limit the kernels' private memory to this many MiB")
+    parser.add_argument("--memory-mb", type=int, help="limit this runner's and its kernels' private memory to this many MiB each")
     parser.add_argument("--gpus", type=int, help="GPUs this machine has for %%gpu cells (default: machine_gpus())")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks run at once (default 1)")
     parser.add_argument("--readme", action="store_true", help="run every notebook once, alone, and write the times "
