@@ -54,7 +54,7 @@ os.environ["PIP_CONFIG_FILE"] = os.devnull
 
 INDEX = "https://pypi.org/simple"
 COLAB = vm.COMBOS[0]  # Colab's own Python and torch (envs/colab-pins.txt's header), from PyPI
-TEST_TOOLS = ("pytest", "nbval")  # pinned by requirements.txt; each row's unit tests need them
+TEST_TOOLS = ("pytest",)  # pinned by requirements.txt; each row's unit tests need it
 # uv's names for the platforms the README claims (torch's Linux wheels are manylinux_2_28).
 PLATFORMS = {"linux-x86_64": "x86_64-manylinux_2_28", "macos-arm64": "aarch64-apple-darwin",
              "windows-x86_64": "x86_64-pc-windows-msvc"}

@@ -25,7 +25,7 @@ extensions = ["myst_nb", "tools.lessons_site", "tools.site_epub"]  # Sphinx runs
 exclude_patterns = ["_extra", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
 
-# Notebooks arrive executed (tools/execute_course.py); MyST-NB must not run them again.
+# Notebooks arrive executed (tools/run.py); MyST-NB must not run them again.
 nb_execution_mode = "off"
 nb_ipywidgets_js = {}  # its default loads require.js and the widget manager from CDNs
 # A widget view has no state on a static page: drop it, so the text/plain (or static HTML) form shows instead.

@@ -9,15 +9,14 @@ import pytest
 
 from lessons_lib.errors import explain
 from tools import atlas
-from tools.execute_course import execute_cached
-from tools.run_notebooks import course_notebooks
+from tools.run import course_notebooks, execute_cached
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def lessons() -> dict[str, nbformat.NotebookNode]:
-    """The executed lessons (no solutions), from the cache the site uses (tools/execute_course.py)."""
+    """The executed lessons (no solutions), from the cache the site uses (tools/run.py)."""
     found = {p.relative_to(REPO).as_posix(): execute_cached(p) for p in course_notebooks() if "solutions" not in p.parts}
     assert not [run.error for run in found.values() if run.error is not None]
     return {path: run.nb for path, run in found.items()}

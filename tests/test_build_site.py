@@ -256,7 +256,7 @@ def test_stage_keeps_time_stamps_of_unchanged_files_and_removes_stale_ones(tmp_p
 
 
 def test_stage_refuses_to_build_when_a_notebook_fails(tmp_path, monkeypatch):
-    from tools.execute_course import Executed
+    from tools.run import Executed
 
     failed = Executed(Path("x.ipynb"), None, "ValueError: boom", False, 0.1)
     monkeypatch.setattr(build_site, "execute_cached", lambda path: failed)

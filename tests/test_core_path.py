@@ -107,7 +107,7 @@ def _run_solutions_core(src: Path, tmp_path: Path):
     """Execute the core cells of a lesson's solutions alone, top to bottom."""
     import nbformat
 
-    from tools import run_notebooks
+    from tools import run
 
     text = src.read_text(encoding="utf-8")
     body = build_course.select_variant(text, "solution") if build_course.has_variants(text) else text
@@ -115,7 +115,7 @@ def _run_solutions_core(src: Path, tmp_path: Path):
     nb = build_course.build_notebook(cells, src.stem, f"notebooks/{src.stem}.ipynb", build_course.load_config())
     path = tmp_path / f"{src.stem}_core.ipynb"
     nbformat.write(nbformat.from_dict(nb), path)
-    return run_notebooks.execute_notebook(path, "pass", timeout=300)
+    return run.execute_notebook(path, timeout=300)
 
 
 CORE_LESSONS = [s for s in WITH_TEMPLATE if build_course.core_source(s.read_text(encoding="utf-8"))]

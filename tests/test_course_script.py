@@ -57,7 +57,7 @@ def test_reusing_the_machines_torch_installs_only_what_it_lacks():
     names = {course.requirement_name(line) for line in lines}
     assert "torch" not in names, "never install torch over the machine's own"
     assert not names & have, "keep the machine's packages, built to go with its torch"
-    assert {"jupyterlab", "nbval", "pytest", "uv"} <= names
+    assert {"jupyterlab", "pytest", "uv"} <= names
 
 
 @pytest.mark.parametrize("line, name", [("torch==2.13.0", "torch"), ('numpy==2.2.6; python_version < "3.11"', "numpy"),

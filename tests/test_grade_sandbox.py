@@ -194,10 +194,12 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 def _copy_course(repo: Path) -> None:
-    """Copy what the grader needs (tools/grade.py, lessons_lib, the notebooks) into a repository of its own."""
+    """Copy what the grader needs (tools/grade.py and the runner it uses, lessons_lib, the notebooks) into a
+    repository of its own."""
     ignore = shutil.ignore_patterns("__pycache__")
     (repo / "tools").mkdir(parents=True)
-    shutil.copy2(ROOT / "tools" / "grade.py", repo / "tools" / "grade.py")
+    for name in ("__init__.py", "grade.py", "run.py", "output_checks.py"):
+        shutil.copy2(ROOT / "tools" / name, repo / "tools" / name)
     shutil.copytree(ROOT / "lessons_lib", repo / "lessons_lib", ignore=ignore)
     shutil.copytree(ROOT / "notebooks", repo / "notebooks", ignore=ignore)
 

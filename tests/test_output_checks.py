@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from tools import output_checks
-from tools.run_notebooks import keep_first_pass_streams
+from tools.run import keep_first_pass_streams
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,43 +1,27 @@
-"""The pre-course check runs notebooks under nbval, tabulates them, and turns red when one fails."""
+"""`course.sh check` is tools/run.py with one notebook more at a time than the test command's processes."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import nbformat
 
 from tools import precourse_check
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def _notebook(path: Path, *sources: str) -> Path:
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-    return path
-
-
-def test_check_passes_then_turns_red_on_a_broken_notebook(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("COURSE_TEST_WORKERS", "1")  # two tiny notebooks: no xdist start-up
-    good = _notebook(tmp_path / "good.ipynb", "x = 21 * 2", "%%gpu\nprint('chỉ chạy khi có GPU')", "print(x)")
-    broken = _notebook(tmp_path / "broken.ipynb", "y = 1", "raise RuntimeError('ô hỏng cố ý')")
-
-    assert precourse_check.main([str(good)]) == 0
+def test_check_runs_notebooks_in_parallel_and_turns_red_on_a_broken_one(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COURSE_TEST_WORKERS", "2")
+    paths = []
+    for name, sources in (("good", ("x = 21 * 2", "print(x)")), ("broken", ("raise RuntimeError('ô hỏng cố ý')",))):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+        paths.append(str(tmp_path / f"{name}.ipynb"))
+    assert precourse_check.main(["--save", str(tmp_path / "cache"), *paths]) == 1
     out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if "good.ipynb" in line)
-    assert "| ✅ | 2 / 0 |" in row and "0 / 1 (cần 1 GPU, máy có 0)" in row and row.endswith("MiB |")
-    assert "✅ SẴN SÀNG: 1 notebook" in out
-
-    assert precourse_check.main([str(good), str(broken)]) == 1
-    out = capsys.readouterr().out
-    assert "| ❌ | 1 / 1 |" in next(line for line in out.splitlines() if "broken.ipynb" in line)
-    assert "ô hỏng cố ý" in out and "❌ KHÔNG SẴN SÀNG: 1 notebook lỗi" in out
+    assert f"| {paths[0]} | ✅ |" in out and f"| {paths[1]} | ❌ |" in out and "ô hỏng cố ý" in out
+    assert "❌ KHÔNG SẴN SÀNG: 1 / 2 notebook" in out
 
 
-def test_check_runs_one_process_more_than_the_test_command():
-    assert precourse_check.check_workers({"COURSE_TEST_WORKERS": "2"}) == ["-n", "2", "--dist", "loadgroup"]
-    assert precourse_check.check_workers({"COURSE_TEST_WORKERS": "1"}) == []
-    workers = precourse_check.check_workers({})
-    assert workers == [] or (workers[0] == "-n" and int(workers[1]) >= 3)
+def test_check_runs_one_notebook_more_than_the_test_command_runs_processes():
+    assert precourse_check.check_jobs({"COURSE_TEST_WORKERS": "2"}) == 2
+    assert precourse_check.check_jobs({"COURSE_TEST_WORKERS": "1"}) == 1
+    assert precourse_check.check_jobs({}) in (1, 3)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,22 +37,3 @@ def test_without_pytest_xdist_the_session_still_starts(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
-
-
-def test_two_processes_keep_each_notebooks_cells_in_one_kernel(tmp_path):
-    """A notebook whose later cells need its first cell: split across processes, they would fail with NameError."""
-    pytest.importorskip("xdist", reason="pytest-xdist is not installed here (requirements.txt installs it)")
-    import nbformat
-
-    for name in ("a", "b"):
-        cells = [nbformat.v4.new_code_cell("value = 41")] + [nbformat.v4.new_code_cell(f"assert value == 41\nv{i} = {i}")
-                                                             for i in range(3)]
-        nb = nbformat.v4.new_notebook(cells=cells)
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nbformat.write(nb, tmp_path / f"{name}.ipynb")
-    (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text(encoding="utf-8"), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-                           "--nbval-current-env", "-n", "2", "--dist", "loadgroup", "a.ipynb", "b.ipynb"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "8 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]

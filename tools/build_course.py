@@ -768,7 +768,7 @@ def measure(sources: list[Path] | None = None, timeout: int = 600) -> dict:
     """Run each learner notebook once ("Run all") and return its code cells' [seconds, output syllables, figures]."""
     import time
 
-    from tools.run_notebooks import execute_notebook
+    from tools.run import execute_notebook
 
     cells: dict[str, dict] = {}
     for src in sources or lesson_sources():

@@ -1,6 +1,6 @@
 """Build the course website from the executed notebooks into build/site/ (Sphinx + MyST-NB, offline).
 
-1. Every notebook under notebooks/ comes executed from tools/execute_course.py's cache (it runs, twice in one
+1. Every notebook under notebooks/ comes executed from tools/run.py's cache (it runs, twice in one
    kernel, only when its key changed).
 2. Each one is prepared for a static page in build/site-src/: local "Mở trong Colab / Kaggle" buttons and a
    "Chạy trên <CPU>, <lõi>, torch <phiên bản>, <ngày>" label replace the badge cell; a %%gpu cell that was skipped
@@ -48,9 +48,7 @@ from tools.build_course import (
     kaggle_url,
     load_config,
 )
-from tools.execute_course import RUN_KEY, execute_cached
-from tools.gpu_validate import needed_gpus
-from tools.run_notebooks import course_notebooks
+from tools.run import RUN_KEY, course_notebooks, execute_cached, needed_gpus, was_skipped
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "site"  # conf.py, templates, CSS, vendored fonts and MathJax
@@ -178,13 +176,6 @@ def measured_note(run: GpuRun) -> nbformat.NotebookNode:
     """Return the label put above the outputs taken from the GPU run."""
     text = f"Đo trên {run.gpu}, {run.date} (lần chạy GPU của khoá học; máy dựng trang không chạy được ô này)."
     return _note("measured", "🟢 " + html.escape(text), "🟢 " + text)
-
-
-def was_skipped(cell) -> bool:
-    """Return True when a %%gpu cell's outputs are only the skip notice lessons_lib prints."""
-    outputs = cell.get("outputs", [])
-    return bool(outputs) and all(o.get("output_type") == "stream" for o in outputs) and \
-        "".join(o.get("text", "") for o in outputs).lstrip().startswith(SKIP_MARK)
 
 
 def static_outputs(outputs: list) -> list:

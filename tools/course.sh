@@ -2,8 +2,8 @@
 # The course's two commands. Both do all set-up on a fresh machine (a virtual environment in .venv):
 #   bash tools/course.sh lab    set up, then open the course in JupyterLab (on a working copy: notebooks_cua_toi/)
 #   bash tools/course.sh test   set up, then run every test (unit tests + every notebook twice per kernel, outputs checked)
-#   bash tools/course.sh check  set up, then the instructor's pre-course check: every notebook once under nbval, a table
-#                               per notebook and a verdict (tools/precourse_check.py)
+#   bash tools/course.sh check  set up, then the instructor's pre-course check: every notebook twice per kernel, outputs
+#                               and %%gpu cells checked, a table per notebook and a verdict (tools/run.py)
 #   bash tools/course.sh site   set up, then build the course website into build/site/ (tools/build_site.py)
 #   bash tools/course.sh nox ARGS set up, then run nox with the environment's uv (noxfile.py: -l lists the
 #                               maintainer's sessions, -s matrix runs the version matrix)

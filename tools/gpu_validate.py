@@ -5,19 +5,19 @@ in Vietnamese, when:
 
 - no CUDA GPU is usable: no nvidia-smi, nvidia-smi lists no GPU, a CPU-only torch, a driver too old for torch's
   CUDA build (torch.cuda.is_available() is False with a warning), or a first computation on the GPU fails;
-- pytest fails, or a notebook fails when run top to bottom;
-- any `%%gpu` cell that this machine's GPU count allows was skipped: by pytest (nbval, read from a junit XML) or
-  inside the kernel (the executed notebook shows the cell's skip notice instead of its output).
+- pytest fails (the whole test suite, when no notebook is named);
+- a notebook fails in tools/run.py (a cell raises, its outputs break the lesson's promises) or any `%%gpu` cell
+  that this machine's GPU count (nvidia-smi's) allows was skipped (run.py counts each one run or skipped).
 
 Evidence in OUT (default ``gpu-validation-<date>-<time>/``, ignored by git): environment.txt (GPU, driver, CUDA,
-torch), pytest.log + junit.xml, notebooks.log (time and peak memory per notebook), problems.txt, and the executed
-notebooks with their outputs under ``OUT/executed/<notebook path relative to the repository>`` (the curves to look
-at; a website build can reuse them).
+torch), pytest.log, notebooks.log (run.py's table: %%gpu cells run / skipped, time, peak memory per notebook),
+problems.txt, and the executed notebooks with their outputs under ``OUT/executed/<notebook path relative to the
+repository>`` (the curves to look at; a website build can reuse them; the test suite's re-run test fills it).
 
 Usage:
     bash tools/gpu_validate.sh [-o OUT] [--keep-going] [NOTEBOOK ...]
         NOTEBOOK ...   validate only these notebooks (default: the README's whole test command, then every
-                       notebook under notebooks/)
+                       notebook under notebooks/ through tools/run.py)
         --keep-going   run pytest and the notebooks even when no CUDA GPU is usable (the exit status stays 1)
 """
 
@@ -29,15 +29,12 @@ import os
 import platform
 import subprocess
 import sys
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-import nbformat
-
-from lessons_lib import __version__, gpu_cells, gpu_check
+from lessons_lib import __version__, gpu_check
+from tools import run
 
 ROOT = Path(__file__).resolve().parent.parent
-
 
 
 def first_gpu_computation() -> str | None:
@@ -51,71 +48,6 @@ def first_gpu_computation() -> str | None:
     except Exception as exc:  # noqa: BLE001 - any failure here means the GPU is not usable
         return f"{type(exc).__name__}: {exc}".splitlines()[0]
     return None if value == 256.0 ** 3 else f"wrong result {value} for a 256x256 matmul of ones"
-
-
-def _code_cells(path: Path) -> list:
-    return [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
-
-
-def needed_gpus(source: str) -> int | None:
-    """Return how many GPUs a `%%gpu` cell needs, or None for any other cell (or a malformed %%gpu line)."""
-    try:
-        return gpu_cells.required_gpus(source)
-    except ValueError:
-        return None
-
-
-def gpu_cells_in_junit(junit_xml: Path, rootdir: Path) -> list[tuple[str, int, str]]:
-    """Return (notebook::Cell N, GPUs it needs, "passed" | "skipped" | "failed") for each `%%gpu` cell pytest ran.
-
-    Args:
-        junit_xml: pytest's ``--junitxml`` output, written with ``-o junit_family=xunit1`` (it names the file).
-        rootdir: pytest's rootdir (the junit file paths are relative to it).
-    """
-    found = []
-    cells_of: dict[Path, list] = {}
-    for case in ElementTree.parse(junit_xml).getroot().iter("testcase"):
-        file, name = case.get("file") or "", case.get("name") or ""
-        if not file.endswith(".ipynb") or not name.startswith("Cell "):
-            continue
-        path = (rootdir / file).resolve()
-        if path not in cells_of:
-            cells_of[path] = _code_cells(path) if path.exists() else []
-        index, cells = int(name.split()[1]), cells_of[path]
-        needed = needed_gpus(cells[index].source) if index < len(cells) else None
-        if needed is None:
-            continue
-        outcome = ("skipped" if case.find("skipped") is not None
-                   else "failed" if case.find("failure") is not None or case.find("error") is not None else "passed")
-        found.append((f"{_shown(path)}::{name}", needed, outcome))
-    return found
-
-
-def skipped_by_pytest(junit_xml: Path, rootdir: Path, machine_gpus: int) -> list[str]:
-    """Return "[pytest] notebook::Cell N (needs K GPU)" for each `%%gpu` cell pytest skipped that the machine's
-    GPUs allow."""
-    return [f"[pytest] {label} (needs {needed} GPU)"
-            for label, needed, outcome in gpu_cells_in_junit(junit_xml, rootdir)
-            if outcome == "skipped" and needed <= machine_gpus]
-
-
-def skipped_in_kernel(executed: Path, machine_gpus: int, shown_as: str | None = None) -> list[str]:
-    """Return "[kernel] notebook::Cell N (needs K GPU)" for each `%%gpu` cell of an executed notebook that printed
-    the skip notice instead of running, although the machine's GPUs allow it."""
-    found = []
-    for index, cell in enumerate(_code_cells(executed)):
-        needed = needed_gpus(cell.source)
-        if needed is None or needed > machine_gpus:
-            continue
-        text = "".join(out.get("text", "") for out in cell.get("outputs", []) if out.get("output_type") == "stream")
-        if any(line.lstrip().startswith(gpu_cells.SKIP_MARK) for line in text.splitlines()):
-            found.append(f"[kernel] {shown_as or _shown(executed)}::Cell {index} (needs {needed} GPU)")
-    return found
-
-
-def _shown(path: Path) -> str:
-    path = Path(path).resolve()
-    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
 
 
 def _tee(cmd: list[str], log: Path, env: dict) -> int:
@@ -166,29 +98,26 @@ def main(argv: list[str] | None = None) -> int:
             return _finish(out, problems)
         print(no_cuda, file=sys.stderr, flush=True)
 
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "BAI14_EXECUTED_DIR": str(out / "executed")}
     if no_cuda is not None:
-        env[gpu_check.ALLOW_NO_CUDA_ENV] = "1"  # the session would stop at once; this report names the problem
-    junit = out / "junit.xml"
-    pytest_status = _tee([sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
-                          "-rs", "-p", "no:cacheprovider", "-o", "junit_family=xunit1", f"--junitxml={junit}",
-                          *map(str, notebooks)], out / "pytest.log", env)
-    executed = out / "executed"
-    notebooks_status = _tee([sys.executable, "-m", "tools.run_notebooks", "--markdown", "--save",
-                             str(executed), *map(str, notebooks)], out / "notebooks.log", env)
-    if pytest_status != 0:
-        problems.append(f"❌ pytest thất bại (mã {pytest_status}), xem {out / 'pytest.log'}")
-    if notebooks_status != 0:
+        env[gpu_check.ALLOW_NO_CUDA_ENV] = "1"  # the re-run test would fail on it too; this report names it
+    if not notebooks:
+        status = _tee([sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
+                       "-rs", "-p", "no:cacheprovider"], out / "pytest.log", env)
+        if status != 0:
+            problems.append(f"❌ pytest thất bại (mã {status}), xem {out / 'pytest.log'}")
+    reports = run.run_all(notebooks or run.course_notebooks(), len(smi.gpus), out / "executed")
+    log = run.table(reports) + "\n\n" + run.details(reports)
+    (out / "notebooks.log").write_text(log + "\n", encoding="utf-8")
+    print(log, flush=True)
+    ran = sum(r.gpu_ran for r in reports)
+    print(f"Số ô %%gpu đã chạy: {ran}", flush=True)
+    if any(r.executed.error or r.problems for r in reports):
         problems.append(f"❌ Có notebook lỗi khi chạy từ đầu đến cuối, xem {out / 'notebooks.log'}")
-    machine_gpus = len(smi.gpus)
-    ran = sum(outcome == "passed" for _, _, outcome in gpu_cells_in_junit(junit, ROOT)) if junit.exists() else 0
-    print(f"Số ô %%gpu đã chạy dưới pytest: {ran}", flush=True)
-    hollow = skipped_by_pytest(junit, ROOT, machine_gpus) if junit.exists() else []
-    for saved in sorted(executed.rglob("*.ipynb")) if executed.exists() else []:
-        hollow += skipped_in_kernel(saved, machine_gpus, shown_as=saved.relative_to(out).as_posix())
+    hollow = [cell for r in reports for cell in r.hollow]
     if hollow:
         cells = "\n  ".join(hollow)
-        problems.append(f"❌ Các ô %%gpu sau bị bỏ qua dù máy có {machine_gpus} GPU:\n  {cells}")
+        problems.append(f"❌ Các ô %%gpu sau bị bỏ qua dù máy có {len(smi.gpus)} GPU:\n  {cells}")
     return _finish(out, problems)
 
 

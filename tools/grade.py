@@ -24,7 +24,6 @@ import csv
 import html
 import json
 import os
-import queue
 import re
 import shutil
 import signal
@@ -57,7 +56,6 @@ KERNEL_START_S = 60  # a kernel that is not ready after this is reported as not 
 MAX_SUBMISSION_BYTES = 100 * 2**20
 CELL_OUTPUT_CHARS = 2_000  # kept per cell in the log ...
 LOG_CHARS = 50_000  # ... and per submission; the rest is counted, not kept
-FILE_SIZE_LIMIT = 2**30  # RLIMIT_FSIZE of the kernel: one file it writes stays under 1 GiB
 _KEEP_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "SYSTEMROOT",
              "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV", "CONDA_PREFIX",
              "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
@@ -250,21 +248,6 @@ def _first_line(code: str, width: int = 60) -> str:
     return line if len(line) <= width else line[:width - 1] + "…"
 
 
-def _set_limits(memory_mb: int) -> str | None:
-    """Limit this process and its children (the kernel): private memory, file size, no core files."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return "máy này không đặt được giới hạn bộ nhớ (không có module resource)"
-    limits = [(resource.RLIMIT_DATA, memory_mb * 2**20), (resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT),
-              (resource.RLIMIT_CORE, 0)]
-    for which, value in limits:
-        soft, hard = resource.getrlimit(which)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (value, hard))
-    return None
-
-
 def cpu_seconds() -> float:
     """Return the CPU time of this process and of every child it has waited for (the workers and their kernels)."""
     try:
@@ -294,101 +277,75 @@ class _Capped:
 
 
 def run_cells(job: dict) -> dict:
-    """Start a kernel, run the job's code cells in order until the time limit, and return what happened.
+    """Run the job's code cells in order in a new kernel (tools/run.py's client) until the time limit; return what
+    happened.
 
     `job` holds "cells" ([index, code] pairs), "timeout" (seconds for all cells), "pid_file" (where the kernel's
-    process group id is written as soon as it starts).
+    process group id is written as soon as it is ready).
     """
-    from jupyter_client import KernelManager
+    import nbformat
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+    from tools import run
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code, metadata={"index": index})
+                                         for index, code in job["cells"] if code.strip()])
     result = {"errors": [], "stopped": None, "cells_run": 0, "seconds": 0.0, "log": "", "dropped": 0}
-    log = _Capped(LOG_CHARS)
-    km = KernelManager(kernel_name="python3")
+    state = {"deadline": None, "cell": None, "exit": None, "pgid": None}
+
+    def started(notebook) -> None:
+        provisioner = client.km.provisioner
+        state["pgid"] = getattr(provisioner, "pgid", None)
+        Path(job["pid_file"]).write_text(str(state["pgid"] or getattr(provisioner, "pid", "") or ""), encoding="utf-8")
+        state["deadline"] = time.monotonic() + job["timeout"]  # one time limit for all the cells
+
+    def cell_started(cell, cell_index) -> None:
+        state["cell"] = cell
+        result["cells_run"] += 1
+
+    def failed(notebook) -> None:  # called before the kernel is cleaned up: its exit status is still there
+        process = getattr(client.km.provisioner, "process", None)
+        state["exit"] = process.poll() if process is not None else None
+
+    client = run.notebook_client(nb, Path.cwd(), None, allow_errors=True, startup_timeout=KERNEL_START_S,
+                                 timeout_func=lambda cell: max(0.01, state["deadline"] - time.monotonic()),
+                                 on_notebook_start=started, on_cell_start=cell_started, on_notebook_error=failed)
     start = time.monotonic()
     try:
-        km.start_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-        provisioner = km.provisioner
-        pid = getattr(provisioner, "pgid", None) or getattr(provisioner, "pid", None)
-        Path(job["pid_file"]).write_text(str(pid or ""), encoding="utf-8")
-        kc = km.client()
-        kc.start_channels()
-        kc.wait_for_ready(timeout=KERNEL_START_S)
-    except Exception as exc:  # noqa: BLE001 - a kernel that does not start is reported, not raised
-        result["stopped"] = {"reason": "start", "cell": None, "detail": f"{type(exc).__name__}: {exc}"[:300]}
-        _stop(km)
-        return result
-    deadline = time.monotonic() + job["timeout"]
-    try:
-        for index, code in job["cells"]:
-            if not code.strip():
-                continue
-            stop = _run_one(km, kc, index, code, deadline, log, result)
-            result["cells_run"] += 1
-            if stop:
-                result["stopped"] = stop
-                break
+        client.execute(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    except Exception as exc:  # noqa: BLE001 - a kernel that does not start, dies or runs out of time is reported
+        cell = state["cell"]
+        where = {"cell": cell.metadata["index"], "detail": _first_line(cell.source)} if cell is not None else {}
+        if state["deadline"] is None:
+            result["stopped"] = {"reason": "start", "cell": None, "detail": f"{type(exc).__name__}: {exc}"[:300]}
+        elif isinstance(exc, CellTimeoutError):
+            result["stopped"] = {"reason": "timeout", **where}
+        else:
+            result["stopped"] = {"reason": "died", **where, "exit": state["exit"] if isinstance(exc, DeadKernelError)
+                                 else f"{type(exc).__name__}: {exc}"[:300]}
     finally:
-        result["seconds"] = round(time.monotonic() - start, 1)
-        result["log"], result["dropped"] = log.text(), log.dropped
-        kc.stop_channels()
-        _stop(km)
+        _kill_group(state["pgid"])  # what the kernel started and left running
+    result["seconds"] = round(time.monotonic() - start, 1)
+    _collect(nb.cells[:result["cells_run"]], result)
     return result
 
 
-def _run_one(km, kc, index: int, code: str, deadline: float, log: _Capped, result: dict) -> dict | None:
-    """Run one cell; record its error; return why the run must stop here (time, dead kernel), else None."""
-    msg_id = kc.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
-    log.add(f"\n── ô {index}: {_first_line(code)}\n", [200])
-    budget = [CELL_OUTPUT_CHARS]
-    reply, replied_at, idle, iopub_error = None, 0.0, False, None
-    while True:
-        now = time.monotonic()
-        if now >= deadline:
-            return {"reason": "timeout", "cell": index, "detail": _first_line(code)}
-        try:
-            msg = kc.get_iopub_msg(timeout=min(0.2, deadline - now))
-        except queue.Empty:
-            msg = None
-            if not km.is_alive():
-                code_ = getattr(getattr(km.provisioner, "process", None), "returncode", None)
-                return {"reason": "died", "cell": index, "detail": _first_line(code), "exit": code_}
-        if msg is not None and msg.get("parent_header", {}).get("msg_id") == msg_id:
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "stream":
-                log.add(content.get("text", ""), budget)
-            elif kind in ("execute_result", "display_data"):
-                log.add(str(content.get("data", {}).get("text/plain", "")) + "\n", budget)
-            elif kind == "error":
-                iopub_error = (content.get("ename", ""), content.get("evalue", ""))
-            elif kind == "status" and content.get("execution_state") == "idle":
-                idle = True
-        if reply is None:
-            try:
-                shell = kc.get_shell_msg(timeout=0)
-                if shell.get("parent_header", {}).get("msg_id") == msg_id:
-                    reply, replied_at = shell, time.monotonic()
-            except queue.Empty:
-                pass
-        # done when the kernel is idle again; a flood of output may drop iopub messages, the reply is never dropped
-        if (idle and reply is not None) or (reply is not None and time.monotonic() - replied_at > 2.0):
-            break
-    content = reply["content"]
-    if content.get("status") == "error" or iopub_error:
-        ename, evalue = (content.get("ename"), content.get("evalue")) if content.get("status") == "error" \
-            else iopub_error
-        result["errors"].append({"cell": index, "line": _first_line(code), "ename": str(ename),
-                                 "evalue": str(evalue)[:500]})
-    return None
-
-
-def _stop(km) -> None:
-    try:
-        pgid = getattr(km.provisioner, "pgid", None) if km.provisioner else None
-        km.shutdown_kernel(now=True)
-        if pgid:
-            _kill_group(pgid)
-    except Exception:  # noqa: BLE001 - the supervisor kills the group again
-        pass
+def _collect(cells: list, result: dict) -> None:
+    """Record each cell's error and its capped output (stream and text results) in `result`."""
+    log = _Capped(LOG_CHARS)
+    for cell in cells:
+        index, line = cell.metadata["index"], _first_line(cell.source)
+        log.add(f"\n── ô {index}: {line}\n", [200])
+        budget = [CELL_OUTPUT_CHARS]
+        for out in cell.get("outputs", []):
+            if out.output_type == "stream":
+                log.add(out.get("text", ""), budget)
+            elif out.output_type in ("execute_result", "display_data"):
+                log.add(str(out.get("data", {}).get("text/plain", "")) + "\n", budget)
+            elif out.output_type == "error":
+                result["errors"].append({"cell": index, "line": line, "ename": str(out.get("ename", "")),
+                                         "evalue": str(out.get("evalue", ""))[:500]})
+    result["log"], result["dropped"] = log.text(), log.dropped
 
 
 def _kill_group(pgid: int) -> None:
@@ -402,7 +359,9 @@ def _kill_group(pgid: int) -> None:
 def worker_main(job_path: str) -> int:
     """The worker process: set the limits, run the cells, write the result next to the job."""
     job = json.loads(Path(job_path).read_text(encoding="utf-8"))
-    warning = _set_limits(job["memory_mb"])
+    from tools import run
+
+    warning = run.set_limits(job["memory_mb"])
     result = run_cells(job)
     result["warning"] = warning
     result["cpu"] = round(cpu_seconds(), 2)  # the worker and its kernel (reaped by now): a sandbox does not pass it on

@@ -6,7 +6,7 @@ machine, ``expect_not`` must not, ``allow_stderr`` [regex] are the stderr lines 
 line a learner would read as a warning or an error fails: each stderr line, and a ``…Warning:`` or glog-style
 ``W1201 12:00:00.1 …]`` / ``ERROR`` line printed anywhere. An indented line under another (a warning's source
 line) goes with that line. Both passes of a notebook run twice count for stderr (a warning often shows on
-the first pass only; tools/run_notebooks.py keeps it in the cell's ``metadata["first_pass_streams"]``); the
+the first pass only; tools/run.py keeps it in the cell's ``metadata["first_pass_streams"]``); the
 expectations are checked on the last pass, the one that is kept and published. Every cell's text output also fails
 when it shows a default object repr (``<… object at 0x…>``) or a comma-grouped number (``2,185``).
 

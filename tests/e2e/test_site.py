@@ -1,6 +1,6 @@
 """The course website in headless Chromium: built by tools/build_site.py, served from 127.0.0.1, nothing else.
 
-The build reads the executed notebooks from tools/execute_course.py's cache (the re-run test uses the same
+The build reads the executed notebooks from tools/run.py's cache (the re-run test uses the same
 copies, so each notebook runs once per test command). Every page is visited once: no console error, no failed
 request and no request to another host; every internal link (with its #anchor) and image resolves; each lesson
 shows a plot or a table; every %%gpu cell shows something; math is typeset; the vendored Vietnamese fonts are

@@ -1,0 +1,250 @@
+"""tools/run.py, the one notebook runner: tiny notebooks really run (a failing cell, a `%%gpu` cell skipped and
+counted, a cache hit, an output-check failure, a timeout); the cache and README's table with fake runs."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tools import run
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+NOTEBOOKS = [run.shown(p) for p in run.course_notebooks()]
+GPU_DEMO = ("%load_ext lessons_lib.notebook", "%%gpu\nprint('GPU BODY RAN')", "%%gpu 2\nprint('TWO GPU BODY RAN')",
+            "counter = globals().get('counter', 0) + 1\nprint('run', counter)")
+
+
+def write_notebook(path: Path, *sources: str) -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def _fake_run(source: Path, error: str | None = None, peak_mib: int = 300) -> run.Execution:
+    nb = nbformat.read(source, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("probe"))
+    return run.Execution(nb=nb, wall_s=0.1, error=error,
+                         probe_text='LESSONS_RUN {"cpu": "fake cpu", "cores": 1, "gpus": [], "torch": "t", "python": '
+                                    f'"3", "platform": "p", "date": "2026-01-01", "peak_bytes": {peak_mib * 2**20}}}\n')
+
+
+# --------------------------------------------------------------------------- real kernels
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="on a GPU the %%gpu cell runs")
+def test_runs_twice_counts_gpu_cells_then_answers_from_the_cache(tmp_path, capsys):
+    source = write_notebook(tmp_path / "nb" / "demo.ipynb", *GPU_DEMO)
+    cache = tmp_path / "cache"
+    assert run.main([str(source), "--save", str(cache), "--gpus", "0"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith(f"| {source}"))
+    assert "| ✅ | 0 / 1 (cần 1 GPU, máy có 0), 1 (cần 2 GPU, máy có 0) | đạt |" in row and row.endswith("MiB |")
+    assert "✅ SẴN SÀNG: 1 notebook" in out
+    executed = nbformat.read(run.saved_path(source, cache), as_version=4)
+    assert executed.cells[-1].outputs[0]["text"] == "run 2\n", "the second pass, in the same kernel"
+    info = executed.metadata[run.RUN_KEY]
+    assert info["repeat"] == 2 and info["cores"] >= 1 and info["peak_bytes"] > 0 and info["conditions"] == "alone"
+    assert info["key"] == run.cache_key(source, repeat=2)
+
+    assert run.main([str(source), "--save", str(cache), "--gpus", "1"]) == 1, "one GPU: the %%gpu cell must run"
+    out = capsys.readouterr().out
+    assert "(đã lưu)" in out, "the second call reads the cached copy"
+    assert f"{source}::Cell 1 (cần 1 GPU)" in out and "Cell 2" not in out.split("bỏ qua dù máy có đủ GPU")[1]
+
+
+def test_a_failing_cell_fails_and_is_not_cached(tmp_path, capsys):
+    broken = write_notebook(tmp_path / "broken.ipynb", "y = 1", "raise RuntimeError('ô hỏng cố ý')")
+    assert run.main([str(broken), "--save", str(tmp_path / "cache"), "--once"]) == 1
+    out = capsys.readouterr().out
+    assert next(line for line in out.splitlines() if line.startswith(f"| {broken}")).startswith(f"| {broken} | ❌ |")
+    assert "ô hỏng cố ý" in out and "❌ KHÔNG SẴN SÀNG: 1 / 1 notebook" in out
+    assert not run.saved_path(broken, tmp_path / "cache").exists()
+
+
+def test_an_unexplained_warning_fails_the_output_checks(tmp_path):
+    source = write_notebook(tmp_path / "warns.ipynb", "import sys\nif globals().get('seen') is None:\n"
+                            "    print('UserWarning: first pass only', file=sys.stderr)\nseen = True")
+    executed = run.execute_cached(source, cache_dir=tmp_path / "cache")
+    (cell,) = executed.nb.cells
+    assert cell.outputs == [] and cell.metadata["first_pass_streams"][0]["text"] == "UserWarning: first pass only\n"
+    result = run.report(executed, machine_gpus=0, kind="cpu-build")
+    assert not result.ok and any("first pass only" in problem for problem in result.problems)
+
+
+def test_a_cell_past_the_time_limit_fails(tmp_path):
+    source = write_notebook(tmp_path / "slow.ipynb", "import time\ntime.sleep(60)")
+    executed = run.execute_cached(source, cache_dir=tmp_path / "cache", timeout=2, repeat=1)
+    assert executed.nb is None and "Timeout" in executed.error and executed.wall_s < 30
+
+
+def test_memory_limit_applies_to_this_process_and_its_children():
+    resource = pytest.importorskip("resource")
+    import subprocess
+    import sys
+
+    child = "import resource; print(resource.getrlimit(resource.RLIMIT_DATA)[0])"
+    code = (f"import subprocess, sys\nfrom tools import run\nassert run.set_limits(256) is None\n"
+            f"subprocess.run([sys.executable, '-c', {child!r}])")  # a kernel is such a child
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert int(out) == 256 * 2**20
+    assert resource.getrlimit(resource.RLIMIT_DATA)[0] != 256 * 2**20, "the caller stays unlimited"
+
+
+# --------------------------------------------------------------------------- the cache (fake runs)
+
+
+def test_course_notebooks_lists_lessons_then_solutions(tmp_path):
+    for name in ("02_b.ipynb", "01_a.ipynb", "solutions/01_a_solutions.ipynb", ".ipynb_checkpoints/01_a-checkpoint.ipynb"):
+        write_notebook(tmp_path / name, "1")
+    found = [p.relative_to(tmp_path).as_posix() for p in run.course_notebooks(tmp_path)]
+    assert found == ["01_a.ipynb", "02_b.ipynb", "solutions/01_a_solutions.ipynb"]
+
+
+def test_saves_under_the_path_relative_to_the_repository(tmp_path):
+    inside = ROOT / "notebooks" / "01_device_basics.ipynb"
+    assert run.saved_path(inside, tmp_path) == tmp_path / "notebooks" / "01_device_basics.ipynb"
+    assert run.saved_path(tmp_path / "x" / "demo.ipynb", tmp_path / "out") == tmp_path / "out" / "demo.ipynb"
+
+
+def test_environment_digest_follows_every_library_file_but_not_bytecode(tmp_path):
+    library = tmp_path / "lib"
+    (library / "sub").mkdir(parents=True)
+    (library / "a.py").write_text("x = 1\n")
+    (library / "sub" / "b.py").write_text("y = 2\n")
+    first = run.environment_digest(library)
+    (library / "sub" / "b.py").write_text("y = 3\n")
+    assert run.environment_digest(library) != first
+    (library / "__pycache__").mkdir()
+    (library / "__pycache__" / "a.pyc").write_bytes(b"\0")
+    second = run.environment_digest(library)
+    (library / "__pycache__" / "a.pyc").write_bytes(b"\1")
+    assert run.environment_digest(library) == second
+
+
+def test_a_run_beside_other_processes_or_on_other_gpus_is_not_reused(monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    alone = run.environment_digest()
+    assert run.run_conditions() == "alone" and run.run_conditions(jobs=3) == "with 3 test processes"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert run.run_conditions() == "with 2 test processes" and run.environment_digest() != alone
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
+    assert run.environment_digest() == alone
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert run.environment_digest() != alone
+
+
+def test_a_changed_notebook_or_pass_count_runs_again(tmp_path, monkeypatch):
+    source = write_notebook(tmp_path / "n.ipynb", "print(1)")
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(run, "execute_notebook", lambda *a, **k: _fake_run(source))
+    assert not run.execute_cached(source, cache_dir=cache).cached
+    assert run.execute_cached(source, cache_dir=cache).cached
+    assert not run.execute_cached(source, cache_dir=cache, repeat=1).cached, "a single pass is not a double one"
+    write_notebook(source, "print(2)")
+    changed = run.execute_cached(source, cache_dir=cache)
+    assert not changed.cached and changed.nb.cells[0].source == "print(2)"
+    assert run.execute_cached(source, cache_dir=cache, force=True).cached is False
+
+
+def test_a_corrupt_cached_copy_is_run_again(tmp_path, monkeypatch):
+    source = write_notebook(tmp_path / "n.ipynb", "print(1)")
+    target = run.saved_path(source, tmp_path / "cache")
+    target.parent.mkdir(parents=True)
+    target.write_text("{ not json")
+    monkeypatch.setattr(run, "execute_notebook", lambda *a, **k: _fake_run(source))
+    result = run.execute_cached(source, cache_dir=tmp_path / "cache")
+    assert result.error is None and not result.cached
+    assert nbformat.read(target, as_version=4).metadata[run.RUN_KEY]["cpu"] == "fake cpu"
+
+
+def test_two_callers_at_once_run_the_notebook_once(tmp_path, monkeypatch):
+    source = write_notebook(tmp_path / "n.ipynb", "print(1)")
+    ran = []
+
+    def slow_run(*args, **kwargs):
+        ran.append(1)
+        time.sleep(0.5)  # the other caller arrives while this run is still going
+        return _fake_run(source)
+
+    monkeypatch.setattr(run, "execute_notebook", slow_run)
+    results = []
+    callers = [threading.Thread(target=lambda: results.append(run.execute_cached(source, cache_dir=tmp_path / "c")))
+               for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert ran == [1], "the second caller must wait for the first run and read its copy"
+    assert sorted(r.cached for r in results) == [False, True]
+
+
+# --------------------------------------------------------------------------- README's notebook table
+
+
+def _reports(wall_s=lambda i: 5.0 + i, peak_mib=lambda i: 300 + i, paths=NOTEBOOKS) -> list[run.Report]:
+    reports = []
+    for i, path in enumerate(paths):
+        nb = nbformat.v4.new_notebook()
+        nb.metadata[run.RUN_KEY] = {"peak_bytes": peak_mib(i) * 2**20 if peak_mib(i) else None}
+        executed = run.Executed(ROOT / path, nb, None, False, wall_s(i))
+        reports.append(run.Report(path, executed, [], 0, {}, []))
+    return reports
+
+
+def table_rows(readme: str) -> list[str]:
+    table = readme.split(run.TABLE_START, 1)[1].split(run.TABLE_END, 1)[0]
+    return [line for line in table.splitlines() if line.startswith("|") and "](notebooks/" in line]
+
+
+def test_readme_table_links_every_notebook_of_the_course_once():
+    linked = [path for row in table_rows(README) for path in run._LINK.findall(row)]
+    assert sorted(linked) == sorted(NOTEBOOKS)
+
+
+def test_readme_study_time_is_the_one_the_notebook_states():
+    for row in table_rows(README):
+        stem = run._LINK.findall(row)[0].removeprefix("notebooks/").removesuffix(".ipynb")
+        stated = re.search(r"⏱️ ~([\d–]+) phút", (ROOT / "course_src" / f"{stem}.md").read_text(encoding="utf-8"))
+        assert stated and f"~{stated.group(1)} phút" in row, f"README's study time for {stem} differs from its lesson"
+
+
+def test_times_go_into_the_last_column_learner_then_solutions():
+    new = run.readme_with_times(README, _reports(), "Thời gian CPU đo bằng X.")
+    row = next(r for r in table_rows(new) if "01_device_basics.ipynb" in r)
+    learner = NOTEBOOKS.index("notebooks/01_device_basics.ipynb")
+    solution = NOTEBOOKS.index("notebooks/solutions/01_device_basics_solutions.ipynb")
+    assert row.endswith(f"| {5 + learner} s · {300 + learner} MiB / {5 + solution} s · {300 + solution} MiB |")
+    assert "\nThời gian CPU đo bằng X.\n" in new
+    assert new.split(run.TABLE_START)[0] == README.split(run.TABLE_START)[0]
+    assert new.split(run.TABLE_END)[1] == README.split(run.TABLE_END)[1]
+    assert run.readme_with_times(new, _reports(), "Thời gian CPU đo bằng X.") == new
+    unknown = run.readme_with_times(README, _reports(lambda i: 9.0, lambda i: None), "x")
+    assert table_rows(unknown)[0].endswith("| 9 s / 9 s |"), "an unknown peak shows the time alone"
+
+
+def test_refuses_a_partial_or_failed_measurement_and_an_unlisted_notebook():
+    reports = _reports()
+    with pytest.raises(ValueError, match="no measurement for"):
+        run.readme_with_times(README, reports[1:], "x")
+    reports[-1].executed.error = "boom"
+    with pytest.raises(ValueError, match="failed"):
+        run.readme_with_times(README, reports, "x")
+    with pytest.raises(ValueError, match="no row linking"):
+        run.readme_with_times(README, _reports(paths=[*NOTEBOOKS, "notebooks/12_new.ipynb"]), "x")
+    with pytest.raises(ValueError, match="no notebook table"):
+        run.readme_with_times("# README\n", reports, "x")
+
+
+def test_readme_option_takes_no_notebook_names(capsys):
+    with pytest.raises(SystemExit):
+        run.main(["--readme", "notebooks/01_device_basics.ipynb"])
+    assert "give no notebook names" in capsys.readouterr().err
