@@ -376,7 +376,7 @@ def test_badges_open_both_notebooks_on_colab_and_kaggle():
         assert f"blob/main/{rel})" in badges and rel.replace("/", "%2F") + ")" in badges
 
 
-@pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
 def test_solutions_notebook_passes_every_check(fresh_statuses):
     out, _ = run_notebook(SOLUTION_NB)
     assert "❌" not in out and "⏳" not in out, out
@@ -385,7 +385,7 @@ def test_solutions_notebook_passes_every_check(fresh_statuses):
     assert f"Tiến độ: {len(TASKS)}/{len(TASKS)} nhiệm vụ đạt" in out
 
 
-@pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
 def test_learner_notebook_runs_and_reports_not_done(fresh_statuses):
     out, _ = run_notebook(LEARNER_NB)
     assert "✅ Nhiệm vụ" not in out and "❌" not in out, out

@@ -271,7 +271,7 @@ def test_solutions_notebook_holds_each_solution_verbatim():
 
 def _run_cells(path: Path) -> tuple[str, dict]:
     """Run the notebook's cells in-process like a CPU kernel, without the setup cell, the %%gpu cells and the
-    epoch-timing cells (nbval runs those; here they would only add seconds)."""
+    epoch-timing cells (tests/test_rerun.py runs those; here they would only add seconds)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -293,7 +293,7 @@ def fresh_statuses():
         task.last_status = status
 
 
-@pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
 def test_solutions_notebook_passes_both_tasks(fresh_statuses):
     out, ns = _run_cells(SOLUTION_NB)
     assert "❌" not in out and "⏳" not in out, out
@@ -307,7 +307,7 @@ def test_solutions_notebook_passes_both_tasks(fresh_statuses):
     assert ns["history"]["acc"][-1] >= 0.95
 
 
-@pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
+@pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
 def test_learner_notebook_runs_and_reports_not_done(fresh_statuses):
     out, _ = _run_cells(LEARNER_NB)
     assert "✅ Nhiệm vụ" not in out and "❌" not in out, out

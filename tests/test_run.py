@@ -3,7 +3,6 @@ counted, a cache hit, an output-check failure, a timeout); the cache and README'
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from pathlib import Path
@@ -208,13 +207,6 @@ def table_rows(readme: str) -> list[str]:
 def test_readme_table_links_every_notebook_of_the_course_once():
     linked = [path for row in table_rows(README) for path in run._LINK.findall(row)]
     assert sorted(linked) == sorted(NOTEBOOKS)
-
-
-def test_readme_study_time_is_the_one_the_notebook_states():
-    for row in table_rows(README):
-        stem = run._LINK.findall(row)[0].removeprefix("notebooks/").removesuffix(".ipynb")
-        stated = re.search(r"⏱️ ~([\d–]+) phút", (ROOT / "course_src" / f"{stem}.md").read_text(encoding="utf-8"))
-        assert stated and f"~{stated.group(1)} phút" in row, f"README's study time for {stem} differs from its lesson"
 
 
 def test_times_go_into_the_last_column_learner_then_solutions():
