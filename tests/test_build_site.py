@@ -219,6 +219,7 @@ def test_launch_html_escapes_links():
 # ----------------------------------------------------------------------------------------------- the staged site
 
 
+@pytest.mark.slow
 def test_stage_merges_a_fake_gpu_run_into_a_real_lesson(tmp_path):
     """A real executed lesson (from the cache) + a fake GPU run whose %%gpu cells print a marker."""
     lesson = next(p for p in build_site.course_notebooks() if "01_" in p.name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from tools import execute_course, run_notebooks
 
@@ -58,6 +59,7 @@ def test_cache_key_changes_with_the_environment(tmp_path):
     assert execute_course.cache_key(path, "env") != execute_course.cache_key(path, "other env")
 
 
+@pytest.mark.slow
 def test_runs_twice_keeps_the_last_pass_then_answers_from_the_cache(tmp_path):
     source = write_notebook(tmp_path / "nb" / "n.ipynb", "import sys\ncounter = globals().get('counter', 0) + 1\n"
                             "print('run', counter)\nif counter == 1:\n    print('first pass only', file=sys.stderr)")

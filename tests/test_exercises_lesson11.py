@@ -294,6 +294,7 @@ def fresh_statuses():
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
+@pytest.mark.slow
 def test_solutions_notebook_passes_both_tasks(fresh_statuses):
     out, ns = _run_cells(SOLUTION_NB)
     assert "❌" not in out and "⏳" not in out, out
@@ -308,6 +309,7 @@ def test_solutions_notebook_passes_both_tasks(fresh_statuses):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
+@pytest.mark.slow
 def test_learner_notebook_runs_and_reports_not_done(fresh_statuses):
     out, _ = _run_cells(LEARNER_NB)
     assert "✅ Nhiệm vụ" not in out and "❌" not in out, out

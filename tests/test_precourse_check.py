@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from tools import precourse_check
 
@@ -18,6 +19,7 @@ def _notebook(path: Path, *sources: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_check_passes_then_turns_red_on_a_broken_notebook(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COURSE_TEST_WORKERS", "1")  # two tiny notebooks: no xdist start-up

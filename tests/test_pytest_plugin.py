@@ -23,6 +23,7 @@ def _write_notebook(path):
 
 
 @pytest.mark.parametrize("fake_count, expected", [(0, (3, 2)), (1, (4, 1))])
+@pytest.mark.slow
 def test_gpu_cells_skipped_by_fake_count(pytester, monkeypatch, fake_count, expected):
     monkeypatch.setattr(gpu_cells, "cuda_gpu_count", lambda: fake_count)
     _write_notebook(pytester.path / "demo.ipynb")
@@ -78,6 +79,7 @@ def test_gpu_listed_but_cpu_torch_stops_a_session_with_gpu_cells(pytester, monke
     assert "passed" not in result.stdout.str(), "no cell may run once the session is stopped"
 
 
+@pytest.mark.slow
 def test_the_opt_out_lets_the_session_skip_gpu_cells(pytester, monkeypatch):
     monkeypatch.setenv("LESSONS_ALLOW_NO_CUDA", "1")
     _fake_machine(monkeypatch, _h200(), TorchReport("2.13.0+cpu"))

@@ -22,6 +22,7 @@ import pytest
 from tools import execute_course, output_checks, run_notebooks, version_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
 
 NOTEBOOKS = run_notebooks.course_notebooks()[::-1]
 _RUNS: dict[Path, execute_course.Executed] = {}  # a failed run is not cached: the two tests share it here
