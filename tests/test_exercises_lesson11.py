@@ -317,6 +317,7 @@ def test_learner_notebook_runs_and_reports_not_done(fresh_statuses):
     assert "Tiến độ: 0/2" in out
 
 
+@pytest.mark.slow
 def test_importing_the_tasks_does_not_import_scikit_learn():
     """scikit-learn is not a dependency of lessons_lib: only a running check imports it."""
     import subprocess
