@@ -120,6 +120,16 @@ def test_quick_finds_the_lessons_changed_since_main_committed_staged_or_new(tmp_
         course.changed_lessons(base="nope", root=tmp_path)
 
 
+def test_quick_runs_the_fast_tests_then_the_changed_lessons_notebooks(monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_TEST_WORKERS", "1")
+    calls = []
+    assert course.quick(Path("py"), ["-x"], lessons=[], call=lambda cmd: calls.append(cmd) or 0) == 0
+    assert calls == [["py", "-m", "pytest", "-m", "not slow", "-x"]] and "không có" in capsys.readouterr().out
+    calls.clear()
+    status = course.quick(Path("py"), ["-x"], lessons=["02", "11"], call=lambda cmd: calls.append(cmd) or len(calls) - 1)
+    assert calls[1] == ["py", "-m", "pytest", "tests/test_rerun.py", "-k", "02_ or 11_", "-x"] and status == 1
+
+
 def test_lab_command_allows_root_only_for_root_and_skips_the_browser_when_headless():
     as_root = course.lab_command("py", "/w", "127.0.0.1", 8888, uid=0, no_browser=True)
     assert as_root == ["py", "-m", "jupyterlab", "--ServerApp.ip=127.0.0.1", "--ServerApp.port=8888",

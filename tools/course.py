@@ -369,14 +369,14 @@ def changed_lessons(base: str = "main", root: Path = ROOT, run=subprocess.run) -
     return sorted({match.group(1) for path in paths if (match := LESSON_FILE.fullmatch(path))})
 
 
-def quick(python: Path, args: list[str]) -> int:
+def quick(python: Path, args: list[str], lessons: list[str] | None = None, call=subprocess.call) -> int:
     """Run the tests not marked slow, then the changed lessons' notebooks; return the first failure's status."""
-    lessons = changed_lessons()
+    lessons = changed_lessons() if lessons is None else lessons
     print(f"course.sh quick: bài đổi so với main: {', '.join(lessons) or 'không có'}", flush=True)
-    status = subprocess.call([str(python), "-m", "pytest", "-m", "not slow", *test_workers(args), *args])
+    status = call([str(python), "-m", "pytest", "-m", "not slow", *test_workers(args), *args])
     if lessons:
-        notebooks = subprocess.call([str(python), "-m", "pytest", "tests/test_rerun.py", "-k",
-                                     " or ".join(f"{n}_" for n in lessons), *args])
+        notebooks = call([str(python), "-m", "pytest", "tests/test_rerun.py", "-k",
+                          " or ".join(f"{n}_" for n in lessons), *args])
         status = status or notebooks
     return status
 
