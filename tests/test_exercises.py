@@ -415,7 +415,6 @@ def fresh_registry():
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
-@pytest.mark.slow
 def test_solutions_notebook_passes_every_check(fresh_registry):
     out, _ = run_notebook(SOLUTION_NB)
     assert "❌" not in out and "⏳" not in out, out
@@ -426,7 +425,6 @@ def test_solutions_notebook_passes_every_check(fresh_registry):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU the notebooks run their %%gpu cells under nbval instead")
-@pytest.mark.slow
 def test_learner_notebook_runs_and_reports_not_done(fresh_registry):
     out, _ = run_notebook(LEARNER_NB)
     assert "✅ Bài" not in out and "❌" not in out, out
