@@ -62,8 +62,8 @@ def pytest_xdist_make_scheduler(config, log):
     """Give ``--dist loadgroup`` (what `course.sh test` asks for) xdist's loadscope plus the shared groups.
 
     loadscope keeps a notebook's nbval cells (one kernel) and a test class in one process, but cannot join two
-    files; loadgroup's ``xdist_group`` marks could, but pytest-xdist 3.8 on pytest 9.2 drops them (it marks the
-    test ids, which pytest no longer lets it change), so every test would go to any process.
+    files; loadgroup's ``xdist_group`` marks could, but pytest-xdist 3.8 on pytest 9.2 drops them (it appends the
+    group to ``item._nodeid``, which pytest 9 no longer reads), so every test would go to any process.
     """
     if config.getvalue("dist") != "loadgroup":
         return None  # the caller chose another mode: pytest-xdist's own scheduler
