@@ -1,8 +1,9 @@
 """Test-session settings for the whole repository: one temp folder for child processes, and the xdist groups.
 
-Everything the session starts (notebook kernels, torchrun, helpers) gets one temp folder, removed at the end: nbval stops each notebook's kernel with ``shutdown_kernel(now=True)``, which kills it: the kernel's
-``tempfile.TemporaryDirectory`` objects are never finalized, so without this every test run would leave the
-notebooks' checkpoint and trace folders in /tmp. (A kernel that Jupyter shuts down normally removes them itself.)
+Everything the session starts (notebook kernels, torchrun, helpers) gets one temp folder, removed at the end: a
+kernel stopped at once (``shutdown_kernel(now=True)``, a time limit) never finalizes its
+``tempfile.TemporaryDirectory`` objects, so without this every test run could leave the notebooks' checkpoint and
+trace folders in /tmp.
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ def xdist_scope_of(nodeid: str) -> str:
 def pytest_xdist_make_scheduler(config, log):
     """Give ``--dist loadgroup`` (what `course.sh test` asks for) xdist's loadscope plus the shared groups.
 
-    loadscope keeps a notebook's nbval cells (one kernel) and a test class in one process, but cannot join two
-    files; loadgroup's ``xdist_group`` marks could, but pytest-xdist 3.8 on pytest 9.2 drops them (it marks the
-    test ids, which pytest no longer lets it change), so every test would go to any process.
+    loadscope keeps a test class (a notebook's two runs) in one process, but cannot join two
+    files; loadgroup's ``xdist_group`` marks could, but pytest-xdist 3.8 on pytest 9.2 drops them (it appends the
+    group to ``item._nodeid``, which pytest 9 no longer reads), so every test would go to any process.
     """
     if config.getvalue("dist") != "loadgroup":
         return None  # the caller chose another mode: pytest-xdist's own scheduler

@@ -27,6 +27,7 @@ def shown(lessons) -> list[atlas.Shown]:
     return [error for path, nb in lessons.items() for error in atlas.shown_errors(nb, path)]
 
 
+@pytest.mark.slow
 def test_every_error_a_lesson_shows_is_in_the_atlas_with_its_place_meaning_and_fix(shown):
     page = atlas.atlas_markdown(shown)  # raises, naming them, if an error has no rule in explain()'s table
     for error in shown:
@@ -35,6 +36,7 @@ def test_every_error_a_lesson_shows_is_in_the_atlas_with_its_place_meaning_and_f
         assert f"\n**Ý nghĩa:** {meaning}\n\n**Cách sửa:** {fix}\n" in page
 
 
+@pytest.mark.slow
 def test_every_printed_expect_error_and_traceback_is_read(lessons, shown):
     for nb in lessons.values():
         for cell in nb.cells:

@@ -219,6 +219,7 @@ def test_launch_html_escapes_links():
 # ----------------------------------------------------------------------------------------------- the staged site
 
 
+@pytest.mark.slow
 def test_stage_merges_a_fake_gpu_run_into_a_real_lesson(tmp_path):
     """A real executed lesson (from the cache) + a fake GPU run whose %%gpu cells print a marker."""
     lesson = next(p for p in build_site.course_notebooks() if "01_" in p.name)
@@ -242,6 +243,7 @@ def test_stage_merges_a_fake_gpu_run_into_a_real_lesson(tmp_path):
     assert f"{gpu_cells} ô hiện kết quả đo trên Tesla T4 (2026-11-30)" in index and repo_path[:-6] in index
 
 
+@pytest.mark.slow
 def test_stage_keeps_time_stamps_of_unchanged_files_and_removes_stale_ones(tmp_path):
     lesson = next(p for p in build_site.course_notebooks() if "01_" in p.name)
     stage_dir = tmp_path / "src"

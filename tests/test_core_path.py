@@ -122,6 +122,7 @@ CORE_LESSONS = [s for s in WITH_TEMPLATE if build_course.core_source(s.read_text
 
 
 @pytest.mark.parametrize("src", CORE_LESSONS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_core_cells_run_alone_and_every_core_task_is_solved_there(src, tmp_path):
     """The solutions' core cells, alone and in order (the learner's differ only inside task regions, and
     test_no_core_cell_needs_a_name_only_an_extension_defines covers what they read): every ⭐ check passes."""

@@ -31,7 +31,7 @@ from tools import course, workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.skipif(os.name == "nt" or shutil.which("bash") is None, reason="needs bash on POSIX")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name == "nt" or shutil.which("bash") is None, reason="needs bash on POSIX")]
 UNPRIVILEGED = "nobody"
 
 

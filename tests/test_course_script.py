@@ -96,6 +96,40 @@ def test_test_workers_follow_the_variable_and_yield_to_pytests_own_options():
             course.test_workers([], environ={"COURSE_TEST_WORKERS": bad})
 
 
+def test_quick_finds_the_lessons_changed_since_main_committed_staged_or_new(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
+                       cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    for path in ("course_src/01_a.md", "course_src/02_b.md", "notebooks/solutions/03_c_solutions.ipynb",
+                 "notebooks/04_d.ipynb", "tools/x.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("0\n", encoding="utf-8")
+    git("add", "-A")
+    git("commit", "-q", "-m", "main")
+    assert course.changed_lessons(root=tmp_path) == []
+    git("checkout", "-q", "-b", "work")
+    (tmp_path / "course_src/01_a.md").write_text("1\n", encoding="utf-8")
+    git("commit", "-q", "-am", "committed")
+    (tmp_path / "notebooks/solutions/03_c_solutions.ipynb").write_text("1\n", encoding="utf-8")  # not staged
+    (tmp_path / "tools/x.py").write_text("1\n", encoding="utf-8")  # not a lesson
+    (tmp_path / "course_src/05_e.md").write_text("new\n", encoding="utf-8")  # untracked
+    assert course.changed_lessons(root=tmp_path) == ["01", "03", "05"]
+    with pytest.raises(course.SetupError, match="nhánh nope"):
+        course.changed_lessons(base="nope", root=tmp_path)
+
+
+def test_quick_runs_the_fast_tests_then_the_changed_lessons_notebooks(monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_TEST_WORKERS", "1")
+    calls = []
+    assert course.quick(Path("py"), ["-x"], lessons=[], call=lambda cmd: calls.append(cmd) or 0) == 0
+    assert calls == [["py", "-m", "pytest", "-m", "not slow", "-x"]] and "không có" in capsys.readouterr().out
+    calls.clear()
+    status = course.quick(Path("py"), ["-x"], lessons=["02", "11"], call=lambda cmd: calls.append(cmd) or len(calls) - 1)
+    assert calls[1] == ["py", "-m", "pytest", "tests/test_rerun.py", "-k", "02_ or 11_", "-x"] and status == 1
+
+
 def test_lab_command_allows_root_only_for_root_and_skips_the_browser_when_headless():
     as_root = course.lab_command("py", "/w", "127.0.0.1", 8888, uid=0, no_browser=True)
     assert as_root == ["py", "-m", "jupyterlab", "--ServerApp.ip=127.0.0.1", "--ServerApp.port=8888",

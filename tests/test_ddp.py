@@ -79,6 +79,7 @@ def notebook_run(tmp_path_factory):
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="with 2 GPUs NCCL works and there is no fallback")
+@pytest.mark.slow
 def test_launch_falls_back_to_gloo_when_nccl_fails(notebook_run):
     run, folder, elapsed = notebook_run
     assert run.ok and run.error is None and run.backend == "gloo"
@@ -87,6 +88,7 @@ def test_launch_falls_back_to_gloo_when_nccl_fails(notebook_run):
     assert find_processes(str(folder)) == []
 
 
+@pytest.mark.slow
 def test_launch_of_the_notebook_script_matches_one_process(notebook_run):
     run, folder, _ = notebook_run
     assert run.world_size == 2 and [r["rank"] for r in run.ranks] == [0, 1]
@@ -107,6 +109,7 @@ def test_launch_of_the_notebook_script_matches_one_process(notebook_run):
     assert run.ranks[0]["steps"][0]["batch"] == run.ranks[0]["shard"][:8]
 
 
+@pytest.mark.slow
 def test_launch_names_the_failing_rank_without_raising(tmp_path, capsys):
     notebook_files(tmp_path)
     start = time.monotonic()
@@ -124,6 +127,7 @@ def test_launch_names_the_failing_rank_without_raising(tmp_path, capsys):
     assert find_processes(str(tmp_path)) == []
 
 
+@pytest.mark.slow
 def test_launch_names_a_rank_that_exits_without_a_traceback(tmp_path):
     (tmp_path / "exit_ddp.py").write_text(
         "import os\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
@@ -135,6 +139,7 @@ def test_launch_names_a_rank_that_exits_without_a_traceback(tmp_path):
     assert find_processes(str(tmp_path)) == []
 
 
+@pytest.mark.slow
 def test_launch_stops_a_hanging_script_and_says_it_hung(tmp_path):
     notebook_files(tmp_path)
     start = time.monotonic()

@@ -73,6 +73,7 @@ def test_rank_recorder_rejects_bad_input(monkeypatch, tmp_path):
         RankRecorder(sampler, model, "auto")
 
 
+@pytest.mark.slow
 def test_exit_rank_flushes_and_skips_interpreter_shutdown(tmp_path):
     code = textwrap.dedent("""
         import atexit, sys

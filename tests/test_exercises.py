@@ -377,6 +377,7 @@ def test_badges_open_both_notebooks_on_colab_and_kaggle():
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
+@pytest.mark.slow
 def test_solutions_notebook_passes_every_check(fresh_statuses):
     out, _ = run_notebook(SOLUTION_NB)
     assert "❌" not in out and "⏳" not in out, out
@@ -386,6 +387,7 @@ def test_solutions_notebook_passes_every_check(fresh_statuses):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
+@pytest.mark.slow
 def test_learner_notebook_runs_and_reports_not_done(fresh_statuses):
     out, _ = run_notebook(LEARNER_NB)
     assert "✅ Nhiệm vụ" not in out and "❌" not in out, out

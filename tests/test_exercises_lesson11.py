@@ -294,6 +294,7 @@ def fresh_statuses():
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
+@pytest.mark.slow
 def test_solutions_notebook_passes_both_tasks(fresh_statuses):
     out, ns = _run_cells(SOLUTION_NB)
     assert "❌" not in out and "⏳" not in out, out
@@ -308,6 +309,7 @@ def test_solutions_notebook_passes_both_tasks(fresh_statuses):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
+@pytest.mark.slow
 def test_learner_notebook_runs_and_reports_not_done(fresh_statuses):
     out, _ = _run_cells(LEARNER_NB)
     assert "✅ Nhiệm vụ" not in out and "❌" not in out, out
@@ -315,6 +317,7 @@ def test_learner_notebook_runs_and_reports_not_done(fresh_statuses):
     assert "Tiến độ: 0/2" in out
 
 
+@pytest.mark.slow
 def test_importing_the_tasks_does_not_import_scikit_learn():
     """scikit-learn is not a dependency of lessons_lib: only a running check imports it."""
     import subprocess

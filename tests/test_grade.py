@@ -334,6 +334,7 @@ def _rows_of(graded, rel):
             and (len(Path(rel).parts) == 1 or r["học viên"] == Path(rel).parts[0])}
 
 
+@pytest.mark.slow
 def test_every_submission_gets_the_result_it_deserves(graded):
     assert len(graded["want"]) >= 20
     wrong = {}
@@ -345,6 +346,7 @@ def test_every_submission_gets_the_result_it_deserves(graded):
     assert "an-checkpoint.ipynb" not in {r["file"] for r in graded["rows"]}
 
 
+@pytest.mark.slow
 def test_messages_say_what_happened(graded):
     msg = {rel: {t: r["thông báo"] for t, r in _rows_of(graded, rel).items()} for rel in graded["want"]}
     nbk = grade.NOTEBOOK_TASK
@@ -362,6 +364,7 @@ def test_messages_say_what_happened(graded):
     assert {"an", "bài cuối", "minh", "son"} <= learners and "Copy of bài cuối (1)" not in learners
 
 
+@pytest.mark.slow
 def test_no_submission_installs_or_sees_secrets(graded):
     logs = {p.name: p.read_text(encoding="utf-8") for p in (graded["out"] / "logs").iterdir()}
     assert len(logs) == sum(len(s) > 1 for s in graded["want"].values())  # every notebook that ran: its output
@@ -371,6 +374,7 @@ def test_no_submission_installs_or_sees_secrets(graded):
     assert not any("không-được-lộ" in text for text in logs.values())
 
 
+@pytest.mark.slow
 def test_html_page_lists_everyone_escaped(graded):
     page = (graded["out"] / "grades.html").read_text(encoding="utf-8")
     assert "bài cuối" in page and "<script" not in page
@@ -378,6 +382,7 @@ def test_html_page_lists_everyone_escaped(graded):
         assert Path(rel).name.replace("&", "&amp;") in page
 
 
+@pytest.mark.slow
 def test_nothing_is_left_behind(graded):
     assert list(graded["tmp"].iterdir()) == []
     assert {p.name for p in Path("/tmp").glob("bai14-grade-*")} <= graded["before_tmp"]
@@ -385,6 +390,7 @@ def test_nothing_is_left_behind(graded):
     assert _folder_state(graded["folder"]) == graded["before_folder"]  # the submissions themselves untouched
 
 
+@pytest.mark.slow
 def test_the_last_line_reports_the_class_wall_and_cpu_time(graded):
     wall, cpu = graded["run"].reported  # "Cả lớp: 22 file, 183 s thời gian thực, 95 s CPU (trong sandbox)."
     assert 0 < wall <= graded["run"].wall_s + 1 and cpu > 20  # 15 notebooks ran, each a few seconds of CPU

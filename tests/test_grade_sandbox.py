@@ -313,6 +313,7 @@ def _sandboxed(hostile) -> bool:
     return hostile["mode"] == "sandbox"
 
 
+@pytest.mark.slow
 def test_the_honest_learner_is_graded_right_beside_them(hostile):
     got = {r["nhiệm vụ"]: r["mã"] for r in hostile["rows"] if r["học viên"] == "trung_thuc"}
     assert got == {"task1": "passed", "task2": "passed", grade.NOTEBOOK_TASK: "ran"}
@@ -322,6 +323,7 @@ def test_the_honest_learner_is_graded_right_beside_them(hostile):
     assert hostile["run"].reported is not None
 
 
+@pytest.mark.slow
 def test_the_secret_in_the_graders_home(hostile):
     leaked = hostile["token"] in hostile["everything"]
     if _sandboxed(hostile):
@@ -331,6 +333,7 @@ def test_the_secret_in_the_graders_home(hostile):
         assert leaked and "ĐỌC ĐƯỢC" in hostile["logs"]["do_tham"]
 
 
+@pytest.mark.slow
 def test_the_listener_on_127_0_0_1(hostile):
     if _sandboxed(hostile):
         assert hostile["received"] == [] and "không kết nối được" in hostile["logs"]["goi_ra_ngoai"]
@@ -338,6 +341,7 @@ def test_the_listener_on_127_0_0_1(hostile):
         assert hostile["received"] == [b"bai14-hostile"]
 
 
+@pytest.mark.slow
 def test_writes_outside_the_submissions_temp_folder(hostile):
     changed = {k for k in hostile["before"] if hostile["before"][k] != hostile["after"][k]}
     if _sandboxed(hostile):
@@ -349,6 +353,7 @@ def test_writes_outside_the_submissions_temp_folder(hostile):
     assert list(hostile["tmp"].iterdir()) == []  # the grader's own temp folders: removed either way
 
 
+@pytest.mark.slow
 def test_processes_meant_to_outlive_the_kernel(hostile):
     assert "để lại hai tiến trình" in hostile["logs"]["chay_ngam"]  # both started, in the sandbox too
     if _sandboxed(hostile):
@@ -358,6 +363,7 @@ def test_processes_meant_to_outlive_the_kernel(hostile):
         assert hostile["survivors"] == [hostile["markers"][0]]
 
 
+@pytest.mark.slow
 def test_filling_the_disk(hostile):
     log = hostile["logs"]["lam_day"]
     if _sandboxed(hostile):
@@ -390,6 +396,7 @@ def test_the_test_command_installs_bubblewrap_after_one_apt_update(monkeypatch):
 
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "grader-killed"])
+@pytest.mark.slow
 def test_stopping_the_grader_ends_every_sandboxed_process(tmp_path, how):
     """Ctrl+C stops every notebook and removes its folder; a grader killed outright still takes its sandboxes along."""
     if grade.prepare_sandbox("auto", DISK_MB)[0] is None:

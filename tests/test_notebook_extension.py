@@ -47,11 +47,13 @@ def run():
         yield execute
 
 
+@pytest.mark.slow
 def test_a_failing_cell_keeps_its_traceback_gets_the_hint_and_still_stops_run_all(run):
     with pytest.raises(nbclient.exceptions.CellExecutionError):
         run(META_ERROR, allow_errors=False)  # "Run all" stops here, as it should
 
 
+@pytest.mark.slow
 def test_the_hint_comes_after_the_full_traceback(run):
     cell = run(META_ERROR)
     kinds = [o.output_type for o in cell.outputs]
@@ -63,12 +65,14 @@ def test_the_hint_comes_after_the_full_traceback(run):
     assert hint.startswith("💡 ") and "(ở đây: cpu và meta)" in hint
 
 
+@pytest.mark.slow
 def test_unknown_errors_get_no_hint(run):
     cell = run("raise ValueError('lỗi khác')")
     assert [o.output_type for o in cell.outputs] == ["error"]
     assert _errors(cell)[0].ename == "ValueError"
 
 
+@pytest.mark.slow
 def test_the_off_switch_and_back_on(run):
     assert not run("%lessons_explain off").outputs
     off = run(META_ERROR)
@@ -78,10 +82,12 @@ def test_the_off_switch_and_back_on(run):
     assert len(_errors(on)) == 1 and "💡" in _texts(on)
 
 
+@pytest.mark.slow
 def test_the_switch_explains_its_usage(run):
     assert "Dùng: %lessons_explain on | off" in _texts(run("%lessons_explain maybe"))
 
 
+@pytest.mark.slow
 def test_gpu_cells_are_skipped_without_the_hardware(run):
     one = run("%%gpu\nran_one = True\nprint('BODY')")
     assert _texts(one).startswith("⏭️ Bỏ qua ô này: ô cần GPU CUDA, máy này không có.")
@@ -91,6 +97,7 @@ def test_gpu_cells_are_skipped_without_the_hardware(run):
     assert _texts(run("print('ran_one' in globals(), 'ran_two' in globals())")).strip() == "False False"
 
 
+@pytest.mark.slow
 def test_gpu_cells_run_when_enough_gpus_exist_and_keep_line_numbers(run):
     run("gpu_cells.cuda_gpu_count = lambda: 1")
     try:
@@ -105,6 +112,7 @@ def test_gpu_cells_run_when_enough_gpus_exist_and_keep_line_numbers(run):
         run("gpu_cells.cuda_gpu_count = lambda: 0")
 
 
+@pytest.mark.slow
 def test_unloading_removes_the_hint(run):
     run("%unload_ext lessons_lib.notebook")
     try:
@@ -114,6 +122,7 @@ def test_unloading_removes_the_hint(run):
         run("%load_ext lessons_lib.notebook")
 
 
+@pytest.mark.slow
 def test_rerunning_the_setup_cells_reload_prints_the_banner_and_registers_once(run):
     """The setup cell ends with %reload_ext: re-running it shows the banner again (no "already loaded")."""
     for _ in range(2):
@@ -164,6 +173,7 @@ def test_the_handler_shows_the_traceback_even_if_explaining_fails(monkeypatch, c
 # --------------------------------------------------------------------------- known false alarms
 
 
+@pytest.mark.slow
 def test_loading_hides_the_cpp_extension_line_and_the_profiler_false_alarm_in_a_kernel(run):
     cell = run("import logging, warnings\n"
                "logging.getLogger('torch.utils.cpp_extension').warning(\"No CUDA runtime is found, using CUDA_HOME='%s'\", "
@@ -174,6 +184,7 @@ def test_loading_hides_the_cpp_extension_line_and_the_profiler_false_alarm_in_a_
     assert _texts(cell).strip() == "done" and not _texts(cell, "stderr"), cell.outputs
 
 
+@pytest.mark.slow
 def test_other_warnings_and_log_lines_still_show_in_a_kernel(run):
     cell = run("import logging, warnings\n"
                "logging.getLogger('torch.utils.cpp_extension').error('Error building extension')\n"

@@ -118,6 +118,7 @@ def test_persistent_workers_live_across_epochs_and_end_with_the_loader():
     assert no_workers_left()
 
 
+@pytest.mark.slow
 def test_spawned_workers_can_rebuild_the_dataset():
     """Spawn (macOS, Windows, Python 3.14's forkserver alike) re-imports the class by module path: it must work."""
     ds = SyntheticImages(n=8, size=16, work=1)
@@ -139,6 +140,7 @@ def test_worker_context_is_forkserver_on_linux_and_the_default_elsewhere(monkeyp
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forkserver is what worker_context picks on Linux")
+@pytest.mark.slow
 def test_workers_from_the_worker_context_give_the_same_batches_and_exit_twice():
     """Twice, as when a notebook is run again in one kernel: the second loader reuses the running server."""
     from lessons_lib.pipeline import worker_context

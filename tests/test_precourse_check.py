@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import nbformat
+import pytest
 
 from tools import precourse_check
 
 
+@pytest.mark.slow
 def test_check_runs_notebooks_in_parallel_and_turns_red_on_a_broken_one(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COURSE_TEST_WORKERS", "2")
     paths = []

@@ -21,6 +21,8 @@ import pytest
 
 from tools import output_checks, run, version_matrix
 
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS = run.course_notebooks()[::-1]
 _RUNS: dict[Path, run.Report] = {}  # a failed run is not cached: the two tests share it here
 

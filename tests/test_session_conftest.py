@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
 root_conftest = importlib.util.module_from_spec(_spec)
@@ -31,9 +30,7 @@ def test_every_shared_group_names_a_test_file_that_exists():
         assert (ROOT / path).is_file(), f"conftest.SHARED_GROUPS names {path}, which does not exist"
 
 
-def test_without_pytest_xdist_the_session_still_starts(tmp_path):
-    (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text(encoding="utf-8"), encoding="utf-8")
-    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+def test_without_pytest_xdist_the_session_still_starts(pytester):
+    pytester.makeconftest((ROOT / "conftest.py").read_text(encoding="utf-8"))
+    pytester.makepyfile("def test_one():\n    pass\n")
+    pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:cacheprovider").assert_outcomes(passed=1)

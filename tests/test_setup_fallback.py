@@ -25,7 +25,7 @@ from tools import build_course
 ROOT = Path(__file__).resolve().parent.parent
 
 CONFIG = build_course.load_config()
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the throw-away venv's layout and symlink are POSIX")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="the throw-away venv's layout and symlink are POSIX")]
 BACKEND = '''\
 import os, zipfile
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):

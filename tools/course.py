@@ -6,6 +6,9 @@ finds such a Python and runs this file (PowerShell: ``py -m tools.course lab``).
 Usage:
     python -m tools.course lab [JUPYTERLAB ARGS]   set up, refresh notebooks_cua_toi/, open it in JupyterLab
     python -m tools.course test [PYTEST ARGS]      set up, then run pytest (every test and every notebook)
+    python -m tools.course quick [PYTEST ARGS]     set up, then the tests not marked slow, then the notebooks of the
+                                                   lessons whose course_src/NN_*.md or notebook changed since main
+                                                   (committed or not) through tests/test_rerun.py
     python -m tools.course site [BUILD_SITE ARGS]  set up, then build the course website into build/site/
     python -m tools.course nox [NOX ARGS]          set up, then run nox (noxfile.py: `nox -l` lists the sessions,
                                                    e.g. the version matrix) with the environment's uv
@@ -55,7 +58,7 @@ RECIPE = "2"  # bump when the set-up steps change in a way that needs them to ru
 SUPPORTED = ((3, 10), (3, 13))  # the Pythons tests/test_requirements_resolve.py proves
 
 
-USAGE = "usage: bash tools/course.sh lab|test|check|site|nox|grade|python|setup [args]   (PowerShell: py -m tools.course lab)"
+USAGE = "usage: bash tools/course.sh lab|test|quick|check|site|nox|grade|python|setup [args]   (PowerShell: py -m tools.course lab)"
 
 
 class SetupError(RuntimeError):
@@ -349,6 +352,35 @@ def test_workers(args: list[str], environ=os.environ, nvidia_gpu: bool | None = 
     return ["-n", str(workers), "--dist", "loadgroup"] if workers > 1 else []
 
 
+LESSON_FILE = re.compile(r"(?:course_src|notebooks(?:/solutions)?)/(\d\d)_[^/]*\.(?:md|ipynb)")
+
+
+def changed_lessons(base: str = "main", root: Path = ROOT, run=subprocess.run) -> list[str]:
+    """Return the numbers (NN) of the lessons whose source or notebook differs from `base`, committed or not."""
+    def git(*args: str) -> list[str]:
+        proc = run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SetupError(f"course.sh quick: git {' '.join(args)} thất bại: {proc.stderr.strip()} "
+                             f"(cần một bản clone git có nhánh {base})")
+        return proc.stdout.splitlines()
+
+    paths = [*git("diff", "--name-only", f"{base}...HEAD"), *git("diff", "--name-only", "HEAD"),
+             *git("ls-files", "--others", "--exclude-standard")]
+    return sorted({match.group(1) for path in paths if (match := LESSON_FILE.fullmatch(path))})
+
+
+def quick(python: Path, args: list[str], lessons: list[str] | None = None, call=subprocess.call) -> int:
+    """Run the tests not marked slow, then the changed lessons' notebooks; return the first failure's status."""
+    lessons = changed_lessons() if lessons is None else lessons
+    print(f"course.sh quick: bài đổi so với main: {', '.join(lessons) or 'không có'}", flush=True)
+    status = call([str(python), "-m", "pytest", "-m", "not slow", *test_workers(args), *args])
+    if lessons:
+        notebooks = call([str(python), "-m", "pytest", "tests/test_rerun.py", "-k",
+                          " or ".join(f"{n}_" for n in lessons), *args])
+        status = status or notebooks
+    return status
+
+
 def _hand_over(cmd: list[str], env: dict) -> int:
     """Replace this process with `cmd` (POSIX), or run it and return its status (Windows)."""
     if os.name == "nt":
@@ -362,7 +394,7 @@ def _hand_over(cmd: list[str], env: dict) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("lab", "test", "check", "site", "nox", "grade", "python", "setup"):
+    if not argv or argv[0] not in ("lab", "test", "quick", "check", "site", "nox", "grade", "python", "setup"):
         print(USAGE, file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
@@ -378,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         if command == "test":
             ensure_test_packages()
             return _hand_over([str(python), "-m", "pytest", *test_workers(rest), *rest], dict(os.environ))
+        if command == "quick":
+            return quick(python, rest)
         if command == "nox":
             return _hand_over([str(python), "-m", "uv", "tool", "run", "nox", *rest], dict(os.environ))
         if command in ("check", "site", "grade"):

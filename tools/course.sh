@@ -2,6 +2,8 @@
 # The course's two commands. Both do all set-up on a fresh machine (a virtual environment in .venv):
 #   bash tools/course.sh lab    set up, then open the course in JupyterLab (on a working copy: notebooks_cua_toi/)
 #   bash tools/course.sh test   set up, then run every test (unit tests + every notebook twice per kernel, outputs checked)
+#   bash tools/course.sh quick  set up, then the tests not marked slow and the notebooks of the lessons changed
+#                               since main (committed or not): the loop while editing, under 90 s
 #   bash tools/course.sh check  set up, then the instructor's pre-course check: every notebook twice per kernel, outputs
 #                               and %%gpu cells checked, a table per notebook and a verdict (tools/run.py)
 #   bash tools/course.sh site   set up, then build the course website into build/site/ (tools/build_site.py)

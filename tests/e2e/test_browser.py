@@ -186,6 +186,7 @@ def check_budget(lab) -> None:
 # ------------------------------------------------------------------------------------------------- tests
 
 @pytest.mark.browser
+@pytest.mark.slow
 def test_notebook01_runs_and_quiz_answers_clicks(lab, page, screenshots):
     notebook = lab.root / NB01
     questions = quiz_questions(notebook)

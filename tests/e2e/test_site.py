@@ -35,7 +35,7 @@ from tools.lessons_site import course_version
 REPO = Path(__file__).resolve().parents[2]
 
 
-pytestmark = [pytest.mark.browser, pytest.mark.site]
+pytestmark = [pytest.mark.browser, pytest.mark.site, pytest.mark.slow]
 VIEWPORT = {"width": 1400, "height": 1000}
 
 # Everything the checks need from one page, read in one evaluation after MathJax and the fonts are done.
