@@ -110,7 +110,7 @@ def _torch_pin() -> str:
     return next((line.split(";")[0].strip() for line in lines if line.startswith("torch==")), "torch")
 
 
-def torch_cannot_use_gpus(smi: SmiReport, report: TorchReport) -> str | None:
+def _torch_cannot_use_gpus(smi: SmiReport, report: TorchReport) -> str | None:
     """Return why this Python's torch cannot use the GPUs nvidia-smi lists, with the fix; None if it can."""
     if not smi.gpus or report.count > 0:
         return None
@@ -143,7 +143,7 @@ def no_usable_cuda(smi: SmiReport, report: TorchReport, init_error: str | None =
                 "cài lại driver hoặc khởi động lại máy.")
     if not smi.gpus:
         return "❌ nvidia-smi không liệt kê GPU nào (container không được cấp GPU?)."
-    problem = torch_cannot_use_gpus(smi, report)
+    problem = _torch_cannot_use_gpus(smi, report)
     if problem is None and init_error is not None:
         return f"❌ torch thấy {report.count} GPU nhưng phép tính đầu tiên trên GPU lỗi: {init_error}"
     return problem

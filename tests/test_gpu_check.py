@@ -98,9 +98,8 @@ def test_header_on_a_machine_without_gpu_or_torch():
 # --------------------------------------------------------------------------- torch cannot use the GPUs listed
 
 
-@pytest.mark.parametrize("smi, report", [(H200, GOOD), (SmiReport(missing=True), CPU_TORCH), (SmiReport(), CPU_TORCH)])
-def test_no_message_when_torch_uses_the_gpus_or_none_is_listed(smi, report):
-    assert gpu_check.torch_cannot_use_gpus(smi, report) is None
+def test_no_message_when_torch_uses_the_gpus():
+    assert gpu_check.no_usable_cuda(H200, GOOD) is None
 
 
 _OLD_WARNING = "CUDA initialization: The NVIDIA driver on your system is too old (found version 12080)."
@@ -118,18 +117,18 @@ _OLD_WARNING = "CUDA initialization: The NVIDIA driver on your system is too old
 ])
 def test_why_torch_cannot_use_the_listed_gpus(monkeypatch, report, named):
     monkeypatch.setattr(sys, "executable", "/x/.venv/bin/python")
-    message = gpu_check.torch_cannot_use_gpus(H200, report)
+    message = gpu_check.no_usable_cuda(H200, report)
     assert "NVIDIA H200" in message and "/x/.venv/bin/python" in message and "\n" not in message
     assert all(part in message for part in named), message
 
 
 def test_the_fix_names_the_pin_of_requirements_txt_not_a_copy():
     pin = gpu_check._torch_pin()
-    assert pin.startswith("torch==") and pin in gpu_check.torch_cannot_use_gpus(H200, CPU_TORCH)
+    assert pin.startswith("torch==") and pin in gpu_check.no_usable_cuda(H200, CPU_TORCH)
 
 
 def test_a_recent_driver_is_not_called_too_old():
-    message = gpu_check.torch_cannot_use_gpus(SmiReport(gpus=("T4",), driver="580.95.05"), CUDA_TORCH)
+    message = gpu_check.no_usable_cuda(SmiReport(gpus=("T4",), driver="580.95.05"), CUDA_TORCH)
     assert "quá cũ" not in message
 
 

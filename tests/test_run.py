@@ -39,7 +39,8 @@ def _fake_run(source: Path, error: str | None = None, peak_mib: int = 300) -> ru
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="on a GPU the %%gpu cell runs")
-def test_runs_twice_counts_gpu_cells_then_answers_from_the_cache(tmp_path, capsys):
+def test_runs_twice_counts_gpu_cells_then_answers_from_the_cache(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)  # the run is "alone", as outside the test command
     source = write_notebook(tmp_path / "nb" / "demo.ipynb", *GPU_DEMO)
     cache = tmp_path / "cache"
     assert run.main([str(source), "--save", str(cache), "--gpus", "0"]) == 0
