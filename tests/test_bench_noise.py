@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -130,6 +132,8 @@ def test_a_stalled_size_does_not_end_the_sweep_early(monkeypatch):
     monkeypatch.setattr(bench_sweep, "measure_unchecked", lambda fn, dev, *, label, flops, **kw: bench.Timing(
         (3e-6 if "16×16" in label else 0.05,) * 3, "cpu", 2, 1, 1, flops=flops, label=label))
     monkeypatch.setattr(bench_sweep, "_SIZES", (16, 32, 64, 128))
+    # the scripted times alone decide: a busy machine's real seconds (inputs, checks) must not eat the budget
+    monkeypatch.setattr(bench_sweep, "time", types.SimpleNamespace(perf_counter=lambda: 0.0))
     result = bench.matmul_sweep("cpu", budget_s=1.0)
     assert result.sizes == [16, 32, 64, 128] and result.stop_reason == "all_sizes"
 
