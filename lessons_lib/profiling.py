@@ -17,11 +17,7 @@ _KINDS = {"op": "phép PyTorch", "label": "nhãn record_function", "runtime": "l
 
 
 def _row_kind(name: str, is_user_annotation: bool | None = False) -> str:
-    """Return what a profiler row is: one of `_KINDS`.
-
-    `is_user_annotation` is None where torch does not set it (before 2.5): then a row that is nothing else
-    and has no "::" is a ``record_function`` label.
-    """
+    """Return what a profiler row is: one of `_KINDS`."""
     if name.startswith("aten::"):
         return "op"
     if is_user_annotation or name.startswith(("ProfilerStep#", "Optimizer.")):
@@ -106,16 +102,7 @@ def _device_us(event) -> float:
 
 
 def top_ops(prof, n: int = 8, by: str = "cpu", kinds: Iterable[str] | None = None) -> OpTable:
-    """Return the `n` rows of a profile with the most self time, as a compact table.
-
-    Args:
-        prof: A ``torch.profiler.profile`` that has run, or its ``key_averages()``.
-        n: How many rows to keep.
-        by: "cpu" (self CPU time of every row) or "device" (the GPU's own rows, kernels and copies, by their
-            time on the GPU; needs ``ProfilerActivity.CUDA``).
-        kinds: Keep only rows of these kinds, e.g. ``{"op"}`` ("op", "label", "runtime", "autograd",
-            "kernel", "copy", "other"); None keeps every row. Shares stay shares of all rows' self time.
-    """
+    """Return the `n` rows of a profile with the most self time, as a compact table."""
     check_int("n", n, 1)
     if by not in ("cpu", "device"):
         raise ValueError(f"by phải là 'cpu' hoặc 'device', không phải {by!r}")
@@ -153,11 +140,7 @@ _MIN_FACTOR = 1.25
 
 @dataclass(frozen=True, repr=False)
 class TimingComparison(Printable):
-    """Two timings of the same work and what they show: "faster", "slower" or "same" (not told apart).
-
-    ``factor`` is the smallest ratio of medians called a difference: `_MIN_FACTOR`, or more when a typical
-    repeat (the median) of either measurement sits further above its fastest repeat.
-    """
+    """Two timings of the same work and what they show: "faster", "slower" or "same" (not told apart)."""
 
     base: Timing
     other: Timing
@@ -175,11 +158,7 @@ class TimingComparison(Printable):
 
     @property
     def outcome(self) -> str:
-        """Return "faster", "slower" or "same": how `other` compares with `base`, given the spread.
-
-        A difference is called only when the medians AND the fastest repeats both show it: on a busy machine
-        every repeat of one measurement can be stalled alike, which moves its median but not its fastest repeat.
-        """
+        """Return "faster", "slower" or "same": how `other` compares with `base`, given the spread."""
         if self.speedup >= self.factor and self.min_speedup >= _MIN_FACTOR:
             return "faster"
         if self.speedup <= 1 / self.factor and self.min_speedup <= 1 / _MIN_FACTOR:
@@ -207,12 +186,7 @@ class TimingComparison(Printable):
 
 
 def compare_timings(base: Timing, other: Timing) -> TimingComparison:
-    """Compare two ``bench.measure`` timings of the same work: faster, slower or the same, by their spread.
-
-    The ratio of medians must reach `_MIN_FACTOR` (1.25×, i.e. 0.8× the other way), or the factor by which
-    a typical repeat of either measurement exceeds its fastest repeat when that is larger; the ratio of the
-    fastest repeats must reach `_MIN_FACTOR` the same way. The "⚠️" lines are printed once, by ``bench.measure``.
-    """
+    """Compare two ``bench.measure`` timings of the same work: faster, slower or the same, by their spread."""
     for name, value in (("base", base), ("other", other)):
         if not isinstance(value, Timing):
             raise TypeError(f"{name} phải là kết quả của bench.measure (một Timing), "

@@ -32,10 +32,7 @@ def matmul_inputs(n: int, dev: torch.device, dt: torch.dtype) -> tuple[torch.Ten
 
 
 def matmul_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> float:
-    """Return the relative error of ``c ≈ a @ b`` on 8 random rows × columns, against float64.
-
-    The check costs O(N) however large N is, and uses the same (already rounded) inputs.
-    """
+    """Return the relative error of ``c ≈ a @ b`` on 8 random rows × columns, against float64."""
     gen = torch.Generator().manual_seed(1234)
     rows = torch.randperm(a.shape[0], generator=gen)[:8]
     cols = torch.randperm(b.shape[1], generator=gen)[:8]
@@ -59,11 +56,7 @@ def matmul_label(n: int, dt: torch.dtype) -> str:
 def time_matmul(n: int, device: str | torch.device = "cpu", *, repeats: int = 5, warmup: int = 2,
                 threads: int | None = None, max_time_s: float | None = None,
                 expected_s: float | None = None) -> Timing:
-    """Check, then time an N×N fp32 matmul on `device`; raise RuntimeError if the result is wrong.
-
-    The "⚠️ số đo nhiễu" line also appears when the median is far above `expected_s` (default: the time at the best
-    fp32 matmul speed this process has measured on `device` at about this N or below, see ``measure``).
-    """
+    """Check, then time an N×N fp32 matmul on `device`; raise RuntimeError if the result is wrong."""
     check_int("n", n, 1)
     dev = pick_device(device)
     check_run(repeats, warmup, threads, max_time_s)
@@ -114,13 +107,8 @@ def fits_in_memory(n: int, dev: torch.device, dt: torch.dtype) -> bool:
 
 
 def _probe_call_s(n: int, dev: torch.device, dt: torch.dtype, threads: int, limit_s: float) -> float:
-    """Estimate one N×N matmul's time from smaller ones (scaled as N³), doubling the probe size from 128.
-
-    From a tiny size the estimate misleads both ways: a CPU runs small matmuls in cache (too low), a GPU
-    is launch-bound (far too high). So the probe grows while the estimate is near the limit, or over it
-    while the probe took under 1 ms and the next one is cheap; it stops at N/2. Each probe is the fastest
-    of 3 calls, so a disturbed call cannot skip a size.
-    """
+    """Estimate one N×N matmul's time from smaller ones (scaled as N³), doubling the probe size from 128."""
+    # Tiny probes mislead both ways (CPU cache: too low; GPU launch cost: too high), so grow while unsure.
     size = min(n, 128)
     while True:
         a, b = matmul_inputs(size, dev, dt)
@@ -242,13 +230,7 @@ def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
                    device: str | torch.device | None = None, *, include_copy: bool = False, repeats: int = 3,
                    threads: int | None = None, max_call_s: float = 5.0,
                    max_time_s: float | None = None) -> Comparison:
-    """Check, then time one N×N matmul on the CPU (all threads) and on `device`.
-
-    Without an accelerator (`device` is the CPU) it compares 1 CPU thread with all of them. With
-    ``include_copy=True`` the accelerator's time includes copying a and b there and the result back.
-    A size whose single matmul is estimated to take more than `max_call_s` on either side is not run
-    (``skipped`` says why); `max_time_s` caps each side's measurement.
-    """
+    """Check, then time one N×N matmul on the CPU (all threads) and on `device`."""
     check_int("n", n, 1)
     dt, dev = to_dtype(dtype), pick_device(device)
     if not isinstance(include_copy, bool):
@@ -313,10 +295,7 @@ class CopyCost(Printable):
 
 def copy_vs_compute(n: int, device: str | torch.device | None = None, *, pinned: bool = False,
                     repeats: int = 3, threads: int | None = None) -> CopyCost:
-    """Time copying fp32 a and b to `device`, the matmul there, copying c back, and the matmul on the CPU.
-
-    Every copy is a real copy (``copy=True``); ``pinned=True`` page-locks the host tensors first (CUDA).
-    """
+    """Time copying fp32 a and b to `device`, the matmul there, copying c back, and the matmul on the CPU."""
     check_int("n", n, 1)
     dev = pick_device(device)
     if not isinstance(pinned, bool):

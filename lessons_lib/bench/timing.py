@@ -84,12 +84,7 @@ def format_flops(flops_per_s: float) -> str:
 
 
 def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) -> str | None:
-    """Return a "⚠️ số đo nhiễu" line when repeats are not trustworthy, else None.
-
-    Noisy means: the slowest repeat takes more than 2× the fastest (and, said apart, when even the median does:
-    every repeat was slowed, so read the min or rerun), or the median more than 3× `expected_s` (the seconds per
-    call the work should take here, when known): that catches a machine that stalled every repeat equally.
-    """
+    """Return a "⚠️ số đo nhiễu" line when repeats are not trustworthy, else None."""
     if isinstance(times_s, (str, bytes)) or not isinstance(times_s, Sequence):
         raise TypeError("times_s phải là danh sách (list/tuple) số giây của từng lần đo, "
                         f"vd [0.012, 0.011, 0.013], không phải {type(times_s).__name__}")
@@ -103,10 +98,7 @@ def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) 
 
 
 def noise_signs(times: Sequence[float], expected_s: float | None, basis: str = "") -> list[str]:
-    """Return what looks noisy in one measurement's repeats, as phrases (empty when nothing does).
-
-    `basis` says where `expected_s` comes from, e.g. "(từ tốc độ tốt nhất đã đo)".
-    """
+    """Return what looks noisy in one measurement's repeats, as phrases (empty when nothing does)."""
     seen = []
     fastest, slowest = min(times), max(times)
     median = statistics.median(times)
@@ -205,26 +197,7 @@ def _timed_block(fn: Callable[[], object], number: int, device: torch.device) ->
 def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: int = 5, warmup: int = 2,
             number: int | None = None, threads: int | None = None, flops: float | None = None,
             label: str = "", max_time_s: float | None = None, expected_s: float | None = None) -> Timing:
-    """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats.
-
-    Prints the "⚠️ số đo nhiễu" line when the repeats disagree, or when the median is far above what the work
-    should take (``noise_warning``): `expected_s` if given, else, when `flops` is known, the time at the best
-    speed this process has measured for the same kind of work (same device and threads, a label equal up to its
-    numbers, e.g. "matmul 512 fp32" and "matmul 500×500 fp32"), on a call at most a quarter larger than this one.
-
-    Args:
-        fn: A function without arguments doing the work, e.g. ``lambda: a @ b``.
-        device: Where the work runs ("cpu", "cuda", "mps"); it is synchronized around each timed block.
-        repeats: Timed blocks; the median is reported.
-        warmup: Untimed calls first.
-        number: Calls per timed block; None: enough for a block of at least 2 ms.
-        threads: CPU threads for PyTorch meanwhile (None: ``cpu_threads()``); restored afterwards.
-        flops: Floating-point operations of one call, to report FLOP/s.
-        label: What is being timed, shown in the result.
-        max_time_s: Time limit: fewer warm-up calls and repeats when the planned ones would not fit
-            (at least one warm-up call and one timed repeat always run).
-        expected_s: Seconds one call should take here, if known (see above for the default).
-    """
+    """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats."""
     if not callable(fn):
         raise TypeError(f"fn phải là một hàm không đối số, vd lambda: a @ b, không phải {type(fn).__name__}")
     dev = pick_device(device)

@@ -1,12 +1,4 @@
-"""Where training memory goes, measured from real tensors on any device; the CUDA parts say when there is no GPU.
-
-- ``sizes``: `format_bytes`, `training_state_sizes`, `optimizer_state_bytes`, `sharded_training_memory` (ZeRO).
-- ``meter``: `SavedTensorMeter` and `saved_activation_bytes` (activations autograd saves), `gradient_snapshot`
-  and `compare_gradients`.
-- ``cuda``: `gpu_memory_stats`, `cuda_memory_cap`, `oom_demo`; every CUDA call goes through ``cuda._cuda``.
-- ``oom``: `is_oom_error`, `OOM_ERRORS`, `MemoryBudgetExceeded`, `parse_oom_message`.
-- ``oom_retry``: `find_max_batch_size`, `oom_safe_train_step`, `train_with_oom_retry`.
-"""
+"""Where training memory goes, measured from real tensors on any device; the CUDA parts say when there is no GPU."""
 
 from __future__ import annotations
 

@@ -14,8 +14,7 @@ TorchOutOfMemoryError: type[BaseException] = getattr(torch, "OutOfMemoryError", 
 
 
 class MemoryBudgetExceeded(RuntimeError):
-    """Raised by `oom_safe_train_step` when a step needs more bytes than its simulated budget (a CPU stand-in
-    for a CUDA out-of-memory error)."""
+    """Raised by `oom_safe_train_step` when a step needs more bytes than its simulated budget (a CPU stand-in)."""
 
 
 #: What the helpers treat as "out of memory": a real CUDA OOM or a simulated budget overrun.
@@ -102,8 +101,7 @@ _NUM = r"([\d.]+ (?:bytes|B|KiB|MiB|GiB|TiB))"
 
 
 def parse_oom_message(text: str) -> OomMessage:
-    """Read a CUDA out-of-memory message (the current format of ``c10/cuda/CUDACachingAllocator.cpp``, and the
-    older one) into its fields; sizes in it are rounded to 2 decimals, so the bytes are approximate."""
+    """Read a CUDA out-of-memory message (current and older format) into its fields, bytes rounded as printed."""
     if not isinstance(text, str):
         raise TypeError(f"text phải là chuỗi (vd str(exc)), không phải {type(text).__name__}")
     flat = " ".join(text.split())

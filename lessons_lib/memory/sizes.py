@@ -106,10 +106,7 @@ class StateSizes:
 
 
 def training_state_sizes(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> StateSizes:
-    """Return the bytes of `model`'s parameters, buffers and gradients and of `optimizer`'s state, as they are now.
-
-    Gradients exist after ``backward()``, optimizer state after the first ``step()``; works on ``meta`` too.
-    """
+    """Return the bytes of `model`'s parameters, buffers and gradients and of `optimizer`'s state, as they are now."""
     check_module(model)
     check_optimizer(optimizer)
     params = list(model.parameters())
@@ -160,12 +157,7 @@ class ShardedMemory:
 
 def sharded_training_memory(num_params: int, num_gpus: int = 1, stage: int = 0, *, param_bytes: float = 2,
                             grad_bytes: float = 2, optimizer_bytes: float = 12) -> ShardedMemory:
-    """Return the per-GPU bytes of parameters, gradients and optimizer state under DDP or ZeRO stage 1/2/3.
-
-    The defaults are the ZeRO paper's mixed-precision Adam (Rajbhandari et al., 2020, section 3.1): 2 + 2 + 12
-    bytes per parameter. Stage 1 shards the optimizer state over `num_gpus`, stage 2 also the gradients, stage 3
-    (FSDP full sharding) also the parameters; a shard is ``ceil(num_params / num_gpus)`` parameters.
-    """
+    """Return the per-GPU bytes of parameters, gradients and optimizer state under DDP or ZeRO stage 1/2/3."""
     check_int("num_params", num_params, 0)
     check_int("num_gpus", num_gpus, 1)
     check_int("stage", stage, 0)

@@ -1,7 +1,4 @@
-"""Plots of the course: speed curves, memory breakdowns, confusion matrices.
-
-Every function takes ``ax=None`` (a new figure when None), labels its units and returns the axes.
-"""
+"""Plots of the course: speed curves, memory breakdowns, confusion matrices."""
 
 from .classification import plot_confusion_matrix
 from .ddp import plot_ddp_differences, plot_ddp_shards

@@ -15,10 +15,7 @@ def _check_mapping(name: str, value) -> None:
 
 def plot_loss_curves(curves: Mapping[str, Sequence[float]], ax=None, logy: bool = True, title: str | None = None,
                      ylabel: str = "loss"):
-    """Plot one loss curve per run (label → losses per step) against the step number; return the axes.
-
-    Runs get different line styles (solid, dashed, ...), so curves that lie on top of each other stay visible.
-    """
+    """Plot one loss curve per run (label → losses per step) against the step number; return the axes."""
     _check_mapping("curves", curves)
     if not isinstance(ylabel, str):
         raise TypeError("ylabel phải là chuỗi.")
@@ -49,11 +46,7 @@ def _course_number(value: float) -> str:
 
 def plot_bar_comparison(values: Mapping[str, float], unit: str, ax=None, title: str | None = None,
                         fmt: str | None = None):
-    """Draw one labelled bar per configuration (e.g. step time in ms or peak memory in MiB); return the axes.
-
-    `fmt` formats each label (e.g. "{:.0f}"); None: 3 significant digits below 1000, else the course's
-    grouping ("1 857"), never e-notation.
-    """
+    """Draw one labelled bar per configuration (e.g. step time in ms or peak memory in MiB); return the axes."""
     _check_mapping("values", values)
     if not isinstance(unit, str):
         raise TypeError("unit phải là chuỗi đơn vị như 'ms' hoặc 'MiB'.")

@@ -80,11 +80,7 @@ def _recommend(device: torch.device) -> str:
 
 
 def recommend_amp(device: str | torch.device | None = None) -> str:
-    """Return the low-precision format to use with autocast on `device`: "bf16", "fp16" or "off".
-
-    CUDA: "bf16" with native bf16 (compute capability 8.0+), else "fp16" (with GradScaler), e.g. a T4. CPU: "bf16".
-    Others (MPS, XPU): "bf16" if it autocasts, else "fp16" if autocast and GradScaler work, else "off".
-    """
+    """Return the low-precision format to use with autocast on `device`: "bf16", "fp16" or "off"."""
     return _recommend(pick_device(device))
 
 
@@ -119,15 +115,7 @@ class AmpPlan:
 
 def plan_amp(device: str | torch.device | None = None, amp: str = "off", *,
              scaler: bool | None = None, allow_emulated: bool = False) -> AmpPlan:
-    """Check an AMP configuration for `device` and return it as an ``AmpPlan``; refuse what cannot work here.
-
-    Args:
-        device: "cpu", "cuda", "mps", a torch.device, or None for ``pick_device()``.
-        amp: "off", "bf16" or "fp16".
-        scaler: Use a GradScaler? None (default) means yes for fp16 and no otherwise.
-        allow_emulated: Accept a format the device only emulates (bf16 on a CUDA GPU below compute capability
-            8.0 such as a T4; fp16 on a CPU): it runs, usually slower than FP32.
-    """
+    """Check an AMP configuration for `device` and return it as an ``AmpPlan``; refuse what cannot work here."""
     device = pick_device(device)
     mode = _parse_amp(amp)
     if scaler is not None and not isinstance(scaler, bool):
@@ -173,10 +161,7 @@ def plan_amp(device: str | torch.device | None = None, amp: str = "off", *,
 
 def autocast_dtypes(device: str | torch.device | None = "cpu", amp: str = "bf16", *,
                     allow_emulated: bool = False) -> Table:
-    """Run common ops on FP32 inputs inside autocast on `device` and return the dtype each one produced.
-
-    Which ops stay FP32 differs between devices (each has its own autocast op lists), so this is measured.
-    """
+    """Run common ops on FP32 inputs inside autocast on `device` and return the dtype each one produced."""
     plan = plan_amp(device, amp, scaler=False, allow_emulated=allow_emulated)  # no scaler: no backward here
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(8, 16, generator=gen).to(plan.device)
@@ -210,9 +195,7 @@ def expected_step_s(flops_per_step: float) -> float:
 
 
 def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
-    """Return lines comparing a measured FP32 step with an AMP step (``profile_train_step`` results): the speed
-    ratio, whether it matches what the hardware predicts, and a "⚠️ số đo nhiễu" line when the repeats disagree or
-    a step takes far longer than its work (`flops_per_step`, ≈ 6 × parameters × batch for an MLP) explains."""
+    """Return lines comparing an FP32 with an AMP ``profile_train_step`` result: speed ratio, expectation, noise."""
     for name, profile in (("fp32", fp32), ("amp", amp)):
         if not all(hasattr(profile, attr) for attr in ("plan", "timing", "median_s")):
             raise TypeError(f"{name} phải là kết quả của profile_train_step(...), không phải {type(profile).__name__}.")
