@@ -93,14 +93,6 @@ def _averages(prof) -> list:
     return events
 
 
-def _device_us(event) -> float:
-    """Return an event's self device time in µs; torch < 2.4 calls it self cuda time."""
-    value = getattr(event, "self_device_time_total", None)
-    if value is None:
-        value = getattr(event, "self_cuda_time_total", 0)
-    return float(value or 0)
-
-
 def top_ops(prof, n: int = 8, by: str = "cpu", kinds: Iterable[str] | None = None) -> OpTable:
     """Return the `n` rows of a profile with the most self time, as a compact table."""
     check_int("n", n, 1)
@@ -114,7 +106,7 @@ def top_ops(prof, n: int = 8, by: str = "cpu", kinds: Iterable[str] | None = Non
     if by == "device":  # the GPU's own rows, as the table's "Self CUDA time total" counts them
         events = [e for e in events if getattr(e, "device_type", None) not in (None, DeviceType.CPU)
                   and not getattr(e, "is_user_annotation", False)]
-    self_us = [float(e.self_cpu_time_total) if by == "cpu" else _device_us(e) for e in events]
+    self_us = [float(e.self_cpu_time_total) if by == "cpu" else float(e.self_device_time_total) for e in events]
     total = sum(self_us)
     rows = []
     for event, own in zip(events, self_us, strict=True):
