@@ -94,11 +94,12 @@ def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) 
         check_number("times_s[i]", value, positive=True)
     if expected_s is not None:
         check_number("expected_s", expected_s, positive=True)
-    return noise_line(noise_signs([float(t) for t in times_s], expected_s))
+    return noise_line(noise_signs([float(t) for t in times_s], expected_s, basis=""))
 
 
-def noise_signs(times: Sequence[float], expected_s: float | None, basis: str = "") -> list[str]:
-    """Return what looks noisy in one measurement's repeats, as phrases (empty when nothing does)."""
+def noise_signs(times: Sequence[float], expected_s: float | None,
+                basis: str = "(từ tốc độ tốt nhất đã đo trong phiên này)") -> list[str]:
+    """Return what looks noisy in one measurement's repeats, as phrases; `basis` says where `expected_s` is from."""
     seen = []
     fastest, slowest = min(times), max(times)
     median = statistics.median(times)
@@ -137,13 +138,12 @@ class Timing(Printable):
     number: int
     flops: float | None = None
     label: str = ""
-    expected_s: float | None = None  # seconds per call the work should take here (given, or from earlier speeds)
-    expected_basis: str = ""  # where `expected_s` comes from, shown in the noise line
+    expected_s: float | None = None  # seconds per call the work should take here, from the best speed measured
 
     @property
     def noise(self) -> str | None:
         """The "⚠️ số đo nhiễu" line when the repeats disagree or the median is far above `expected_s`, else None."""
-        return noise_line(noise_signs(self.times_s, self.expected_s, self.expected_basis))
+        return noise_line(noise_signs(self.times_s, self.expected_s))
 
     @property
     def median_s(self) -> float:
@@ -196,7 +196,7 @@ def _timed_block(fn: Callable[[], object], number: int, device: torch.device) ->
 
 def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: int = 5, warmup: int = 2,
             number: int | None = None, threads: int | None = None, flops: float | None = None,
-            label: str = "", max_time_s: float | None = None, expected_s: float | None = None) -> Timing:
+            label: str = "", max_time_s: float | None = None) -> Timing:
     """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats."""
     if not callable(fn):
         raise TypeError(f"fn phải là một hàm không đối số, vd lambda: a @ b, không phải {type(fn).__name__}")
@@ -208,10 +208,8 @@ def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: in
         check_number("flops", flops, positive=True)
     if not isinstance(label, str):
         raise TypeError(f"label phải là str, không phải {type(label).__name__}")
-    if expected_s is not None:
-        check_number("expected_s", expected_s, positive=True)
     return measure_unchecked(fn, dev, repeats=repeats, warmup=warmup, number=number, threads=threads, flops=flops,
-                             label=label, max_time_s=max_time_s, warn=True, expected_s=expected_s)
+                             label=label, max_time_s=max_time_s, warn=True)
 
 
 def _kind(label: str) -> str:
@@ -237,8 +235,7 @@ def _remember_rate(dev: torch.device, threads: int, label: str, flops: float, fa
 
 def measure_unchecked(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, warmup: int = 2,
                       number: int | None = None, threads: int | None = None, flops: float | None = None,
-                      label: str = "", max_time_s: float | None = None, warn: bool = False,
-                      expected_s: float | None = None) -> Timing:
+                      label: str = "", max_time_s: float | None = None, warn: bool = False) -> Timing:
     """Do what ``measure`` does with checked arguments; record the speed reached when `flops` is known."""
     n_threads = cpu_threads() if threads is None else threads
     previous = torch.get_num_threads()
@@ -270,14 +267,12 @@ def measure_unchecked(fn: Callable[[], object], dev: torch.device, *, repeats: i
         times = tuple(_timed_block(fn, number, dev) / number for _ in range(repeats))
     finally:
         torch.set_num_threads(previous)
-    basis = ""
+    expected_s = None
     if flops is not None:
-        if expected_s is None:
-            expected_s = _expected_from_history(dev, n_threads, label, float(flops))
-            basis = "(từ tốc độ tốt nhất đã đo trong phiên này)"
+        expected_s = _expected_from_history(dev, n_threads, label, float(flops))
         _remember_rate(dev, n_threads, label, float(flops), min(times))
     timing = Timing(times, str(dev), n_threads, warmup_done, number, None if flops is None else float(flops), label,
-                    expected_s, basis if expected_s is not None else "")
+                    expected_s)
     if warn and timing.noise:
         print(timing.noise, flush=True)
     return timing
