@@ -47,7 +47,6 @@ class OpRow:
 
     @property
     def per_call_s(self) -> float:
-        """Return the mean self time of one call, in seconds."""
         return self.self_s / self.calls if self.calls else 0.0
 
 

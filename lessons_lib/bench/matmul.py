@@ -271,7 +271,6 @@ class CopyCost(Printable):
 
     @property
     def total_s(self) -> float:
-        """Copy in + compute + copy out, median seconds."""
         return self.to_device.median_s + self.compute.median_s + self.to_host.median_s
 
     def verdict(self) -> str:

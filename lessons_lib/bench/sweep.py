@@ -49,12 +49,10 @@ class MatmulRecord:
 
     @property
     def seconds(self) -> float:
-        """Median seconds per matmul."""
         return self.timing.median_s
 
     @property
     def tflops(self) -> float:
-        """Achieved TFLOP/s (2·N³ / median time)."""
         return matmul_flops(self.n) / self.seconds / 1e12
 
 
@@ -107,22 +105,18 @@ class SweepResult(Printable):
 
     @property
     def sizes(self) -> list[int]:
-        """The sizes N that were measured, increasing."""
         return [r.n for r in self.records]
 
     @property
     def seconds(self) -> list[float]:
-        """Median seconds per matmul, one per size."""
         return [r.seconds for r in self.records]
 
     @property
     def tflops(self) -> list[float]:
-        """Achieved TFLOP/s, one per size."""
         return [r.tflops for r in self.records]
 
     @property
     def is_cpu(self) -> bool:
-        """Whether the sweep ran on the CPU."""
         return self.device.startswith("cpu")
 
     @property

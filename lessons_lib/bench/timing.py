@@ -147,27 +147,22 @@ class Timing(Printable):
 
     @property
     def median_s(self) -> float:
-        """Median seconds per call over the repeats."""
         return statistics.median(self.times_s)
 
     @property
     def min_s(self) -> float:
-        """Fastest repeat, seconds per call."""
         return min(self.times_s)
 
     @property
     def max_s(self) -> float:
-        """Slowest repeat, seconds per call."""
         return max(self.times_s)
 
     @property
     def repeats(self) -> int:
-        """How many repeats were timed."""
         return len(self.times_s)
 
     @property
     def flops_per_s(self) -> float | None:
-        """Achieved FLOP/s at the median time, or None when `flops` is unknown."""
         return None if self.flops is None else self.flops / self.median_s
 
     def conditions(self) -> str:

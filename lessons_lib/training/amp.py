@@ -96,7 +96,6 @@ class AmpPlan:
 
     @property
     def enabled(self) -> bool:
-        """Return True when autocast is on."""
         return self.amp != "off"
 
     def autocast(self) -> contextlib.AbstractContextManager:

@@ -138,7 +138,6 @@ class StepProfile:
 
     @property
     def median_s(self) -> float:
-        """Return the median step time in seconds."""
         return self.timing.median_s
 
     def __str__(self) -> str:
