@@ -31,7 +31,6 @@ from lessons_lib.memory import (
     training_state_sizes,
 )
 from lessons_lib.memory import cuda as memory_cuda
-from lessons_lib.memory.oom import TorchOutOfMemoryError
 from lessons_lib.memory.sizes import trainable_bytes
 
 F32 = 4  # bytes per float32
@@ -302,7 +301,7 @@ def test_compare_gradients_reports_the_difference():
 
 
 def test_is_oom_error():
-    assert is_oom_error(TorchOutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert is_oom_error(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert is_oom_error(RuntimeError("CUDA error: out of memory"))
     assert is_oom_error(MemoryBudgetExceeded("x"))
     assert not is_oom_error(ValueError("out of memory"))
@@ -318,7 +317,7 @@ def test_is_oom_error_on_a_real_cpu_allocation_failure():
 
 
 def test_torch_out_of_memory_error_is_feature_detected():
-    assert TorchOutOfMemoryError is torch.cuda.OutOfMemoryError and TorchOutOfMemoryError in OOM_ERRORS
+    assert torch.cuda.OutOfMemoryError in OOM_ERRORS
 
 
 # --------------------------------------------------------------------------- reading OOM messages
@@ -450,7 +449,7 @@ class FakeCuda:
             raise self.fail_with
         nbytes = math.prod(shape) * F32
         if self.memory_reserved(index) + nbytes > self.fraction * self.total:
-            raise TorchOutOfMemoryError(f"CUDA out of memory. Tried to allocate {format_bytes(nbytes)}. GPU 0")
+            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {format_bytes(nbytes)}. GPU 0")
         tensor = torch.empty(1)
         self.live.append((weakref.ref(tensor), nbytes))
         return tensor
@@ -538,7 +537,7 @@ def _fits_up_to(limit):
     def try_batch(size):
         calls.append(size)
         if size > limit:
-            raise TorchOutOfMemoryError(f"CUDA out of memory. Tried to allocate {size} MiB")
+            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {size} MiB")
         return size
 
     return try_batch, calls

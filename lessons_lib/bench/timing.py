@@ -39,12 +39,9 @@ def cpu_threads() -> int:
 def synchronize(device: str | torch.device) -> None:
     """Wait until every queued operation on `device` has finished (nothing to wait for on the CPU)."""
     dev = torch.device(device)
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-    elif dev.type in ("mps", "xpu"):
-        backend = getattr(torch, dev.type, None)
-        if hasattr(backend, "synchronize"):
-            backend.synchronize()
+    backend = getattr(torch, dev.type, None)  # torch.cuda, torch.mps, torch.xpu
+    if dev.type != "cpu" and hasattr(backend, "synchronize"):
+        backend.synchronize(*([dev] if dev.type == "cuda" else []))
 
 
 def check_run(repeats: int, warmup: int, threads: int | None = None,

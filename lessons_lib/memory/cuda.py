@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import check_int
-from .oom import TorchOutOfMemoryError
 from .sizes import format_bytes
 
 _cuda = torch.cuda  # every CUDA call goes through this name; tests replace it with a fake
@@ -152,7 +151,7 @@ def oom_demo(*, room_bytes: int = 2 * 2**30) -> OomDemoResult:
             for _ in range(room_bytes // tensor_bytes + 2):
                 before = (_cuda.memory_allocated(index), _cuda.memory_reserved(index))
                 tensors.append(_allocate(_DEMO_SHAPE, index))
-        except TorchOutOfMemoryError as exc:
+        except torch.cuda.OutOfMemoryError as exc:  # torch.OutOfMemoryError, the same class
             message = str(exc)
         made = len(tensors)
         del tensors  # outside the except block, so nothing else holds them now

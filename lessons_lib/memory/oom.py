@@ -9,16 +9,13 @@ import torch
 
 from .sizes import format_bytes, parse_bytes
 
-#: ``torch.OutOfMemoryError``; older releases name it only ``torch.cuda.OutOfMemoryError`` (the same class).
-TorchOutOfMemoryError: type[BaseException] = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
-
 
 class MemoryBudgetExceeded(RuntimeError):
     """Raised by `oom_safe_train_step` when a step needs more bytes than its simulated budget (a CPU stand-in)."""
 
 
 #: What the helpers treat as "out of memory": a real CUDA OOM or a simulated budget overrun.
-OOM_ERRORS: tuple[type[BaseException], ...] = (TorchOutOfMemoryError, MemoryBudgetExceeded)
+OOM_ERRORS: tuple[type[BaseException], ...] = (torch.cuda.OutOfMemoryError, MemoryBudgetExceeded)
 
 _OOM_TEXT = re.compile(r"out of memory|can't allocate memory|CUBLAS_STATUS_ALLOC_FAILED", re.I)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from ..bench.timing import format_count
 from ._axes import PALETTE, add_facts, get_ax, series_style
 
 
@@ -37,7 +38,7 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], ax=None, title: str 
 
 def _course_number(value: float) -> str:
     """Return 3 significant digits below 1000 ("12.5"), else the whole number grouped by spaces ("1 857")."""
-    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}".replace(",", " ")
+    return f"{value:.3g}" if value < 1000 else format_count(value)
 
 
 def plot_bar_comparison(values: Mapping[str, float], unit: str, ax=None, title: str | None = None,
