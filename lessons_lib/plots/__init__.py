@@ -9,16 +9,7 @@ from .trace import plot_trace
 from .training import plot_bar_comparison, plot_loss_curves
 
 __all__ = [
-    "cuda_stack",
-    "plot_activation_timeline",
-    "plot_bar_comparison",
-    "plot_confusion_matrix",
-    "plot_ddp_differences",
-    "plot_ddp_shards",
-    "plot_loss_curves",
-    "plot_memory_breakdown",
-    "plot_speedup",
-    "plot_tflops",
-    "plot_time_vs_n",
-    "plot_trace",
+    "cuda_stack", "plot_activation_timeline", "plot_bar_comparison", "plot_confusion_matrix",
+    "plot_ddp_differences", "plot_ddp_shards", "plot_loss_curves", "plot_memory_breakdown", "plot_speedup",
+    "plot_tflops", "plot_time_vs_n", "plot_trace",
 ]

@@ -7,12 +7,6 @@ from .data import make_classification_data, make_mlp
 from .trainer import profile_train_step, train
 
 __all__ = [
-    "amp_speed_verdict",
-    "autocast_dtypes",
-    "make_classification_data",
-    "make_mlp",
-    "plan_amp",
-    "profile_train_step",
-    "recommend_amp",
-    "train",
+    "amp_speed_verdict", "autocast_dtypes", "make_classification_data", "make_mlp", "plan_amp",
+    "profile_train_step", "recommend_amp", "train",
 ]
