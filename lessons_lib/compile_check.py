@@ -1,9 +1,4 @@
-"""Say whether ``torch.compile`` can run here, and if not, why (Python, OS, no C++ compiler, no Triton).
-
-TorchDynamo must support this Python and OS, and Inductor needs a code generator for the device: the
-system C++ compiler for the CPU (``g++``, ``clang++`` on macOS, MSVC's ``cl`` on Windows), Triton for CUDA
-GPUs of compute capability 7.0 or newer. This module only looks; it compiles nothing.
-"""
+"""Say whether ``torch.compile`` can run here, and if not, why (Python, OS, no C++ compiler, no Triton)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Run a code snippet in a fresh Python process with a time limit, and return what it printed.
-
-Some errors cannot be shown in the notebook's own process: a CUDA device-side assert leaves the process's CUDA
-context unusable, so every later GPU cell would fail too. ``run_snippet`` writes the code to a temporary
-``snippet.py``, runs it with the notebook's own Python (unbuffered, so prints and the traceback keep their order)
-and returns a ``SnippetResult``.
-"""
+"""Run a code snippet in a fresh Python process with a time limit, and return what it printed."""
+# Some errors (a CUDA device-side assert) leave the process's CUDA context unusable for every later cell.
 
 from __future__ import annotations
 
@@ -54,11 +49,7 @@ class SnippetResult(Printable):
 
 
 def run_snippet(code: str, *, launch_blocking: bool = False) -> SnippetResult:
-    """Run `code` (dedented; line 1 = its first non-empty line) as ``snippet.py`` in a fresh Python process.
-
-    `launch_blocking` sets ``CUDA_LAUNCH_BLOCKING=1`` (else the variable is removed, even if the notebook has it);
-    after 120 s the process is stopped. An error in the snippet is part of the output, never raised here.
-    """
+    """Run `code` (dedented; line 1 = its first non-empty line) as ``snippet.py`` in a fresh Python process."""
     if not isinstance(code, str):
         raise TypeError(f"code phải là mã Python dạng str, không phải {type(code).__name__}")
     if not code.strip():

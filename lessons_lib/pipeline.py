@@ -1,9 +1,5 @@
-"""A synthetic image dataset whose ``__getitem__`` does real CPU work, for timing DataLoader settings.
-
-The class lives in a module (not in a notebook cell) on purpose: DataLoader worker processes started with
-the "spawn" or "forkserver" method (macOS, Windows, Python 3.14 on Linux) re-import the dataset's class by
-its module path, and a class defined in a notebook's ``__main__`` cannot be found there.
-"""
+"""A synthetic image dataset whose ``__getitem__`` does real CPU work, for timing DataLoader settings."""
+# It lives in a module, not a notebook cell: "spawn"/"forkserver" workers re-import it by module path.
 
 from __future__ import annotations
 
@@ -33,17 +29,7 @@ def _box_blur(img: np.ndarray) -> np.ndarray:
 
 
 class SyntheticImages(Dataset):
-    """Seeded synthetic 3×size×size images, made like a real pipeline: decode, crop, flip, jitter, normalise.
-
-    Each item is built from its own seed (from its index), so it is the same in every process and
-    every worker, and nothing is downloaded. The work is done in NumPy on one thread, as an image library
-    decoding a JPEG does; its CPU cost grows with `work` (smoothing passes that stand in for decoding).
-
-    Args:
-        n: Number of items.
-        size: Side of the returned images, in pixels.
-        work: Decode-like smoothing passes per item (0 = crop/flip/normalise only).
-    """
+    """Seeded synthetic 3×size×size images, made like a real pipeline: decode, crop, flip, jitter, normalise."""
 
     def __init__(self, n: int = 1024, size: int = 64, work: int = 2):
         self.n = check_int("n", n, minimum=1)
@@ -83,11 +69,7 @@ class SyntheticImages(Dataset):
 
 
 def worker_context() -> multiprocessing.context.BaseContext:
-    """Return a safe way to start DataLoader workers from a notebook: pass it as ``multiprocessing_context``.
-
-    On Linux, "fork" copies the kernel process with its threads' locks (a worker can hang), so this returns
-    "forkserver" with torch and this module preloaded; elsewhere the platform default ("spawn") is already safe.
-    """
+    """Return a safe way to start DataLoader workers from a notebook: pass it as ``multiprocessing_context``."""
     if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["torch", __name__])  # takes effect when the server (re)starts

@@ -17,9 +17,8 @@ _ALIASES = {"float32": "fp32", "float": "fp32", "single": "fp32", "float16": "fp
 def format_name(dtype: str | torch.dtype) -> str:
     """Return "fp32", "fp16" or "bf16" for a torch dtype or a name such as "half" or "torch.bfloat16"."""
     if isinstance(dtype, torch.dtype):
-        for name, value in FORMATS.items():
-            if value == dtype:
-                return name
+        if dtype in FORMATS.values():
+            return next(name for name, value in FORMATS.items() if value == dtype)
         raise ValueError(f"dtype phải là torch.float32, torch.float16 hoặc torch.bfloat16, "
                          f"không phải {dtype}")
     if not isinstance(dtype, str):

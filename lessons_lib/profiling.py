@@ -17,11 +17,7 @@ _KINDS = {"op": "phép PyTorch", "label": "nhãn record_function", "runtime": "l
 
 
 def _row_kind(name: str, is_user_annotation: bool | None = False) -> str:
-    """Return what a profiler row is: one of `_KINDS`.
-
-    `is_user_annotation` is None where torch does not set it (before 2.5): then a row that is nothing else
-    and has no "::" is a ``record_function`` label.
-    """
+    """Return what a profiler row is: one of `_KINDS`."""
     if name.startswith("aten::"):
         return "op"
     if is_user_annotation or name.startswith(("ProfilerStep#", "Optimizer.")):
@@ -51,7 +47,6 @@ class OpRow:
 
     @property
     def per_call_s(self) -> float:
-        """Return the mean self time of one call, in seconds."""
         return self.self_s / self.calls if self.calls else 0.0
 
 
@@ -97,25 +92,8 @@ def _averages(prof) -> list:
     return events
 
 
-def _device_us(event) -> float:
-    """Return an event's self device time in µs; torch < 2.4 calls it self cuda time."""
-    value = getattr(event, "self_device_time_total", None)
-    if value is None:
-        value = getattr(event, "self_cuda_time_total", 0)
-    return float(value or 0)
-
-
 def top_ops(prof, n: int = 8, by: str = "cpu", kinds: Iterable[str] | None = None) -> OpTable:
-    """Return the `n` rows of a profile with the most self time, as a compact table.
-
-    Args:
-        prof: A ``torch.profiler.profile`` that has run, or its ``key_averages()``.
-        n: How many rows to keep.
-        by: "cpu" (self CPU time of every row) or "device" (the GPU's own rows, kernels and copies, by their
-            time on the GPU; needs ``ProfilerActivity.CUDA``).
-        kinds: Keep only rows of these kinds, e.g. ``{"op"}`` ("op", "label", "runtime", "autograd",
-            "kernel", "copy", "other"); None keeps every row. Shares stay shares of all rows' self time.
-    """
+    """Return the `n` rows of a profile with the most self time, as a compact table."""
     check_int("n", n, 1)
     if by not in ("cpu", "device"):
         raise ValueError(f"by phải là 'cpu' hoặc 'device', không phải {by!r}")
@@ -127,7 +105,7 @@ def top_ops(prof, n: int = 8, by: str = "cpu", kinds: Iterable[str] | None = Non
     if by == "device":  # the GPU's own rows, as the table's "Self CUDA time total" counts them
         events = [e for e in events if getattr(e, "device_type", None) not in (None, DeviceType.CPU)
                   and not getattr(e, "is_user_annotation", False)]
-    self_us = [float(e.self_cpu_time_total) if by == "cpu" else _device_us(e) for e in events]
+    self_us = [float(e.self_cpu_time_total) if by == "cpu" else float(e.self_device_time_total) for e in events]
     total = sum(self_us)
     rows = []
     for event, own in zip(events, self_us, strict=True):
@@ -153,11 +131,7 @@ _MIN_FACTOR = 1.25
 
 @dataclass(frozen=True, repr=False)
 class TimingComparison(Printable):
-    """Two timings of the same work and what they show: "faster", "slower" or "same" (not told apart).
-
-    ``factor`` is the smallest ratio of medians called a difference: `_MIN_FACTOR`, or more when a typical
-    repeat (the median) of either measurement sits further above its fastest repeat.
-    """
+    """Two timings of the same work and what they show: "faster", "slower" or "same" (not told apart)."""
 
     base: Timing
     other: Timing
@@ -175,11 +149,7 @@ class TimingComparison(Printable):
 
     @property
     def outcome(self) -> str:
-        """Return "faster", "slower" or "same": how `other` compares with `base`, given the spread.
-
-        A difference is called only when the medians AND the fastest repeats both show it: on a busy machine
-        every repeat of one measurement can be stalled alike, which moves its median but not its fastest repeat.
-        """
+        """Return "faster", "slower" or "same": how `other` compares with `base`, given the spread."""
         if self.speedup >= self.factor and self.min_speedup >= _MIN_FACTOR:
             return "faster"
         if self.speedup <= 1 / self.factor and self.min_speedup <= 1 / _MIN_FACTOR:
@@ -207,12 +177,7 @@ class TimingComparison(Printable):
 
 
 def compare_timings(base: Timing, other: Timing) -> TimingComparison:
-    """Compare two ``bench.measure`` timings of the same work: faster, slower or the same, by their spread.
-
-    The ratio of medians must reach `_MIN_FACTOR` (1.25×, i.e. 0.8× the other way), or the factor by which
-    a typical repeat of either measurement exceeds its fastest repeat when that is larger; the ratio of the
-    fastest repeats must reach `_MIN_FACTOR` the same way. The "⚠️" lines are printed once, by ``bench.measure``.
-    """
+    """Compare two ``bench.measure`` timings of the same work: faster, slower or the same, by their spread."""
     for name, value in (("base", base), ("other", other)):
         if not isinstance(value, Timing):
             raise TypeError(f"{name} phải là kết quả của bench.measure (một Timing), "

@@ -14,7 +14,7 @@ from lessons_lib.bench import matmul as bench_matmul
 from lessons_lib.bench import sweep as bench_sweep
 
 CPU = torch.device("cpu")
-FP32_TOLERANCE = bench_matmul._TOLERANCE[torch.float32]
+FP32_TOLERANCE = bench_matmul.TOLERANCE[torch.float32]
 
 
 def make_sweep(times, sizes=(64, 128, 256, 512), device="cpu", dtype="fp32", threads=2, name=""):
@@ -172,7 +172,6 @@ def test_time_matmul_refuses_to_time_a_wrong_result(monkeypatch):
 
 def test_memory_checks():
     assert bench.matmul_bytes(100) == 3 * 100 * 100 * 4
-    assert bench_matmul._free_bytes(CPU) is None or bench_matmul._free_bytes(CPU) > 0
     assert bench_matmul.fits_in_memory(64, CPU, torch.float32)
     assert not bench_matmul.fits_in_memory(10**6, CPU, torch.float32)  # 12 TB of fp32
 
@@ -211,14 +210,13 @@ def test_sweep_measures_every_size_when_the_budget_allows(monkeypatch):
 
 
 def test_sweep_checks_memory_before_allocating(monkeypatch):
-    allowed = bench.matmul_bytes(64) * 2 + 1  # the CPU may use half: 64 fits, 128 does not
-    monkeypatch.setattr(bench_matmul, "_free_bytes", lambda device: allowed)
+    monkeypatch.setattr(bench_sweep, "fits_in_memory", lambda n, device, dtype: n <= 64)
     result = sweep_over(monkeypatch, [32, 64, 128, 256], "cpu", budget_s=10)
     assert result.sizes == [32, 64] and result.stop_reason == "memory" and result.next_size == 128
 
 
 def test_sweep_allocates_nothing_when_the_first_size_does_not_fit(monkeypatch):
-    monkeypatch.setattr(bench_matmul, "_free_bytes", lambda device: 1000)
+    monkeypatch.setattr(bench_sweep, "fits_in_memory", lambda n, device, dtype: False)
 
     def no_alloc(*args, **kwargs):
         raise AssertionError("allocated although it does not fit")
@@ -272,7 +270,7 @@ def test_estimate_seconds_scales_as_n_cubed_beyond_the_measured_sizes():
 
 
 def test_compare_matmul_on_cpu_is_one_thread_vs_all():
-    result = bench.compare_matmul(64, "fp32", "cpu", repeats=2)
+    result = bench.compare_matmul(64, "fp32", "cpu")
     assert result.baseline.threads == 1 and result.other.threads == bench.cpu_threads()
     assert result.speedup == pytest.approx(result.baseline.median_s / result.other.median_s)
     assert max(result.errors) <= FP32_TOLERANCE
@@ -291,7 +289,7 @@ def test_compare_matmul_skips_sizes_that_would_take_too_long():
 
 
 def test_copy_vs_compute_times_real_copies():
-    cost = bench.copy_vs_compute(128, "cpu", repeats=2)
+    cost = bench.copy_vs_compute(128, "cpu")
     assert cost.total_s == pytest.approx(cost.to_device.median_s + cost.compute.median_s + cost.to_host.median_s)
     assert cost.to_device.median_s > 0 and cost.to_host.median_s > 0
     assert cost.compute.flops == bench.matmul_flops(128)
@@ -333,12 +331,9 @@ BAD_ARGUMENTS = {
     **{f"compare {k}={v!r}": (lambda k=k, v=v: _compare(**{k: v}), error, names) for k, v, error, names in [
         ("n", 0, ValueError, "n"), ("dtype", "int4", ValueError, "fp16"), ("device", "tpu", ValueError, "cpu"),
         ("include_copy", "yes", TypeError, "include_copy"), ("max_call_s", 0, ValueError, "max_call_s"),
-        ("max_time_s", -1, ValueError, "max_time_s"), ("repeats", 0, ValueError, "repeats"),
-        ("threads", 0, ValueError, "threads")]},
+        ("max_time_s", -1, ValueError, "max_time_s")]},
     "copy pinned": (lambda: bench.copy_vs_compute(16, "cpu", pinned="yes"), TypeError, "pinned"),
     "copy n": (lambda: bench.copy_vs_compute(-1, "cpu"), ValueError, "n"),
-    "copy repeats": (lambda: bench.copy_vs_compute(16, "cpu", repeats=0), ValueError, "repeats"),
-    "copy threads": (lambda: bench.copy_vs_compute(16, "cpu", threads=0), ValueError, "threads"),
     **{f"threads_verdict {args}": (lambda args=args: bench.threads_verdict(*args), error, _THREADS[i])
        for args, error, i in [(("1", 1e-3, 2), TypeError, 0), ((0, 1e-3, 2), ValueError, 0),
                               ((1e-3, math.nan, 2), ValueError, 1), ((1e-3, 1e-3, 2.0), TypeError, 2),

@@ -17,7 +17,7 @@ from lessons_lib.bench.matmul import Comparison
 def _local(monkeypatch):
     monkeypatch.setattr(bench_matmul, "detect_platform", lambda: "local")
     monkeypatch.setattr(bench_timing, "detect_platform", lambda: "local")
-    monkeypatch.setattr(bench_matmul, "_physical_cores", lambda: None)
+    monkeypatch.setitem(sys.modules, "psutil", None)  # not installed: the reasons cannot name the cores
 
 
 def test_more_threads_faster_says_by_how_much_without_excuses():
@@ -38,11 +38,14 @@ def test_a_tie_is_not_called_a_speedup():
     assert "gần như bằng nhau" in text and "không giúp" in text and "Lý do" in text
 
 
-def test_the_reason_names_the_physical_cores_when_psutil_knows_them(monkeypatch):
-    monkeypatch.setattr(bench_matmul, "_physical_cores", lambda: 1)
-    assert "chỉ có 1 lõi vật lý cho 2 luồng" in bench.threads_verdict(4e-3, 8e-3, 2)
-    monkeypatch.setattr(bench_matmul, "_physical_cores", lambda: 8)  # e.g. a container limited to 2 of 8 cores
-    assert "!lscpu" in bench.threads_verdict(4e-3, 8e-3, 2)
+@pytest.mark.parametrize(("cores", "said"), [
+    (1, "chỉ có 1 lõi vật lý cho 2 luồng"),
+    (8, "!lscpu"),  # e.g. a container limited to 2 of 8 cores
+    (None, "!lscpu"),  # psutil does not know
+])
+def test_the_reason_names_the_physical_cores_when_psutil_knows_them(monkeypatch, cores, said):
+    monkeypatch.setitem(sys.modules, "psutil", types.SimpleNamespace(cpu_count=lambda logical=True: cores))
+    assert said in bench.threads_verdict(4e-3, 8e-3, 2)
 
 
 def test_colab_and_kaggle_get_their_two_shared_vcpus(monkeypatch):
@@ -52,17 +55,6 @@ def test_colab_and_kaggle_get_their_two_shared_vcpus(monkeypatch):
 
 def test_a_single_cpu_has_nothing_to_compare():
     assert "Chỉ có 1 CPU" in bench.threads_verdict(1e-3, 1e-3, 1)
-
-
-def test_physical_cores_from_psutil_or_none(monkeypatch):
-    monkeypatch.undo()  # the real function
-    fake = types.SimpleNamespace(cpu_count=lambda logical=True: 1 if not logical else 2)
-    monkeypatch.setitem(sys.modules, "psutil", fake)
-    assert bench_matmul._physical_cores() == 1
-    fake.cpu_count = lambda logical=True: None  # psutil: unknown
-    assert bench_matmul._physical_cores() is None
-    monkeypatch.setitem(sys.modules, "psutil", None)  # not installed: import fails
-    assert bench_matmul._physical_cores() is None
 
 
 def _timing(times, threads, device="cpu"):

@@ -12,7 +12,6 @@ import multiprocessing
 import sys
 import time
 
-import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader
@@ -66,16 +65,6 @@ def test_work_costs_cpu_time():
                 ds[i]
         return time.process_time() - start
     assert cost(8) > cost(0)
-
-
-def test_box_blur_is_a_5x5_mean():
-    from lessons_lib.pipeline import _box_blur
-
-    img = np.zeros((1, 9, 9), dtype=np.float32)
-    img[0, 4, 4] = 25.0
-    out = _box_blur(img)
-    assert out.shape == img.shape
-    assert np.allclose(out[0, 2:7, 2:7], 1.0) and out[0, 1, 4] == 0 and np.isclose(out.sum(), 25.0)
 
 
 # --------------------------------------------------------------------------- DataLoader workers

@@ -1,10 +1,4 @@
-"""Time PyTorch work correctly on CPU, CUDA and MPS, and sweep matmul sizes under a time budget.
-
-Every function here checks a result before timing it, warms up, synchronizes the accelerator before
-reading the clock, repeats and reports the median (with min and max), and on the CPU uses every CPU this
-process may run on unless told otherwise. ``timing``: `measure`, `Timing`, `noise_warning`; ``matmul``:
-checked matmuls and one size timed two ways; ``sweep``: growing sizes and the crossover of two sweeps.
-"""
+"""Time PyTorch work correctly on CPU, CUDA and MPS, and sweep matmul sizes under a time budget."""
 
 from ..flops import matmul_flops
 from .matmul import compare_matmul, copy_vs_compute, matmul_bytes, matmul_error, threads_verdict, time_matmul

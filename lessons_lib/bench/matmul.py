@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -17,7 +16,7 @@ from .timing import Timing, check_run, cpu_threads, format_seconds, measure_unch
 
 # Largest relative error (Frobenius norm, against float64) that still counts as a correct matmul.
 # fp32 allows TF32 (about 1e-3), in case the learner turned it on.
-_TOLERANCE = {torch.float32: 2e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+TOLERANCE = {torch.float32: 2e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 _CLOSE = 1.2  # within this factor either way, 1 thread and several count as "about the same"
 
 
@@ -32,10 +31,7 @@ def matmul_inputs(n: int, dev: torch.device, dt: torch.dtype) -> tuple[torch.Ten
 
 
 def matmul_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> float:
-    """Return the relative error of ``c ≈ a @ b`` on 8 random rows × columns, against float64.
-
-    The check costs O(N) however large N is, and uses the same (already rounded) inputs.
-    """
+    """Return the relative error of ``c ≈ a @ b`` on 8 random rows × columns, against float64."""
     gen = torch.Generator().manual_seed(1234)
     rows = torch.randperm(a.shape[0], generator=gen)[:8]
     cols = torch.randperm(b.shape[1], generator=gen)[:8]
@@ -46,9 +42,9 @@ def matmul_error(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> float:
 
 def assert_correct(a, b, c, dt: torch.dtype, dev) -> float:
     error = matmul_error(a, b, c)
-    if not error <= _TOLERANCE[dt]:
+    if not error <= TOLERANCE[dt]:
         raise RuntimeError(f"Kết quả matmul trên {dev} sai (sai số tương đối {error:.2e} > "
-                           f"{_TOLERANCE[dt]:.0e}): không đo tốc độ của một kết quả sai.")
+                           f"{TOLERANCE[dt]:.0e}): không đo tốc độ của một kết quả sai.")
     return error
 
 
@@ -57,23 +53,15 @@ def matmul_label(n: int, dt: torch.dtype) -> str:
 
 
 def time_matmul(n: int, device: str | torch.device = "cpu", *, repeats: int = 5, warmup: int = 2,
-                threads: int | None = None, max_time_s: float | None = None,
-                expected_s: float | None = None) -> Timing:
-    """Check, then time an N×N fp32 matmul on `device`; raise RuntimeError if the result is wrong.
-
-    The "⚠️ số đo nhiễu" line also appears when the median is far above `expected_s` (default: the time at the best
-    fp32 matmul speed this process has measured on `device` at about this N or below, see ``measure``).
-    """
+                threads: int | None = None, max_time_s: float | None = None) -> Timing:
+    """Check, then time an N×N fp32 matmul on `device`; raise RuntimeError if the result is wrong."""
     check_int("n", n, 1)
     dev = pick_device(device)
     check_run(repeats, warmup, threads, max_time_s)
-    if expected_s is not None:
-        check_number("expected_s", expected_s, positive=True)
     a, b = matmul_inputs(n, dev, torch.float32)
     assert_correct(a, b, a @ b, torch.float32, dev)
     return measure_unchecked(lambda: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads,
-                             flops=matmul_flops(n), label=matmul_label(n, torch.float32), max_time_s=max_time_s, warn=True,
-                             expected_s=expected_s)
+                             flops=matmul_flops(n), label=matmul_label(n, torch.float32), max_time_s=max_time_s, warn=True)
 
 
 def matmul_bytes(n: int) -> int:
@@ -93,14 +81,8 @@ def _free_bytes(dev: torch.device) -> int | None:
         return max(0, int(mps.recommended_max_memory()) - int(mps.driver_allocated_memory()))
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):  # not Linux (macOS, Windows): the sweep's memory check is off
         return None
 
 
@@ -114,13 +96,8 @@ def fits_in_memory(n: int, dev: torch.device, dt: torch.dtype) -> bool:
 
 
 def _probe_call_s(n: int, dev: torch.device, dt: torch.dtype, threads: int, limit_s: float) -> float:
-    """Estimate one N×N matmul's time from smaller ones (scaled as N³), doubling the probe size from 128.
-
-    From a tiny size the estimate misleads both ways: a CPU runs small matmuls in cache (too low), a GPU
-    is launch-bound (far too high). So the probe grows while the estimate is near the limit, or over it
-    while the probe took under 1 ms and the next one is cheap; it stops at N/2. Each probe is the fastest
-    of 3 calls, so a disturbed call cannot skip a size.
-    """
+    """Estimate one N×N matmul's time from smaller ones (scaled as N³), doubling the probe size from 128."""
+    # Tiny probes mislead both ways (CPU cache: too low; GPU launch cost: too high), so grow while unsure.
     size = min(n, 128)
     while True:
         a, b = matmul_inputs(size, dev, dt)
@@ -212,7 +189,7 @@ class Comparison(Printable):
     def noise(self) -> str | None:
         """The "⚠️ số đo nhiễu" line when either side's repeats disagree or its median is far above expected."""
         return noise_line([f"{_who(t)}: {sign}" for t in (self.baseline, self.other) if t is not None
-                           for sign in noise_signs(t.times_s, t.expected_s, t.expected_basis)])
+                           for sign in noise_signs(t.times_s, t.expected_s)])
 
     def verdict(self) -> str:
         """Return one sentence built from the measured numbers."""
@@ -239,23 +216,16 @@ def _who(timing: Timing) -> str:
 
 
 def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
-                   device: str | torch.device | None = None, *, include_copy: bool = False, repeats: int = 3,
-                   threads: int | None = None, max_call_s: float = 5.0,
+                   device: str | torch.device | None = None, *, include_copy: bool = False, max_call_s: float = 5.0,
                    max_time_s: float | None = None) -> Comparison:
-    """Check, then time one N×N matmul on the CPU (all threads) and on `device`.
-
-    Without an accelerator (`device` is the CPU) it compares 1 CPU thread with all of them. With
-    ``include_copy=True`` the accelerator's time includes copying a and b there and the result back.
-    A size whose single matmul is estimated to take more than `max_call_s` on either side is not run
-    (``skipped`` says why); `max_time_s` caps each side's measurement.
-    """
+    """Check, then time one N×N matmul on the CPU (all threads) and on `device`."""
     check_int("n", n, 1)
     dt, dev = to_dtype(dtype), pick_device(device)
     if not isinstance(include_copy, bool):
         raise TypeError(f"include_copy phải là True hoặc False, không phải {type(include_copy).__name__}")
     check_number("max_call_s", max_call_s, positive=True)
-    check_run(repeats, 1, threads, max_time_s)
-    all_threads = cpu_threads() if threads is None else threads
+    check_run(1, 1, None, max_time_s)
+    all_threads = cpu_threads()
     cpu, name = torch.device("cpu"), format_name(dt)
     plan = [(cpu, 1), (cpu, all_threads)] if dev.type == "cpu" else [(cpu, all_threads), (dev, all_threads)]
     for where, th in plan:
@@ -276,7 +246,7 @@ def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
             label = matmul_label(n, dt) + " + copy"
         else:
             fn, label = (lambda a=a, b=b: a @ b), matmul_label(n, dt)
-        timings.append(measure_unchecked(fn, where, repeats=repeats, warmup=1, threads=th, flops=matmul_flops(n),
+        timings.append(measure_unchecked(fn, where, repeats=3, warmup=1, threads=th, flops=matmul_flops(n),
                                          label=label, max_time_s=max_time_s))
     return Comparison(n, name, timings[0], timings[1], (errors[0], errors[1]), include_copy)
 
@@ -294,7 +264,6 @@ class CopyCost(Printable):
 
     @property
     def total_s(self) -> float:
-        """Copy in + compute + copy out, median seconds."""
         return self.to_device.median_s + self.compute.median_s + self.to_host.median_s
 
     def verdict(self) -> str:
@@ -311,24 +280,19 @@ class CopyCost(Printable):
         return "\n".join([f"  {t}" for t in parts] + ["→ " + self.verdict()])
 
 
-def copy_vs_compute(n: int, device: str | torch.device | None = None, *, pinned: bool = False,
-                    repeats: int = 3, threads: int | None = None) -> CopyCost:
-    """Time copying fp32 a and b to `device`, the matmul there, copying c back, and the matmul on the CPU.
-
-    Every copy is a real copy (``copy=True``); ``pinned=True`` page-locks the host tensors first (CUDA).
-    """
+def copy_vs_compute(n: int, device: str | torch.device | None = None, *, pinned: bool = False) -> CopyCost:
+    """Time copying fp32 a and b to `device`, the matmul there, copying c back, and the matmul on the CPU."""
     check_int("n", n, 1)
     dev = pick_device(device)
     if not isinstance(pinned, bool):
         raise TypeError(f"pinned phải là True hoặc False, không phải {type(pinned).__name__}")
-    check_run(repeats, 1, threads)
     a_cpu, b_cpu = matmul_inputs(n, torch.device("cpu"), torch.float32)
     if pinned and dev.type == "cuda":
         a_cpu, b_cpu = a_cpu.pin_memory(), b_cpu.pin_memory()
     a, b = a_cpu.to(dev, copy=True), b_cpu.to(dev, copy=True)
     c = a @ b
     assert_correct(a, b, c, torch.float32, dev)
-    kw = {"repeats": repeats, "warmup": 1, "threads": threads, "warn": True}
+    kw = {"repeats": 3, "warmup": 1, "warn": True}
     size = f"{n}×{n} fp32"
     to_device = measure_unchecked(lambda: (a_cpu.to(dev, copy=True, non_blocking=pinned),
                                            b_cpu.to(dev, copy=True, non_blocking=pinned)), dev,

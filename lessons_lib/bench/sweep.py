@@ -49,12 +49,10 @@ class MatmulRecord:
 
     @property
     def seconds(self) -> float:
-        """Median seconds per matmul."""
         return self.timing.median_s
 
     @property
     def tflops(self) -> float:
-        """Achieved TFLOP/s (2·N³ / median time)."""
         return matmul_flops(self.n) / self.seconds / 1e12
 
 
@@ -107,22 +105,18 @@ class SweepResult(Printable):
 
     @property
     def sizes(self) -> list[int]:
-        """The sizes N that were measured, increasing."""
         return [r.n for r in self.records]
 
     @property
     def seconds(self) -> list[float]:
-        """Median seconds per matmul, one per size."""
         return [r.seconds for r in self.records]
 
     @property
     def tflops(self) -> list[float]:
-        """Achieved TFLOP/s, one per size."""
         return [r.tflops for r in self.records]
 
     @property
     def is_cpu(self) -> bool:
-        """Whether the sweep ran on the CPU."""
         return self.device.startswith("cpu")
 
     @property
@@ -156,21 +150,7 @@ class SweepResult(Printable):
 
 def matmul_sweep(device: str | torch.device | None = None, dtype: torch.dtype | str = torch.float32, *,
                  budget_s: float | None = None, repeats: int = 3, threads: int | None = None) -> SweepResult:
-    """Time N×N matmuls for growing N until the time budget or the free memory says stop.
-
-    Before each size the sweep predicts its cost from the last one (time ∝ N³, inputs ∝ N², but at most 2×
-    the larger of the last time and the FLOPs at the best speed so far, so one stalled size does not end
-    it early) and stops when that would overrun `budget_s`, or when the matrices would not fit in free
-    memory. Every size is checked against float64 before it is timed; sizes that look noisy are measured
-    once more and the faster median kept. Sizes N = 16 … 16384.
-
-    Args:
-        device: "cpu", "cuda", "mps", ... (None: the best device here).
-        dtype: torch.float32 / float16 / bfloat16 (or "fp32", "fp16", "bf16").
-        budget_s: Wall-time budget of the whole sweep (default 20 s on the CPU, 30 s on an accelerator).
-        repeats: Timed repeats per size (median reported); the noise line suggests more.
-        threads: CPU threads (None: all, ``cpu_threads()``).
-    """
+    """Time N×N matmuls for growing N until the time budget or the free memory says stop."""
     dev, dt = pick_device(device), to_dtype(dtype)
     budget = (20.0 if dev.type == "cpu" else 30.0) if budget_s is None else budget_s
     check_number("budget_s", budget, positive=True)
@@ -228,12 +208,7 @@ def _time_sizes(dev: torch.device, dt: torch.dtype, budget: float, repeats: int,
 
 
 def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
-    """Return how many times slower size i is than the other sizes predict, when far off; else None.
-
-    Three generous predictions: a smaller matmul should not take more than 3× a larger one; the largest
-    size not more than 3× the one before it scaled as N³; no size more than 10× (the sweep's fastest
-    time, a fixed cost per call) + (its FLOPs at the best FLOP/s measured).
-    """
+    """Return how many times slower size i is than the other sizes predict, when far off; else None."""
     record = records[i]
     factors = []
     larger = [r.seconds for r in records[i + 1:]]
@@ -253,10 +228,7 @@ def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
 
 def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torch.dtype, threads: int,
                         repeats: int, time_left_s: float) -> list[str]:
-    """Measure each noisy-looking size once more within `time_left_s`, keep the faster median; return notes.
-
-    Interference only ever adds time, so of two honest measurements the faster is closer to the machine.
-    """
+    """Measure each noisy-looking size once more within `time_left_s`, keep the faster median; return notes."""
     again_seen, skipped = [], []
     deadline = time.perf_counter() + time_left_s
     for i, record in enumerate(records):
@@ -296,10 +268,7 @@ def speedups(baseline: SweepResult, other: SweepResult) -> list[tuple[int, float
 
 @dataclass(frozen=True)
 class Crossover:
-    """Where `other` becomes faster than `baseline` for good.
-
-    ``status``: "crosses" (``n`` is the interpolated size), "always_faster", "never_faster" or "no_overlap".
-    """
+    """Where `other` becomes faster than `baseline` for good."""
 
     status: str
     n: float | None

@@ -39,12 +39,9 @@ def cpu_threads() -> int:
 def synchronize(device: str | torch.device) -> None:
     """Wait until every queued operation on `device` has finished (nothing to wait for on the CPU)."""
     dev = torch.device(device)
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-    elif dev.type in ("mps", "xpu"):
-        backend = getattr(torch, dev.type, None)
-        if hasattr(backend, "synchronize"):
-            backend.synchronize()
+    backend = getattr(torch, dev.type, None)  # torch.cuda, torch.mps, torch.xpu
+    if dev.type != "cpu" and hasattr(backend, "synchronize"):
+        backend.synchronize(*([dev] if dev.type == "cuda" else []))
 
 
 def check_run(repeats: int, warmup: int, threads: int | None = None,
@@ -84,12 +81,7 @@ def format_flops(flops_per_s: float) -> str:
 
 
 def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) -> str | None:
-    """Return a "⚠️ số đo nhiễu" line when repeats are not trustworthy, else None.
-
-    Noisy means: the slowest repeat takes more than 2× the fastest (and, said apart, when even the median does:
-    every repeat was slowed, so read the min or rerun), or the median more than 3× `expected_s` (the seconds per
-    call the work should take here, when known): that catches a machine that stalled every repeat equally.
-    """
+    """Return a "⚠️ số đo nhiễu" line when repeats are not trustworthy, else None."""
     if isinstance(times_s, (str, bytes)) or not isinstance(times_s, Sequence):
         raise TypeError("times_s phải là danh sách (list/tuple) số giây của từng lần đo, "
                         f"vd [0.012, 0.011, 0.013], không phải {type(times_s).__name__}")
@@ -99,14 +91,12 @@ def noise_warning(times_s: Sequence[float], *, expected_s: float | None = None) 
         check_number("times_s[i]", value, positive=True)
     if expected_s is not None:
         check_number("expected_s", expected_s, positive=True)
-    return noise_line(noise_signs([float(t) for t in times_s], expected_s))
+    return noise_line(noise_signs([float(t) for t in times_s], expected_s, basis=""))
 
 
-def noise_signs(times: Sequence[float], expected_s: float | None, basis: str = "") -> list[str]:
-    """Return what looks noisy in one measurement's repeats, as phrases (empty when nothing does).
-
-    `basis` says where `expected_s` comes from, e.g. "(từ tốc độ tốt nhất đã đo)".
-    """
+def noise_signs(times: Sequence[float], expected_s: float | None,
+                basis: str = "(từ tốc độ tốt nhất đã đo trong phiên này)") -> list[str]:
+    """Return what looks noisy in one measurement's repeats, as phrases; `basis` says where `expected_s` is from."""
     seen = []
     fastest, slowest = min(times), max(times)
     median = statistics.median(times)
@@ -145,37 +135,31 @@ class Timing(Printable):
     number: int
     flops: float | None = None
     label: str = ""
-    expected_s: float | None = None  # seconds per call the work should take here (given, or from earlier speeds)
-    expected_basis: str = ""  # where `expected_s` comes from, shown in the noise line
+    expected_s: float | None = None  # seconds per call the work should take here, from the best speed measured
 
     @property
     def noise(self) -> str | None:
         """The "⚠️ số đo nhiễu" line when the repeats disagree or the median is far above `expected_s`, else None."""
-        return noise_line(noise_signs(self.times_s, self.expected_s, self.expected_basis))
+        return noise_line(noise_signs(self.times_s, self.expected_s))
 
     @property
     def median_s(self) -> float:
-        """Median seconds per call over the repeats."""
         return statistics.median(self.times_s)
 
     @property
     def min_s(self) -> float:
-        """Fastest repeat, seconds per call."""
         return min(self.times_s)
 
     @property
     def max_s(self) -> float:
-        """Slowest repeat, seconds per call."""
         return max(self.times_s)
 
     @property
     def repeats(self) -> int:
-        """How many repeats were timed."""
         return len(self.times_s)
 
     @property
     def flops_per_s(self) -> float | None:
-        """Achieved FLOP/s at the median time, or None when `flops` is unknown."""
         return None if self.flops is None else self.flops / self.median_s
 
     def conditions(self) -> str:
@@ -204,27 +188,8 @@ def _timed_block(fn: Callable[[], object], number: int, device: torch.device) ->
 
 def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: int = 5, warmup: int = 2,
             number: int | None = None, threads: int | None = None, flops: float | None = None,
-            label: str = "", max_time_s: float | None = None, expected_s: float | None = None) -> Timing:
-    """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats.
-
-    Prints the "⚠️ số đo nhiễu" line when the repeats disagree, or when the median is far above what the work
-    should take (``noise_warning``): `expected_s` if given, else, when `flops` is known, the time at the best
-    speed this process has measured for the same kind of work (same device and threads, a label equal up to its
-    numbers, e.g. "matmul 512 fp32" and "matmul 500×500 fp32"), on a call at most a quarter larger than this one.
-
-    Args:
-        fn: A function without arguments doing the work, e.g. ``lambda: a @ b``.
-        device: Where the work runs ("cpu", "cuda", "mps"); it is synchronized around each timed block.
-        repeats: Timed blocks; the median is reported.
-        warmup: Untimed calls first.
-        number: Calls per timed block; None: enough for a block of at least 2 ms.
-        threads: CPU threads for PyTorch meanwhile (None: ``cpu_threads()``); restored afterwards.
-        flops: Floating-point operations of one call, to report FLOP/s.
-        label: What is being timed, shown in the result.
-        max_time_s: Time limit: fewer warm-up calls and repeats when the planned ones would not fit
-            (at least one warm-up call and one timed repeat always run).
-        expected_s: Seconds one call should take here, if known (see above for the default).
-    """
+            label: str = "", max_time_s: float | None = None) -> Timing:
+    """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats."""
     if not callable(fn):
         raise TypeError(f"fn phải là một hàm không đối số, vd lambda: a @ b, không phải {type(fn).__name__}")
     dev = pick_device(device)
@@ -235,10 +200,8 @@ def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: in
         check_number("flops", flops, positive=True)
     if not isinstance(label, str):
         raise TypeError(f"label phải là str, không phải {type(label).__name__}")
-    if expected_s is not None:
-        check_number("expected_s", expected_s, positive=True)
     return measure_unchecked(fn, dev, repeats=repeats, warmup=warmup, number=number, threads=threads, flops=flops,
-                             label=label, max_time_s=max_time_s, warn=True, expected_s=expected_s)
+                             label=label, max_time_s=max_time_s, warn=True)
 
 
 def _kind(label: str) -> str:
@@ -264,8 +227,7 @@ def _remember_rate(dev: torch.device, threads: int, label: str, flops: float, fa
 
 def measure_unchecked(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, warmup: int = 2,
                       number: int | None = None, threads: int | None = None, flops: float | None = None,
-                      label: str = "", max_time_s: float | None = None, warn: bool = False,
-                      expected_s: float | None = None) -> Timing:
+                      label: str = "", max_time_s: float | None = None, warn: bool = False) -> Timing:
     """Do what ``measure`` does with checked arguments; record the speed reached when `flops` is known."""
     n_threads = cpu_threads() if threads is None else threads
     previous = torch.get_num_threads()
@@ -297,14 +259,12 @@ def measure_unchecked(fn: Callable[[], object], dev: torch.device, *, repeats: i
         times = tuple(_timed_block(fn, number, dev) / number for _ in range(repeats))
     finally:
         torch.set_num_threads(previous)
-    basis = ""
+    expected_s = None
     if flops is not None:
-        if expected_s is None:
-            expected_s = _expected_from_history(dev, n_threads, label, float(flops))
-            basis = "(từ tốc độ tốt nhất đã đo trong phiên này)"
+        expected_s = _expected_from_history(dev, n_threads, label, float(flops))
         _remember_rate(dev, n_threads, label, float(flops), min(times))
     timing = Timing(times, str(dev), n_threads, warmup_done, number, None if flops is None else float(flops), label,
-                    expected_s, basis if expected_s is not None else "")
+                    expected_s)
     if warn and timing.noise:
         print(timing.noise, flush=True)
     return timing

@@ -1,12 +1,4 @@
-"""Where training memory goes, measured from real tensors on any device; the CUDA parts say when there is no GPU.
-
-- ``sizes``: `format_bytes`, `training_state_sizes`, `optimizer_state_bytes`, `sharded_training_memory` (ZeRO).
-- ``meter``: `SavedTensorMeter` and `saved_activation_bytes` (activations autograd saves), `gradient_snapshot`
-  and `compare_gradients`.
-- ``cuda``: `gpu_memory_stats`, `cuda_memory_cap`, `oom_demo`; every CUDA call goes through ``cuda._cuda``.
-- ``oom``: `is_oom_error`, `OOM_ERRORS`, `MemoryBudgetExceeded`, `parse_oom_message`.
-- ``oom_retry``: `find_max_batch_size`, `oom_safe_train_step`, `train_with_oom_retry`.
-"""
+"""Where training memory goes, measured from real tensors on any device; the CUDA parts say when there is no GPU."""
 
 from __future__ import annotations
 
@@ -17,22 +9,8 @@ from .oom_retry import find_max_batch_size, oom_safe_train_step, train_with_oom_
 from .sizes import format_bytes, optimizer_state_bytes, sharded_training_memory, training_state_sizes
 
 __all__ = [
-    "OOM_ERRORS",
-    "MemoryBudgetExceeded",
-    "SavedTensorMeter",
-    "compare_gradients",
-    "cuda_memory_cap",
-    "find_max_batch_size",
-    "format_bytes",
-    "gpu_memory_stats",
-    "gradient_snapshot",
-    "is_oom_error",
-    "oom_demo",
-    "oom_safe_train_step",
-    "optimizer_state_bytes",
-    "parse_oom_message",
-    "saved_activation_bytes",
-    "sharded_training_memory",
-    "train_with_oom_retry",
-    "training_state_sizes",
+    "OOM_ERRORS", "MemoryBudgetExceeded", "SavedTensorMeter", "compare_gradients", "cuda_memory_cap",
+    "find_max_batch_size", "format_bytes", "gpu_memory_stats", "gradient_snapshot", "is_oom_error",
+    "oom_demo", "oom_safe_train_step", "optimizer_state_bytes", "parse_oom_message", "saved_activation_bytes",
+    "sharded_training_memory", "train_with_oom_retry", "training_state_sizes",
 ]

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import check_int
-from .oom import TorchOutOfMemoryError
 from .sizes import format_bytes
 
 _cuda = torch.cuda  # every CUDA call goes through this name; tests replace it with a fake
@@ -56,10 +55,7 @@ def _need_cuda(what: str) -> int:
 
 
 def gpu_memory_stats(device: str | torch.device | None = None) -> str:
-    """Return a table of the CUDA caching allocator's bytes (allocated, reserved, peak) and the driver's view.
-
-    Off CUDA it returns the reason instead of raising, so a cell prints it everywhere.
-    """
+    """Return a table of the CUDA caching allocator's bytes (allocated, reserved, peak) and the driver's view."""
     index = _cuda_index(device)
     if index is None:
         return "Bộ nhớ GPU: không khả dụng — " + _not_cuda_reason(device)
@@ -81,10 +77,7 @@ def gpu_memory_stats(device: str | torch.device | None = None) -> str:
 
 
 def release_cached_memory() -> None:
-    """Collect garbage and return the CUDA allocator's empty cache to the driver (where there is CUDA).
-
-    Call it *after* leaving an ``except`` block: until then the traceback keeps the failed step's tensors alive.
-    """
+    """Collect garbage and return the CUDA allocator's empty cache to the driver (where there is CUDA)."""
     if _cuda.is_available():
         gc.collect()
         _cuda.empty_cache()
@@ -104,12 +97,7 @@ def _capped(room_bytes: int, index: int):
 
 
 def cuda_memory_cap(room_bytes: int):
-    """Let this process reserve at most `room_bytes` more on the GPU in a ``with`` block, then restore it.
-
-    Uses ``torch.cuda.set_per_process_memory_fraction`` (cap = reserved now, after emptying the cache, +
-    `room_bytes`), so an OOM comes early without filling a shared GPU; the previous fraction (1.0 where this
-    PyTorch cannot read it) is restored in a ``finally``. Yields the fraction set.
-    """
+    """Let this process reserve at most `room_bytes` more on the GPU in a ``with`` block, then restore it."""
     check_int("room_bytes", room_bytes, 1)
     return _capped(room_bytes, _need_cuda("cuda_memory_cap"))
 
@@ -149,12 +137,7 @@ _DEMO_SHAPE = (10_000, 10_000)  # float32: 381 MiB each
 
 
 def oom_demo(*, room_bytes: int = 2 * 2**30) -> OomDemoResult:
-    """Trigger a real CUDA out-of-memory error safely, clean up, and report memory before and after.
-
-    Appends 10000×10000 float32 tensors until ``torch.OutOfMemoryError`` under `cuda_memory_cap` (`room_bytes`),
-    at most enough to pass the cap plus 2; reads ``memory_allocated`` before each, drops the tensors after leaving
-    the ``except`` block, and restores the cap whatever happens.
-    """
+    """Trigger a real CUDA out-of-memory error safely, clean up, and report memory before and after."""
     check_int("room_bytes", room_bytes, 1)
     index = _need_cuda("oom_demo")
     tensor_bytes = math.prod(_DEMO_SHAPE) * 4
@@ -168,7 +151,7 @@ def oom_demo(*, room_bytes: int = 2 * 2**30) -> OomDemoResult:
             for _ in range(room_bytes // tensor_bytes + 2):
                 before = (_cuda.memory_allocated(index), _cuda.memory_reserved(index))
                 tensors.append(_allocate(_DEMO_SHAPE, index))
-        except TorchOutOfMemoryError as exc:
+        except torch.cuda.OutOfMemoryError as exc:  # torch.OutOfMemoryError, the same class
             message = str(exc)
         made = len(tensors)
         del tensors  # outside the except block, so nothing else holds them now

@@ -37,15 +37,7 @@ class _Packed:
 
 
 class SavedTensorMeter:
-    """Count the bytes autograd saves for backward (the activations) while the ``with`` block runs.
-
-    ``live_bytes`` is what graphs recorded in the block still hold (0 after ``backward()``), ``peak_bytes`` its
-    largest value, ``timeline`` its value after every change (the first 100,000). Memory shared by several
-    saved tensors counts once. Built on ``saved_tensors_hooks``, so it works on every device, ``meta``
-    included; ops inside a ``torch.utils.checkpoint`` region are not seen. `exclude`: a module (its parameters
-    and buffers) or tensors not to count; pass the model so weights saved by matmuls are not counted as
-    activations.
-    """
+    """Count the bytes autograd saves for backward (the activations) while the ``with`` block runs."""
 
     TIMELINE_LIMIT = 100_000
 
@@ -118,10 +110,7 @@ class SavedTensorMeter:
 
 
 def saved_activation_bytes(fn: Callable[[], object], exclude=None) -> int:
-    """Run ``fn()`` under a `SavedTensorMeter` and return the bytes its graph holds when it returns.
-
-    Example: ``saved_activation_bytes(lambda: loss_fn(model(x), y), exclude=model)``.
-    """
+    """Run ``fn()`` under a `SavedTensorMeter` and return the bytes its graph holds when it returns."""
     if not callable(fn):
         raise TypeError(f"fn phải là hàm không tham số (vd lambda: model(x)), không phải {type(fn).__name__}")
     with SavedTensorMeter(exclude=exclude) as meter:
@@ -138,10 +127,7 @@ def gradient_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def compare_gradients(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> str:
-    """Return whether two `gradient_snapshot` results match (``torch.allclose``) and their largest difference.
-
-    Both must name the same parameters, e.g. "3 gradient khớp (sai khác tuyệt đối lớn nhất 1.19e-07)".
-    """
+    """Return whether two `gradient_snapshot` results match (``torch.allclose``) and their largest difference."""
     for name, value in (("a", a), ("b", b)):
         if not isinstance(value, Mapping) or not all(isinstance(t, torch.Tensor) for t in value.values()):
             raise TypeError(f"{name} phải là dict tên → tensor (từ gradient_snapshot), không phải "

@@ -9,17 +9,13 @@ import torch
 
 from .sizes import format_bytes, parse_bytes
 
-#: ``torch.OutOfMemoryError``; older releases name it only ``torch.cuda.OutOfMemoryError`` (the same class).
-TorchOutOfMemoryError: type[BaseException] = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
-
 
 class MemoryBudgetExceeded(RuntimeError):
-    """Raised by `oom_safe_train_step` when a step needs more bytes than its simulated budget (a CPU stand-in
-    for a CUDA out-of-memory error)."""
+    """Raised by `oom_safe_train_step` when a step needs more bytes than its simulated budget (a CPU stand-in)."""
 
 
 #: What the helpers treat as "out of memory": a real CUDA OOM or a simulated budget overrun.
-OOM_ERRORS: tuple[type[BaseException], ...] = (TorchOutOfMemoryError, MemoryBudgetExceeded)
+OOM_ERRORS: tuple[type[BaseException], ...] = (torch.cuda.OutOfMemoryError, MemoryBudgetExceeded)
 
 _OOM_TEXT = re.compile(r"out of memory|can't allocate memory|CUBLAS_STATUS_ALLOC_FAILED", re.I)
 
@@ -48,32 +44,24 @@ class OomMessage:
 
     def explain(self) -> str:
         """Return the message read field by field, with what each means and what it suggests."""
-        f = format_bytes
-        out = [f"• Tried to allocate {f(self.tried_to_allocate)}: kích thước MỘT yêu cầu cấp phát bị từ chối "
-               "(thường là một tensor), không phải tổng bộ nhớ còn thiếu."]
-        if self.total_capacity is not None:
-            out.append(f"• GPU {self.gpu if self.gpu is not None else '?'} có tổng {f(self.total_capacity)}: "
-                       "dung lượng driver báo (ít hơn số in trên hộp một chút).")
-        if self.free is not None:
-            out.append(f"• {f(self.free)} còn trống theo driver, tính trên cả GPU (mọi tiến trình).")
-        if self.this_process is not None:
-            out.append(f"• Tiến trình này dùng {f(self.this_process)} (gồm cả bộ nhớ ngoài PyTorch: "
-                       "CUDA context, thư viện).")
-        for pid, used in self.other_processes:
-            out.append(f"• Tiến trình {pid} dùng {f(used)}: có thể là tiến trình khác (notebook khác, "
-                       "worker) đang chiếm GPU.")
-        if self.allowed is not None:
-            out.append(f"• {f(self.allowed)} allowed: tiến trình đang bị giới hạn bởi "
-                       "set_per_process_memory_fraction.")
-        if self.allocated_by_pytorch is not None:
-            out.append(f"• {f(self.allocated_by_pytorch)} allocated by PyTorch: tensor đang sống "
-                       "(= torch.cuda.memory_allocated()).")
-        if self.private_pools is not None:
-            out.append(f"• {f(self.private_pools)} allocated in private pools: phần của số trên nằm trong các "
-                       "vùng riêng (CUDA Graphs, torch.compile mode='reduce-overhead'), không dùng chung được.")
-        if self.reserved_unallocated is not None:
-            out.append(f"• {f(self.reserved_unallocated)} reserved but unallocated: cache PyTorch giữ mà "
-                       "không dùng được cho yêu cầu này (các mẩu rời rạc).")
+        gpu = self.gpu if self.gpu is not None else "?"
+        out = [text.format(format_bytes(value), gpu=gpu) for value, text in (
+            (self.tried_to_allocate, "• Tried to allocate {}: kích thước MỘT yêu cầu cấp phát bị từ chối (thường là "
+                                     "một tensor), không phải tổng bộ nhớ còn thiếu."),
+            (self.total_capacity, "• GPU {gpu} có tổng {}: dung lượng driver báo (ít hơn số in trên hộp một chút)."),
+            (self.free, "• {} còn trống theo driver, tính trên cả GPU (mọi tiến trình)."),
+            (self.this_process, "• Tiến trình này dùng {} (gồm cả bộ nhớ ngoài PyTorch: CUDA context, thư viện)."),
+        ) if value is not None]
+        out += [f"• Tiến trình {pid} dùng {format_bytes(used)}: có thể là tiến trình khác (notebook khác, worker) "
+                "đang chiếm GPU." for pid, used in self.other_processes]
+        out += [text.format(format_bytes(value)) for value, text in (
+            (self.allowed, "• {} allowed: tiến trình đang bị giới hạn bởi set_per_process_memory_fraction."),
+            (self.allocated_by_pytorch, "• {} allocated by PyTorch: tensor đang sống (= torch.cuda.memory_allocated())."),
+            (self.private_pools, "• {} allocated in private pools: phần của số trên nằm trong các vùng riêng (CUDA "
+                                 "Graphs, torch.compile mode='reduce-overhead'), không dùng chung được."),
+            (self.reserved_unallocated, "• {} reserved but unallocated: cache PyTorch giữ mà không dùng được cho yêu "
+                                        "cầu này (các mẩu rời rạc)."),
+        ) if value is not None]
         out.append("Kết luận:")
         out += ["  " + line for line in self._verdict()]
         return "\n".join(out)
@@ -102,8 +90,7 @@ _NUM = r"([\d.]+ (?:bytes|B|KiB|MiB|GiB|TiB))"
 
 
 def parse_oom_message(text: str) -> OomMessage:
-    """Read a CUDA out-of-memory message (the current format of ``c10/cuda/CUDACachingAllocator.cpp``, and the
-    older one) into its fields; sizes in it are rounded to 2 decimals, so the bytes are approximate."""
+    """Read a CUDA out-of-memory message (current and older format) into its fields, bytes rounded as printed."""
     if not isinstance(text, str):
         raise TypeError(f"text phải là chuỗi (vd str(exc)), không phải {type(text).__name__}")
     flat = " ".join(text.split())

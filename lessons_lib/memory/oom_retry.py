@@ -28,12 +28,7 @@ class BatchSizeSearch:
 
 
 def find_max_batch_size(try_batch: Callable[[int], object], start: int, *, refine: bool = False) -> BatchSizeSearch:
-    """Find the largest batch size for which ``try_batch(size)`` does not run out of memory.
-
-    Halves from `start` after each out-of-memory error (other errors propagate) down to 1; with ``refine=True``
-    it then bisects between the last size that fitted and the first that did not. Memory is released after
-    each failure, outside the ``except`` block.
-    """
+    """Find the largest batch size for which ``try_batch(size)`` does not run out of memory."""
     if not callable(try_batch):
         raise TypeError(f"try_batch phải là hàm nhận batch size, không phải {type(try_batch).__name__}")
     check_int("start", start, 1)
@@ -90,14 +85,7 @@ def _check_step_args(model, loss_fn, x, y, optimizer) -> None:
 def oom_safe_train_step(model: torch.nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor,
                         optimizer: torch.optim.Optimizer | None = None, *, micro_batch_size: int | None = None,
                         budget_bytes: int | None = None) -> float:
-    """Run one training step; on out-of-memory, free the gradients and the cache, then re-raise.
-
-    ``micro_batch_size`` splits the batch and accumulates gradients (each chunk weighted by its share), so they
-    equal the full-batch ones for a mean loss. ``budget_bytes`` simulates a GPU of that size on any device:
-    params + buffers + gradients + optimizer state + saved activations (`SavedTensorMeter`) above it raise
-    `MemoryBudgetExceeded`. With ``optimizer=None`` no step is taken and the gradients stay in ``.grad``.
-    Returns the mean loss over the batch.
-    """
+    """Run one training step; on out-of-memory, free the gradients and the cache, then re-raise."""
     _check_step_args(model, loss_fn, x, y, optimizer)
     if micro_batch_size is not None:
         check_int("micro_batch_size", micro_batch_size, 1)
@@ -169,11 +157,7 @@ class RetryLog:
 def train_with_oom_retry(model: torch.nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor,
                          optimizer: torch.optim.Optimizer, *, batch_size: int,
                          budget_bytes: int | None = None) -> RetryLog:
-    """Train one pass over (x, y); when a step runs out of memory, halve the micro-batch and redo that batch.
-
-    The effective batch stays `batch_size` (gradient accumulation) and later steps keep the smaller micro-batch;
-    gives up (re-raises) when even a micro-batch of 1 does not fit. ``budget_bytes``: see `oom_safe_train_step`.
-    """
+    """Train one pass over (x, y); when a step runs out of memory, halve the micro-batch and redo that batch."""
     _check_step_args(model, loss_fn, x, y, optimizer)
     check_optimizer(optimizer, allow_none=False)
     check_int("batch_size", batch_size, 1)

@@ -85,7 +85,6 @@ class StateSizes:
 
     @property
     def total(self) -> int:
-        """Return params + buffers + grads + optimizer state, in bytes."""
         return self.params + self.buffers + self.grads + self.optimizer
 
     def breakdown(self, activations: int = 0) -> dict[str, int]:
@@ -106,10 +105,7 @@ class StateSizes:
 
 
 def training_state_sizes(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> StateSizes:
-    """Return the bytes of `model`'s parameters, buffers and gradients and of `optimizer`'s state, as they are now.
-
-    Gradients exist after ``backward()``, optimizer state after the first ``step()``; works on ``meta`` too.
-    """
+    """Return the bytes of `model`'s parameters, buffers and gradients and of `optimizer`'s state, as they are now."""
     check_module(model)
     check_optimizer(optimizer)
     params = list(model.parameters())
@@ -144,12 +140,10 @@ class ShardedMemory:
 
     @property
     def total(self) -> int:
-        """Return params + grads + optimizer bytes on each GPU (no activations or buffers)."""
         return self.params + self.grads + self.optimizer
 
     @property
     def name(self) -> str:
-        """Return the stage's name, e.g. "ZeRO-2 (+ gradient)"."""
         return _STAGE_NAMES[self.stage]
 
     def __str__(self) -> str:
@@ -158,26 +152,18 @@ class ShardedMemory:
                 f"{self.params / gb:.2f} + gradient {self.grads / gb:.2f} + optimizer {self.optimizer / gb:.2f})")
 
 
-def sharded_training_memory(num_params: int, num_gpus: int = 1, stage: int = 0, *, param_bytes: float = 2,
-                            grad_bytes: float = 2, optimizer_bytes: float = 12) -> ShardedMemory:
-    """Return the per-GPU bytes of parameters, gradients and optimizer state under DDP or ZeRO stage 1/2/3.
-
-    The defaults are the ZeRO paper's mixed-precision Adam (Rajbhandari et al., 2020, section 3.1): 2 + 2 + 12
-    bytes per parameter. Stage 1 shards the optimizer state over `num_gpus`, stage 2 also the gradients, stage 3
-    (FSDP full sharding) also the parameters; a shard is ``ceil(num_params / num_gpus)`` parameters.
-    """
+def sharded_training_memory(num_params: int, num_gpus: int = 1, stage: int = 0) -> ShardedMemory:
+    """Return the per-GPU bytes of parameters, gradients and optimizer state under DDP or ZeRO stage 1/2/3."""
     check_int("num_params", num_params, 0)
     check_int("num_gpus", num_gpus, 1)
     check_int("stage", stage, 0)
     if stage > 3:
         raise ValueError(f"stage phải là 0 (DDP), 1, 2 hoặc 3 (ZeRO), nhận {stage}")
-    for name, value in (("param_bytes", param_bytes), ("grad_bytes", grad_bytes),
-                        ("optimizer_bytes", optimizer_bytes)):
-        check_number(name, value, 0)
     shard = math.ceil(num_params / num_gpus)
 
-    def part(bytes_per_param: float, sharded: bool) -> int:
-        return round((shard if sharded else num_params) * bytes_per_param)
+    def part(bytes_per_param: int, sharded: bool) -> int:
+        return (shard if sharded else num_params) * bytes_per_param
 
-    return ShardedMemory(num_gpus, stage, params=part(param_bytes, stage >= 3),
-                         grads=part(grad_bytes, stage >= 2), optimizer=part(optimizer_bytes, stage >= 1))
+    # The ZeRO paper's mixed-precision Adam (Rajbhandari et al., 2020, section 3.1): 2 + 2 + 12 bytes per parameter.
+    return ShardedMemory(num_gpus, stage, params=part(2, stage >= 3), grads=part(2, stage >= 2),
+                         optimizer=part(12, stage >= 1))

@@ -1,7 +1,4 @@
-"""Plots of the course: speed curves, memory breakdowns, confusion matrices.
-
-Every function takes ``ax=None`` (a new figure when None), labels its units and returns the axes.
-"""
+"""Plots of the course: speed curves, memory breakdowns, confusion matrices."""
 
 from .classification import plot_confusion_matrix
 from .ddp import plot_ddp_differences, plot_ddp_shards
@@ -12,16 +9,7 @@ from .trace import plot_trace
 from .training import plot_bar_comparison, plot_loss_curves
 
 __all__ = [
-    "cuda_stack",
-    "plot_activation_timeline",
-    "plot_bar_comparison",
-    "plot_confusion_matrix",
-    "plot_ddp_differences",
-    "plot_ddp_shards",
-    "plot_loss_curves",
-    "plot_memory_breakdown",
-    "plot_speedup",
-    "plot_tflops",
-    "plot_time_vs_n",
-    "plot_trace",
+    "cuda_stack", "plot_activation_timeline", "plot_bar_comparison", "plot_confusion_matrix",
+    "plot_ddp_differences", "plot_ddp_shards", "plot_loss_curves", "plot_memory_breakdown", "plot_speedup",
+    "plot_tflops", "plot_time_vs_n", "plot_trace",
 ]

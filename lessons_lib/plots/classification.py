@@ -25,11 +25,7 @@ def _as_rows(cm) -> list[list[int]]:
 
 
 def plot_confusion_matrix(cm, ax=None):
-    """Draw a confusion matrix (rows: true class, columns: predicted) with every count written in; return the axes.
-
-    `cm` is a square matrix of counts, ``cm[i][j]`` = samples of class i predicted as j (a tensor, array or
-    list of rows); the classes are labelled 0, 1, …; the title gives the accuracy read from the diagonal.
-    """
+    """Draw a confusion matrix (rows: true class, columns: predicted) with every count written in; return the axes."""
     rows = _as_rows(cm)
     n = len(rows)
     ax = get_ax(ax, figsize=(5.2, 4.6))

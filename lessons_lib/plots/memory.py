@@ -32,17 +32,7 @@ def _check_bytes(where: str, value) -> float:
 def plot_memory_breakdown(rows: Mapping[str, Mapping[str, int | float]], *,
                           measured: Mapping[str, int | float] | None = None, ax=None, unit: str | None = None,
                           title: str | None = None):
-    """Draw one stacked bar per configuration: parameters, gradients, optimizer state, activations; return the axes.
-
-    Args:
-        rows: {label: {"params": bytes, "grads": ..., "optimizer": ..., "activations": ...}} (``StateSizes
-            .breakdown()``); missing parts count as 0, other keys are stacked after these.
-        measured: Optional {label: bytes}, e.g. ``torch.cuda.max_memory_allocated()``, drawn hatched beside
-            that label's stack.
-        ax: Axes to draw on (a new figure when None).
-        unit: "B", "KiB", "MiB", "GiB", ... (``memory.sizes.UNIT_BYTES``); chosen from the largest bar when None.
-        title: Optional title.
-    """
+    """Draw one stacked bar per configuration: parameters, gradients, optimizer state, activations; return the axes."""
     parts, measured = _checked_parts(rows, measured)
     largest = max([*(sum(row.values()) for row in rows.values()), *measured.values(), 1])
     unit_name, unit_size = _unit(unit, largest)
@@ -100,17 +90,7 @@ def _stack(ax, heights_per_part: list[list[float]], parts: list[str], width: flo
 
 def plot_activation_timeline(timeline, *, marks: Mapping[str, int] | None = None, ax=None,
                              title: str | None = None):
-    """Draw the bytes autograd holds for backward after each change, as a staircase; return the axes.
-
-    The unit (B, KiB, MiB, ...) is the largest one not above the peak.
-
-    Args:
-        timeline: A `SavedTensorMeter` (its ``timeline``) or a sequence of byte counts, one per change.
-        marks: Optional {label: index into the timeline}, drawn as vertical lines (e.g. where backward starts:
-            ``len(meter.timeline)`` read after the forward pass).
-        ax: Axes to draw on (a new figure when None).
-        title: Optional title.
-    """
+    """Draw the bytes autograd holds for backward after each change, as a staircase; return the axes."""
     values = getattr(timeline, "timeline", timeline)
     if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__len__") or len(values) == 0:
         raise TypeError("timeline phải là một SavedTensorMeter hoặc danh sách số byte khác rỗng")

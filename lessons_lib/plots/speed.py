@@ -10,10 +10,7 @@ from ._axes import add_facts, get_ax, series_style
 
 
 def _log_axes(ax, plain_y: bool = True) -> None:
-    """Put N on a log2 x axis labelled 16, 32, …, and make y a log axis.
-
-    `plain_y`: label y 0.01, 0.1, 1, 10 rather than 10⁻², without crowded minor labels.
-    """
+    """Put N on a log2 x axis labelled 16, 32, …, and make y a log axis."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     ax.set_xscale("log", base=2)
@@ -56,17 +53,7 @@ def _mark_noisy(ax, sweeps: list[SweepResult], values) -> None:
 
 
 def plot_time_vs_n(sweeps, ax=None):
-    """Plot median seconds per matmul against N on log-log axes, one line per sweep.
-
-    A dashed ∝ N³ guide through the first sweep's largest size shows the slope a compute-bound matmul follows.
-
-    Args:
-        sweeps: One ``bench.matmul_sweep`` result or a list of them.
-        ax: Axes to draw on (None: a new figure).
-
-    Returns:
-        The matplotlib Axes. Sizes a sweep flags as noisy (``SweepResult.noisy_sizes``) are ringed in black.
-    """
+    """Plot median seconds per matmul against N on log-log axes, one line per sweep."""
     sweeps = _as_sweeps(sweeps)
     ax = get_ax(ax)
     for i, sweep in enumerate(sweeps):
@@ -85,16 +72,7 @@ def plot_time_vs_n(sweeps, ax=None):
 
 
 def plot_speedup(baseline: SweepResult, others, ax=None):
-    """Plot speedup = baseline time / other time against N, with y = 1 and each crossover marked.
-
-    Args:
-        baseline: The sweep to compare against (usually the CPU).
-        others: One sweep or a list of sweeps (e.g. GPU fp32 and GPU fp16).
-        ax: Axes to draw on (None: a new figure).
-
-    Returns:
-        The matplotlib Axes. Only sizes both sweeps measured are drawn.
-    """
+    """Plot speedup = baseline time / other time against N, with y = 1 and each crossover marked."""
     if not isinstance(baseline, SweepResult):
         raise TypeError(f"baseline phải là MỘT kết quả bench.matmul_sweep(...) (thường là CPU), "
                         f"không phải {type(baseline).__name__}")
@@ -123,17 +101,7 @@ def plot_speedup(baseline: SweepResult, others, ax=None):
 
 
 def plot_tflops(sweeps, spec: GpuSpec | None = None, ax=None):
-    """Plot achieved TFLOP/s (2·N³ / median time) against N, with the documented peak when known.
-
-    Args:
-        sweeps: One ``bench.matmul_sweep`` result or a list of them.
-        spec: The GPU's documented figures (``gpu_specs.spec_for_device()``); for each GPU sweep a
-            dashed line marks the peak of its dtype. None: no peak line, and the plot says why.
-        ax: Axes to draw on (None: a new figure).
-
-    Returns:
-        The matplotlib Axes. Sizes a sweep flags as noisy are ringed in black, as in ``plot_time_vs_n``.
-    """
+    """Plot achieved TFLOP/s (2·N³ / median time) against N, with the documented peak when known."""
     sweeps = _as_sweeps(sweeps)
     if spec is not None and not isinstance(spec, GpuSpec):
         raise TypeError(f"spec phải là GpuSpec (gpu_specs.spec_for_device()) hoặc None, "

@@ -30,10 +30,7 @@ class _Event:
 
 
 def _read_trace(path: str | os.PathLike) -> list[_Event]:
-    """Return the complete events of a ``prof.export_chrome_trace`` file, sorted by track and start.
-
-    Times are in µs from the first event; the track is "CPU <thread>" or "GPU <device> · stream <stream>".
-    """
+    """Return the complete events of a ``prof.export_chrome_trace`` file, sorted by track and start."""
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -72,14 +69,7 @@ def _depths(events: list[_Event]) -> list[int]:
 
 
 def plot_trace(trace: str | os.PathLike, ax=None, max_depth: int = 3, title: str | None = None):
-    """Draw a ``prof.export_chrome_trace`` file as a timeline: one bar per event, nested rows; return the axes.
-
-    Args:
-        trace: The path of the .json trace.
-        ax: Axes to draw on (None: a new figure).
-        max_depth: Nesting levels to draw per track (0 = only the outermost events, e.g. the labels).
-        title: Optional title.
-    """
+    """Draw a ``prof.export_chrome_trace`` file as a timeline: one bar per event, nested rows; return the axes."""
     if not isinstance(trace, (str, os.PathLike)):
         raise TypeError(f"trace phải là đường dẫn tới file .json, không phải {type(trace).__name__}")
     check_int("max_depth", max_depth, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from ..bench.timing import format_count
 from ._axes import PALETTE, add_facts, get_ax, series_style
 
 
@@ -13,29 +14,22 @@ def _check_mapping(name: str, value) -> None:
         raise TypeError(f"{name} phải là dict không rỗng {{nhãn: ...}}, không phải {type(value).__name__}.")
 
 
-def plot_loss_curves(curves: Mapping[str, Sequence[float]], ax=None, logy: bool = True, title: str | None = None,
-                     ylabel: str = "loss"):
-    """Plot one loss curve per run (label → losses per step) against the step number; return the axes.
-
-    Runs get different line styles (solid, dashed, ...), so curves that lie on top of each other stay visible.
-    """
+def plot_loss_curves(curves: Mapping[str, Sequence[float]], ax=None, title: str | None = None):
+    """Plot one loss curve per run (label → losses per step) on a log scale against the step; return the axes."""
     _check_mapping("curves", curves)
-    if not isinstance(ylabel, str):
-        raise TypeError("ylabel phải là chuỗi.")
     ax = get_ax(ax)
     for i, (label, losses) in enumerate(curves.items()):
         if isinstance(losses, (str, bytes)) or not isinstance(losses, Sequence) or len(losses) == 0:
             raise TypeError(f"curves[{label!r}] phải là list loss không rỗng (một số mỗi bước).")
         values = [float(v) for v in losses]
-        if logy and any(not (v > 0) for v in values):
-            raise ValueError(f"curves[{label!r}] có loss ≤ 0 hoặc NaN: không vẽ được thang log, dùng logy=False.")
+        if any(not (v > 0) for v in values):
+            raise ValueError(f"curves[{label!r}] có loss ≤ 0 hoặc NaN: không vẽ được trên thang log.")
         ax.plot(range(1, len(values) + 1), values, label=str(label), linewidth=1.6 if i == 0 else 1.2,
                 **{**series_style(i), "marker": None})
         add_facts(ax, f"{label}: {values[0]:.3g} ở bước 1, {values[-1]:.3g} ở bước {len(values)}.")
-    if logy:
-        ax.set_yscale("log")
+    ax.set_yscale("log")
     ax.set_xlabel("bước huấn luyện")
-    ax.set_ylabel(ylabel + " (thang log)" if logy else ylabel)
+    ax.set_ylabel("loss (thang log)")
     ax.legend()
     if title:
         ax.set_title(title, fontsize=10)
@@ -44,16 +38,12 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], ax=None, logy: bool 
 
 def _course_number(value: float) -> str:
     """Return 3 significant digits below 1000 ("12.5"), else the whole number grouped by spaces ("1 857")."""
-    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}".replace(",", " ")
+    return f"{value:.3g}" if value < 1000 else format_count(value)
 
 
 def plot_bar_comparison(values: Mapping[str, float], unit: str, ax=None, title: str | None = None,
                         fmt: str | None = None):
-    """Draw one labelled bar per configuration (e.g. step time in ms or peak memory in MiB); return the axes.
-
-    `fmt` formats each label (e.g. "{:.0f}"); None: 3 significant digits below 1000, else the course's
-    grouping ("1 857"), never e-notation.
-    """
+    """Draw one labelled bar per configuration (e.g. step time in ms or peak memory in MiB); return the axes."""
     _check_mapping("values", values)
     if not isinstance(unit, str):
         raise TypeError("unit phải là chuỗi đơn vị như 'ms' hoặc 'MiB'.")

@@ -1,9 +1,4 @@
-"""Tiny seeded models and data, AMP planning, and an AMP-aware training step that runs on CPU, CUDA and MPS.
-
-- ``data``: `make_classification_data`, `make_mlp` (no downloads).
-- ``amp``: `recommend_amp`, `plan_amp` (a checked ``AmpPlan``), `autocast_dtypes`, `amp_speed_verdict`.
-- ``trainer``: `train` (a seeded AMP loop), `profile_train_step` (median step time and peak GPU memory).
-"""
+"""Tiny seeded models and data, AMP planning, and an AMP-aware training step that runs on CPU, CUDA and MPS."""
 
 from __future__ import annotations
 
@@ -12,12 +7,6 @@ from .data import make_classification_data, make_mlp
 from .trainer import profile_train_step, train
 
 __all__ = [
-    "amp_speed_verdict",
-    "autocast_dtypes",
-    "make_classification_data",
-    "make_mlp",
-    "plan_amp",
-    "profile_train_step",
-    "recommend_amp",
-    "train",
+    "amp_speed_verdict", "autocast_dtypes", "make_classification_data", "make_mlp", "plan_amp",
+    "profile_train_step", "recommend_amp", "train",
 ]

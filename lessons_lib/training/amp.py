@@ -33,40 +33,39 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-@functools.cache
-def _autocast_problem(device: str, amp: str) -> str | None:
-    """Return None when autocast to `amp` really produces that dtype on `device`, else the reason."""
-    dtype = _AMP_DTYPES[amp]
+def _problem(run, works, fallback: str) -> str | None:
+    """Return None when ``run()``'s result `works`, else the reason: its error or its warnings' first lines."""
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            a = torch.ones(4, 4, device=device)
-            with torch.amp.autocast(device_type=torch.device(device).type, dtype=dtype):
-                out = a @ a
-    except (RuntimeError, ValueError, TypeError, AssertionError) as exc:
+            result = run()
+    except (RuntimeError, NotImplementedError, ValueError, TypeError, AssertionError) as exc:
         return _first_line(exc)
-    if out.dtype != dtype:
-        return "; ".join(str(w.message).splitlines()[0] for w in caught) or f"phép nhân ma trận trả về {out.dtype}"
-    return None
+    return None if works(result) else "; ".join(str(w.message).splitlines()[0] for w in caught) or fallback(result)
+
+
+@functools.cache
+def _autocast_problem(device: str, amp: str) -> str | None:
+    """Return None when autocast to `amp` really produces that dtype on `device`, else the reason."""
+    def run():
+        a = torch.ones(4, 4, device=device)
+        with torch.amp.autocast(device_type=torch.device(device).type, dtype=_AMP_DTYPES[amp]):
+            return a @ a
+    return _problem(run, lambda out: out.dtype == _AMP_DTYPES[amp], lambda out: f"phép nhân ma trận trả về {out.dtype}")
 
 
 @functools.cache
 def _grad_scaler_problem(device: str) -> str | None:
     """Return None when ``torch.amp.GradScaler`` runs a scale/step/update on `device`, else the reason."""
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            param = nn.Parameter(torch.ones(2, device=device))
-            opt = torch.optim.SGD([param], lr=0.1)
-            scaler = torch.amp.GradScaler(torch.device(device).type, init_scale=2.0)
-            scaler.scale(param.sum()).backward()
-            scaler.step(opt)
-            scaler.update()
-    except (RuntimeError, NotImplementedError, ValueError, TypeError, AssertionError) as exc:
-        return _first_line(exc)
-    if not scaler.is_enabled():
-        return "; ".join(str(w.message) for w in caught) or "GradScaler tự tắt"
-    return None
+    def run():
+        param = nn.Parameter(torch.ones(2, device=device))
+        opt = torch.optim.SGD([param], lr=0.1)
+        scaler = torch.amp.GradScaler(torch.device(device).type, init_scale=2.0)
+        scaler.scale(param.sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        return scaler
+    return _problem(run, lambda scaler: scaler.is_enabled(), lambda scaler: "GradScaler tự tắt")
 
 
 def _recommend(device: torch.device) -> str:
@@ -80,11 +79,7 @@ def _recommend(device: torch.device) -> str:
 
 
 def recommend_amp(device: str | torch.device | None = None) -> str:
-    """Return the low-precision format to use with autocast on `device`: "bf16", "fp16" or "off".
-
-    CUDA: "bf16" with native bf16 (compute capability 8.0+), else "fp16" (with GradScaler), e.g. a T4. CPU: "bf16".
-    Others (MPS, XPU): "bf16" if it autocasts, else "fp16" if autocast and GradScaler work, else "off".
-    """
+    """Return the low-precision format to use with autocast on `device`: "bf16", "fp16" or "off"."""
     return _recommend(pick_device(device))
 
 
@@ -100,7 +95,6 @@ class AmpPlan:
 
     @property
     def enabled(self) -> bool:
-        """Return True when autocast is on."""
         return self.amp != "off"
 
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -119,15 +113,7 @@ class AmpPlan:
 
 def plan_amp(device: str | torch.device | None = None, amp: str = "off", *,
              scaler: bool | None = None, allow_emulated: bool = False) -> AmpPlan:
-    """Check an AMP configuration for `device` and return it as an ``AmpPlan``; refuse what cannot work here.
-
-    Args:
-        device: "cpu", "cuda", "mps", a torch.device, or None for ``pick_device()``.
-        amp: "off", "bf16" or "fp16".
-        scaler: Use a GradScaler? None (default) means yes for fp16 and no otherwise.
-        allow_emulated: Accept a format the device only emulates (bf16 on a CUDA GPU below compute capability
-            8.0 such as a T4; fp16 on a CPU): it runs, usually slower than FP32.
-    """
+    """Check an AMP configuration for `device` and return it as an ``AmpPlan``; refuse what cannot work here."""
     device = pick_device(device)
     mode = _parse_amp(amp)
     if scaler is not None and not isinstance(scaler, bool):
@@ -173,10 +159,7 @@ def plan_amp(device: str | torch.device | None = None, amp: str = "off", *,
 
 def autocast_dtypes(device: str | torch.device | None = "cpu", amp: str = "bf16", *,
                     allow_emulated: bool = False) -> Table:
-    """Run common ops on FP32 inputs inside autocast on `device` and return the dtype each one produced.
-
-    Which ops stay FP32 differs between devices (each has its own autocast op lists), so this is measured.
-    """
+    """Run common ops on FP32 inputs inside autocast on `device` and return the dtype each one produced."""
     plan = plan_amp(device, amp, scaler=False, allow_emulated=allow_emulated)  # no scaler: no backward here
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(8, 16, generator=gen).to(plan.device)
@@ -210,9 +193,7 @@ def expected_step_s(flops_per_step: float) -> float:
 
 
 def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
-    """Return lines comparing a measured FP32 step with an AMP step (``profile_train_step`` results): the speed
-    ratio, whether it matches what the hardware predicts, and a "⚠️ số đo nhiễu" line when the repeats disagree or
-    a step takes far longer than its work (`flops_per_step`, ≈ 6 × parameters × batch for an MLP) explains."""
+    """Return lines comparing an FP32 with an AMP ``profile_train_step`` result: speed ratio, expectation, noise."""
     for name, profile in (("fp32", fp32), ("amp", amp)):
         if not all(hasattr(profile, attr) for attr in ("plan", "timing", "median_s")):
             raise TypeError(f"{name} phải là kết quả của profile_train_step(...), không phải {type(profile).__name__}.")
@@ -224,15 +205,10 @@ def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
         check_number("flops_per_step", flops_per_step, positive=True)
     device, label = amp.plan.device, amp.plan.amp if amp.plan.enabled else "fp32"
     ratio = fp32.median_s / amp.median_s
-    if ratio >= 1.1:
-        lines = [f"→ {label} nhanh hơn FP32 {ratio:.1f} lần trên {device}, với mô hình này"]
-    elif ratio <= 1 / 1.1:
-        lines = [f"→ {label} CHẬM hơn FP32 {1 / ratio:.1f} lần trên {device}, với mô hình này"]
-    else:
-        lines = [f"→ {label} và FP32 gần như bằng nhau (±10%) trên {device}, với mô hình này"]
-    expected_s = None
-    if flops_per_step is not None and device.type == "cpu":
-        expected_s = expected_step_s(flops_per_step)
+    speed = (f"nhanh hơn FP32 {ratio:.1f} lần" if ratio >= 1.1 else f"CHẬM hơn FP32 {1 / ratio:.1f} lần"
+             if ratio <= 1 / 1.1 else "và FP32 gần như bằng nhau (±10%)")
+    lines = [f"→ {label} {speed} trên {device}, với mô hình này"]
+    expected_s = expected_step_s(flops_per_step) if flops_per_step is not None and device.type == "cpu" else None
     noisy = [(name, w, bool(getattr(p, "noise", None))) for name, p in (("fp32", fp32), (label, amp))
              if (w := noise_warning(list(p.timing.times_s), expected_s=expected_s))]
     warnings_ = [f"bước {name}: {w}" for name, w, shown in noisy if not shown]   # each mode's warning once

@@ -19,9 +19,7 @@ def _checked_device(seed, device) -> torch.device:
 
 def make_classification_data(n_samples: int = 1024, n_features: int = 32, n_classes: int = 4, *, seed: int = 0,
                              device: str | torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return a seeded task ``(x, y)``: Gaussian inputs (n_samples, n_features), labels in [0, n_classes) from a
-    random teacher net. Drawn on the CPU (the same numbers on every machine), then moved to `device` (None: CPU);
-    the global RNG is not touched."""
+    """Return a seeded task ``(x, y)`` drawn on the CPU (labels from a random teacher net), moved to `device`."""
     check_int("n_samples", n_samples, 1)
     check_int("n_features", n_features, 1)
     check_int("n_classes", n_classes, 2)
@@ -37,11 +35,7 @@ def make_classification_data(n_samples: int = 1024, n_features: int = 32, n_clas
 
 def make_mlp(in_features: int = 32, out_features: int = 4, hidden: int = 64, depth: int = 2, *, seed: int = 0,
              device: str | torch.device | None = None) -> nn.Sequential:
-    """Return a seeded MLP: `depth` hidden layers of width `hidden` (Linear + ReLU), then a Linear head.
-
-    Built on the CPU (the same weights on every device), then moved to `device` (None: CPU); the global RNG is
-    left as it was. Its weights are float32, as AMP needs.
-    """
+    """Return a seeded MLP: `depth` hidden layers of width `hidden` (Linear + ReLU), then a Linear head."""
     for name, value in (("in_features", in_features), ("out_features", out_features), ("hidden", hidden),
                         ("depth", depth)):
         check_int(name, value, 1)

@@ -45,11 +45,7 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
 
 
 class AmpTrainer:
-    """Run cross-entropy training steps the standard AMP way: autocast forward, scaled backward, step, update.
-
-    ``AmpTrainer(model, optimizer, plan_amp(device, "fp16")).step(x, y)``, with a model, batch and plan that
-    ``train`` or ``profile_train_step`` has checked.
-    """
+    """Run cross-entropy training steps the standard AMP way: autocast forward, scaled backward, step, update."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, plan: AmpPlan):
         odd = sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float32})
@@ -101,11 +97,7 @@ class TrainResult:
 
 def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, steps: int = 100, batch_size: int = 64,
           lr: float = 1e-2, amp: str = "off", seed: int = 0) -> TrainResult:
-    """Train `model` in place with Adam on shuffled mini-batches of ``(inputs, targets)``; return the record.
-
-    The device is the model's (the data must be there too). The batch order depends only on `seed`, so two runs
-    from the same weights differ only by their arithmetic (e.g. FP32 vs autocast). `amp` goes to ``plan_amp``.
-    """
+    """Train `model` in place with Adam on shuffled mini-batches of ``(inputs, targets)``; return the record."""
     where = _check_batch(model, inputs, targets)
     n = inputs.shape[0]
     check_int("steps", steps, 1)
@@ -146,7 +138,6 @@ class StepProfile:
 
     @property
     def median_s(self) -> float:
-        """Return the median step time in seconds."""
         return self.timing.median_s
 
     def __str__(self) -> str:
@@ -162,12 +153,7 @@ class StepProfile:
 
 def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *,
                        amp: str = "off") -> StepProfile:
-    """Time full training steps (forward, backward, Adam) on one batch and read the peak CUDA memory.
-
-    One untimed step creates the optimizer state, then ``bench.measure`` takes the median of 10 steps after 2
-    more; the model is trained in place. On CUDA the peak is ``max_memory_allocated`` over the measured steps
-    and the baseline what was allocated just before them (weights, gradients, optimizer, data).
-    """
+    """Time full training steps (forward, backward, Adam) on one batch and read the peak CUDA memory."""
     where = _check_batch(model, inputs, targets)
     plan = plan_amp(where, amp)
     trainer = AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=_PROFILE_LR), plan)
