@@ -23,7 +23,6 @@ from lessons_lib.memory import (
     is_oom_error,
     oom_demo,
     oom_safe_train_step,
-    optimizer_state_bytes,
     parse_oom_message,
     saved_activation_bytes,
     sharded_training_memory,
@@ -79,18 +78,18 @@ def test_state_sizes_sgd_momentum_adam_hand_computed():
     _one_step(model, sgd)
     sizes = training_state_sizes(model, sgd)
     assert (sizes.params, sizes.grads, sizes.optimizer) == (params_bytes, params_bytes, 0)
-    assert optimizer_state_bytes(sgd) == {}
+    assert training_state_sizes(model, sgd).optimizer_by_key == {}
 
     model = _mlp()
     momentum = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     _one_step(model, momentum)
-    assert optimizer_state_bytes(momentum) == {"momentum_buffer": params_bytes}
+    assert training_state_sizes(model, momentum).optimizer_by_key == {"momentum_buffer": params_bytes}
     assert training_state_sizes(model, momentum).optimizer == params_bytes
 
     model = _mlp()
     adam = torch.optim.Adam(model.parameters())
     _one_step(model, adam)
-    by_key = optimizer_state_bytes(adam)
+    by_key = training_state_sizes(model, adam).optimizer_by_key
     assert by_key["exp_avg"] == by_key["exp_avg_sq"] == params_bytes
     assert by_key["step"] == 4 * F32  # one float32 step counter per parameter tensor (4 tensors)
     sizes = training_state_sizes(model, adam)
@@ -704,7 +703,6 @@ BAD_ARGUMENTS = {
     "breakdown activations": (lambda: training_state_sizes(_mlp()).breakdown(activations=-1), ValueError, "activations"),
     "state sizes model": (lambda: training_state_sizes("model"), TypeError, "nn.Module"),
     "state sizes optimizer": (lambda: training_state_sizes(_mlp(), optimizer="adam"), TypeError, "Optimizer"),
-    "optimizer_state_bytes": (lambda: optimizer_state_bytes(None), TypeError, "Optimizer"),
     "meter exclude": (lambda: SavedTensorMeter(exclude=5), TypeError, "exclude"),
     "meter exclude items": (lambda: SavedTensorMeter(exclude=[torch.ones(1), "x"]), TypeError, "exclude"),
     "meter reused": (_reenter_meter, RuntimeError, "SavedTensorMeter"),

@@ -64,9 +64,8 @@ def _state_tensors(optimizer) -> list[tuple[str, torch.Tensor]]:
             if isinstance(value, torch.Tensor)]
 
 
-def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> dict[str, int]:
+def _optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> dict[str, int]:
     """Return the bytes the optimizer's state holds now, by state name (e.g. {"exp_avg": ..., "step": ...})."""
-    check_optimizer(optimizer, allow_none=False)
     by_key: dict[str, list[torch.Tensor]] = {}
     for key, value in _state_tensors(optimizer):
         by_key.setdefault(key, []).append(value)
@@ -115,7 +114,7 @@ def training_state_sizes(model: torch.nn.Module, optimizer: torch.optim.Optimize
         grads=_unique_bytes(p.grad for p in params if p.grad is not None),
         optimizer=_unique_bytes(t for _, t in state),
         buffers=_unique_bytes(model.buffers()),
-        optimizer_by_key=optimizer_state_bytes(optimizer) if optimizer is not None else {},
+        optimizer_by_key=_optimizer_state_bytes(optimizer) if optimizer is not None else {},
     )
 
 
