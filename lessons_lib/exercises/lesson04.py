@@ -33,9 +33,6 @@ class _FakeGpu:
         self.clock += seconds
         time.sleep(seconds)
 
-    def now(self) -> float:
-        return self.clock
-
     @property
     def ms(self) -> str:
         """Return the time(s) returned, as the messages say them."""
@@ -45,13 +42,10 @@ class _FakeGpu:
     def why_fast(self, after: str) -> str:
         return "không gọi sync() lần nào" if self.syncs == 0 else f"không gọi sync() {after}"
 
-    def wait(self) -> None:
+    def sync(self, learner: bool = True) -> None:  # the ``sync`` handed to the learner's function; copies wait too
+        self.syncs += learner
         self.spend(self.pending)
         self.pending = 0.0
-
-    def sync(self) -> None:  # the ``sync`` handed to the learner's function
-        self.syncs += 1
-        self.wait()
 
 
 class _FakeTensor:
@@ -78,14 +72,11 @@ class _FakeTensor:
         return self._copy(up=False) if self.on_gpu else self
 
     def _copy(self, up: bool) -> _FakeTensor:
-        self.gpu.wait()  # a copy runs after the queued kernels (same stream)
+        self.gpu.sync(learner=False)  # a copy runs after the queued kernels (same stream)
         self.gpu.spend(_UP_S if up else _DOWN_S)
         self.gpu.uploads += up
         self.gpu.downloads += not up
         return _FakeTensor(self.gpu, on_gpu=up)
-
-    def cuda(self, *args, **kwargs):
-        raise TypeError("hãy dùng .to(device) với biến device được truyền vào")
 
     def __matmul__(self, other):
         if not (self.on_gpu and getattr(other, "on_gpu", False)):
@@ -95,7 +86,7 @@ class _FakeTensor:
         return _FakeTensor(self.gpu, on_gpu=True)
 
     def item(self):
-        self.gpu.wait()
+        self.gpu.sync(learner=False)
         return 0.0
 
 
@@ -117,7 +108,7 @@ def _measure(report: Report, fn, what: str, gpu: _FakeGpu, *args):
     """Return what `fn` returns on the fake GPU, its clock and a failing ``torch.cuda.synchronize`` patched in."""
     report.require_function(fn, what)
     # torch.cuda.synchronize fails differently on each build: patched, one mistake gets one message everywhere
-    with (mock.patch.multiple(time, perf_counter=gpu.now, monotonic=gpu.now, time=gpu.now),
+    with (mock.patch.multiple(time, **dict.fromkeys(("perf_counter", "monotonic", "time"), lambda: gpu.clock)),
           mock.patch.object(torch.cuda, "synchronize", side_effect=RuntimeError("torch.cuda.synchronize"))):
         result = report.call(what, fn, *args, repeats=_REPEATS, mistakes=[_SYNCHRONIZE])
     report.require_return(result, what.split("(")[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from dataclasses import dataclass
+from types import SimpleNamespace
 from unittest import mock
 
 import torch
@@ -56,22 +56,12 @@ def _watch(model: torch.nn.Module, scaler: torch.amp.GradScaler, optimizer: torc
         yield events
 
 
-@dataclass
-class _Calls:
-    """The events of one call of amp_step (see `_watch`), and the dtype autocast should give."""
-
-    events: list
-    amp_dtype: torch.dtype
-
-    def first(self, name: str) -> list | None:
-        return next((e for e in self.events if e[0] == name), None)
-
-    def index(self, name: str) -> int:
-        return next((i for i, e in enumerate(self.events) if e[0] == name), -1)
-
-    @property
-    def forwards(self) -> list:
-        return [e for e in self.events if e[0] == "forward"]
+def _calls(events: list, amp_dtype: torch.dtype) -> SimpleNamespace:
+    """Return one call's events (see `_watch`): the first of each name, its place, the forwards, autocast's dtype."""
+    names = [e[0] for e in events]
+    first = {name: events[names.index(name)] for name in names}
+    return SimpleNamespace(events=events, first=first.get, index=names.index, amp_dtype=amp_dtype,
+                           forwards=[e for e in events if e[0] == "forward"])
 
 
 _S = f"S = {_INIT_SCALE:g}"
@@ -127,7 +117,7 @@ def _evaluate(report: Report, amp_step=None) -> None:
         if call == 0 and not any(e[0] in ("forward", "scale", "step", "update", "optimizer.step") for e in events):
             report.missing_part("hàm chưa làm gì (chưa có forward, chưa gọi scaler).", stop=True)
         for wrongs, stop in _GROUPS:
-            report.diagnose(wrongs, _Calls(events, amp_dtype), stop=stop)
+            report.diagnose(wrongs, _calls(events, amp_dtype), stop=stop)
         if report.problems:
             return
         if isinstance(value, torch.Tensor) and value.requires_grad:
