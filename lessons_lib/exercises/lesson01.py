@@ -151,11 +151,8 @@ def _evaluate(report: Report, choose_device=None, x=None) -> None:
 
 
 task1 = Exercise("task1", "Bài 14.1 · Nhiệm vụ 1 · Viết choose_device()", _evaluate, cases=_CASES, wrongs=_WRONGS,
-                 hints=[
-    "Nếu prefer không phải None thì trả về torch.device(prefer); còn lại hỏi lần lượt torch.cuda.is_available(), "
-     "rồi torch.backends.mps.is_available(), cuối cùng là CPU.",
-    "if prefer is not None: return torch.device(prefer)\n"
-     "if torch.cuda.is_available(): return torch.device('cuda')\n"
-     "if torch.backends.mps.is_available(): return torch.device('mps')\n"
-     "return torch.device('cpu')   # rồi: x = torch.ones(3, device=choose_device())",
-])
+                 hints=["prefer không phải None thì trả về torch.device(prefer); không thì hỏi cuda, rồi mps, rồi cpu.",
+                        "if prefer is not None: return torch.device(prefer)\n"
+                        "if torch.cuda.is_available(): return torch.device('cuda')\n"
+                        "if torch.backends.mps.is_available(): return torch.device('mps')\n"
+                        "return torch.device('cpu')   # rồi: x = torch.ones(3, device=choose_device())"])

@@ -40,7 +40,7 @@ _NOISE_WRONGS = (
           "nhiễu có trung bình 0,25: torch.rand là phân phối đều; nhiễu Gauss là torch.randn / randn_like."),
     Wrong("mean off", lambda n: abs(n.mean - 3.0) > 0.05,
           lambda n: f"với x toàn số 3, kết quả có trung bình {n.mean:.2f}, lẽ ra ≈ 3 (nhiễu có trung bình 0)."),
-    Wrong("no std", lambda n: abs(n.spread - 1.0) < 0.05, "độ lệch chuẩn của nhiễu là 1 dù std=0.5: nhân nhiễu với std."),
+    Wrong("no std", lambda n: abs(n.spread - 1.0) < 0.05, "nhiễu có độ lệch chuẩn 1 dù std=0.5: nhân nhiễu với std."),
     Wrong("std squared", lambda n: abs(n.spread - 0.25) < 0.03,
           "độ lệch chuẩn của nhiễu là 0,25 với std=0.5: bạn nhân với std**2; hãy nhân với std."),
     Wrong("spread off", lambda n: abs(n.spread - 0.5) > 0.05,
@@ -72,10 +72,8 @@ def _evaluate_noise(report: Report, add_noise=None) -> None:
 
 
 task1 = Exercise("task1", "Bài 14.2 · Nhiệm vụ 1 · Tạo nhiễu ngay trên thiết bị", _evaluate_noise,
-                 wrongs=_NOISE_WRONGS, hints=[
-    "Nhiễu phải có cùng shape, dtype và thiết bị với x. Hàm *_like của PyTorch lấy cả ba từ một tensor có sẵn.",
-    "return x + std * torch.randn_like(x)",
-])
+                 wrongs=_NOISE_WRONGS, hints=["torch.randn_like(x) lấy shape, dtype và thiết bị của x.",
+                                              "return x + std * torch.randn_like(x)"])
 
 _Box = namedtuple("Box", "coords label")
 _Sample = namedtuple("Sample", "image caption")
@@ -169,8 +167,6 @@ def _evaluate_move(report: Report, move_keep=None) -> None:
 
 task2 = Exercise("task2", "Bài 14.2 · Nhiệm vụ 2 · Chuyển batch mà giữ nguyên kiểu", _evaluate_move,
                  wrongs=_MOVE_MISTAKES, hints=[
-    "Bắt đầu từ move() ở trên. Một namedtuple là một tuple có thuộc tính _fields; với nó, dựng lại bằng "
-     "type(batch)(*items) (có dấu *), còn tuple/list thường thì type(batch)(items).",
-    "Thứ tự các nhánh: tensor → dict → namedtuple (hasattr(batch, '_fields')) → list/tuple → còn lại trả về "
-     "nguyên giá trị. Mỗi nhánh container gọi lại move_keep cho từng phần tử.",
-])
+    "Như move(), thêm nhánh namedtuple (hasattr(batch, '_fields')) trước list/tuple: type(batch)(*items), có dấu *.",
+    "Thứ tự: tensor → dict → namedtuple → list/tuple → còn lại trả về nguyên giá trị; mỗi container gọi lại "
+    "move_keep cho từng phần tử."])

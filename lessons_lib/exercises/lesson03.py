@@ -106,12 +106,9 @@ def _evaluate_misplaced(report: Report, misplaced=None) -> None:
 
 
 task1 = Exercise("task1", "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ", _evaluate_misplaced, wrongs=_MISPLACED_WRONGS,
-                 hints=[
-    "Duyệt cả hai: for name, t in model.named_parameters() và for name, t in model.named_buffers(); "
-     "giữ name khi t.device khác device.",
-    "torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
-     "want = torch.empty(0, device=device).device. Đừng chỉ so .type: cuda:1 cũng có type 'cuda'.",
-])
+                 hints=["Duyệt cả named_parameters() và named_buffers(), giữ name khi t.device khác device.",
+                        "Chuẩn hoá trước (cuda != cuda:0): want = torch.empty(0, device=device).device; đừng chỉ "
+                        "so .type, cuda:1 cũng là 'cuda'."])
 
 
 def _missing_gpu() -> str:
@@ -179,9 +176,7 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
 
 
 task2 = Exercise("task2", "Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi", _evaluate_load, wrongs=_LOAD_WRONGS,
-                 hints=[
-    "Ba bước: state = torch.load(path, map_location=\"cpu\", weights_only=True); "
-     "model.load_state_dict(state); model.to(device). Rồi return model.",
-    "map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "
-     "Cần cả hai.",
-])
+                 hints=["map_location quyết định nơi tensor của FILE được nạp vào, model.to(device) nơi mô hình nằm: "
+                        "cần cả hai.",
+                        "model.load_state_dict(torch.load(path, map_location=\"cpu\", weights_only=True)); "
+                        "return model.to(device)"])

@@ -28,11 +28,6 @@ class _FakeGpu:
     def __repr__(self) -> str:
         return "device(type='cuda', index=0)  # giả lập"
 
-    def spend(self, seconds: float) -> None:
-        """Take `seconds`: on the checker's clock exactly, in real time at least (a busy machine adds more)."""
-        self.clock += seconds
-        time.sleep(seconds)
-
     @property
     def ms(self) -> str:
         """Return the time(s) returned, as the messages say them."""
@@ -42,9 +37,11 @@ class _FakeGpu:
     def why_fast(self, after: str) -> str:
         return "không gọi sync() lần nào" if self.syncs == 0 else f"không gọi sync() {after}"
 
-    def sync(self, learner: bool = True) -> None:  # the ``sync`` handed to the learner's function; copies wait too
+    def sync(self, learner: bool = True, then: float = 0.0) -> None:  # what the learner gets as ``sync``
+        """Wait for the queued work, then `then` s more: exactly on the checker's clock, at least in real time."""
         self.syncs += learner
-        self.spend(self.pending)
+        self.clock += self.pending + then
+        time.sleep(self.pending + then)
         self.pending = 0.0
 
 
@@ -72,8 +69,7 @@ class _FakeTensor:
         return self._copy(up=False) if self.on_gpu else self
 
     def _copy(self, up: bool) -> _FakeTensor:
-        self.gpu.sync(learner=False)  # a copy runs after the queued kernels (same stream)
-        self.gpu.spend(_UP_S if up else _DOWN_S)
+        self.gpu.sync(learner=False, then=_UP_S if up else _DOWN_S)  # after the queued kernels (same stream)
         self.gpu.uploads += up
         self.gpu.downloads += not up
         return _FakeTensor(self.gpu, on_gpu=up)
@@ -147,10 +143,8 @@ def _evaluate_gpu_time(report: Report, gpu_time=None) -> None:
 
 
 task0 = Exercise("task0", "Bài 14.4 · Nhiệm vụ 1 · Đo một phép tính bất đồng bộ", _evaluate_gpu_time,
-                 wrongs=_GPU_TIME_WRONGS, hints=[
-    "time_it của mục 3 đã làm warm-up, sync và trung vị: chỉ cần truyền sync cho nó.",
-    "return time_it(lambda: x @ x, sync=sync, repeats=repeats)",
-])
+                 wrongs=_GPU_TIME_WRONGS, hints=["time_it của mục 3 làm sẵn warm-up, sync và trung vị.",
+                                                 "return time_it(lambda: x @ x, sync=sync, repeats=repeats)"])
 
 #: What a copy time close to each value means.
 _COPY_KINDS = {"right": _COPY_S, "up_only": 2 * _UP_S, "down_only": _DOWN_S, "with_compute": _COPY_S + _COMPUTE_S}
@@ -194,11 +188,9 @@ def _evaluate_split(report: Report, split_time=None) -> None:
 
 task1 = Exercise("task1", "Bài 14.4 · Nhiệm vụ 2 · Tách thời gian chép và thời gian tính", _evaluate_split,
                  wrongs=_SPLIT_WRONGS, hints=[
-    "Trong mỗi lần đo, đọc đồng hồ 4 lần: trước khi chép lên, sau khi chép lên (sau sync()), sau phép nhân "
-     "(sau sync()!), sau .cpu(). Chép = (t1 - t0) + (t3 - t2), tính = t2 - t1.",
-    "Trước vòng đo, chạy một vòng warm-up: (a.to(device) @ b.to(device)).cpu(). Trả về "
-     "statistics.median(copies), statistics.median(computes).",
-])
+    "Sau một vòng warm-up, đọc đồng hồ 4 lần mỗi lần đo: trước chép lên, sau chép lên, sau phép nhân, sau .cpu(), "
+    "với sync() trước mỗi lần đọc.",
+    "Chép = (t1 - t0) + (t3 - t2), tính = t2 - t1; trả về statistics.median(copies), statistics.median(computes)."])
 
 _CURVES = (  # label, sizes, cpu_s, gpu_s, the crossover
     ("đường cong bình thường", (64, 128, 256, 512, 1024), (1e-5, 6e-5, 4e-4, 3e-3, 2.4e-2),
@@ -250,6 +242,5 @@ def _evaluate_crossover(report: Report, crossover_n=None) -> None:
 
 task2 = Exercise("task2", "Bài 14.4 · Nhiệm vụ 3 · Điểm hoà vốn CPU–GPU", _evaluate_crossover, starter=True,
                  cases=_crossover_cases(), wrongs=_CROSSOVER_WRONGS, hints=[
-    "Duyệt từ N lớn nhất ngược về N nhỏ; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn. Đáp án là N ngay sau đó.",
-    "Nếu GPU chậm hơn ở N lớn nhất thì trả về None; nếu nhanh hơn ở mọi N thì trả về sizes[0].",
-])
+    "Duyệt từ N lớn nhất ngược về; dừng ở N đầu tiên mà GPU KHÔNG nhanh hơn: đáp án là N ngay sau đó.",
+    "GPU chậm hơn ở N lớn nhất thì trả về None; nhanh hơn ở mọi N thì trả về sizes[0]."])

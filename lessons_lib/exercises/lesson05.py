@@ -141,9 +141,6 @@ def _evaluate(report: Report, amp_step=None) -> None:
 
 task1 = Exercise("task1", "Bài 14.5 · Bước train AMP có clip gradient", _evaluate,
                  wrongs=[row for wrongs, _ in _GROUPS for row in wrongs], hints=[
-    "Bảy dòng: zero_grad; forward + loss trong torch.autocast; scaler.scale(loss).backward(); …; "
-     "scaler.step(optimizer); scaler.update(); return loss.item(). Còn thiếu hai dòng ở giữa.",
-    "Clip so chuẩn với max_norm, nên cần gradient THẬT: scaler.unscale_(optimizer) trước, rồi "
-     "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm). scaler.step biết là đã unscale nên không chia "
-     "lần nữa.",
-])
+    "Còn thiếu hai dòng giữa scaler.scale(loss).backward() và scaler.step(optimizer).",
+    "Clip cần gradient thật: scaler.unscale_(optimizer), rồi torch.nn.utils.clip_grad_norm_(model.parameters(), "
+    "max_norm); scaler.step biết là đã unscale nên không chia lần nữa."])
