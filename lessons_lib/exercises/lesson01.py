@@ -79,12 +79,12 @@ def _simulated(machine: _Machine):
         yield probe
 
 
-def _as_result(report: Report, value, call: str = "choose_device()") -> torch.device:
+def _as_result(report: Report, value) -> torch.device:
     """Return the learner's result as a device, or record why it is not one and stop."""
-    report.require_return(value, call, "device")
-    device = as_device(value)
-    if device is None:
-        report.problem(f"{call} phải trả về một torch.device, không phải {type(value).__name__} {value!r}.", stop=True)
+    report.require_return(value, "choose_device()", "device")
+    if (device := as_device(value)) is None:
+        report.problem(f"choose_device() phải trả về torch.device, không phải {type(value).__name__} {value!r}.",
+                       stop=True)
     if isinstance(value, str) and not any(n.startswith("choose_device trả về chuỗi") for n in report.notes):
         report.note(f"choose_device trả về chuỗi {value!r}: chạy được, nhưng torch.device({value!r}) rõ hơn.")
     return device

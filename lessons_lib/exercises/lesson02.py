@@ -81,12 +81,9 @@ _Sample = namedtuple("Sample", "image caption")
 
 def _sample_batch() -> dict:
     """Return the nested CPU batch the checker moves (dict, list, tuple, two namedtuples, str, float)."""
-    return {
-        "pixels": torch.rand(2, 3), "labels": torch.tensor([0, 1]),
-        "boxes": [_Box(torch.rand(2, 4), "mèo"), _Box(torch.rand(1, 4), "chó")],
-        "pair": (torch.zeros(2), "x"), "ids": ("a", "b"), "scale": 0.5,
-        "extra": {"deep": [_Sample(torch.ones(1), "ảnh 1")]},
-    }
+    return {"pixels": torch.rand(2, 3), "labels": torch.tensor([0, 1]),
+            "boxes": [_Box(torch.rand(2, 4), "mèo"), _Box(torch.rand(1, 4), "chó")], "pair": (torch.zeros(2), "x"),
+            "ids": ("a", "b"), "scale": 0.5, "extra": {"deep": [_Sample(torch.ones(1), "ảnh 1")]}}
 
 
 def _leaves(obj, path: str = "batch", out: list | None = None) -> list:

@@ -123,8 +123,7 @@ def _save_as_if_on_gpu(state: dict, path: str, tag: str) -> None:
 
 
 def _mismatch(x) -> str | None:
-    return next((name for name, value in x.saved.items() if not torch.equal(x.model.state_dict()[name].cpu(), value)),
-                None)
+    return next((k for k, v in x.saved.items() if not torch.equal(x.model.state_dict()[k].cpu(), v)), None)
 
 
 _LOAD_WRONGS = (
@@ -140,8 +139,7 @@ _LOAD_WRONGS = (
     Wrong("not the model", lambda x: x.result is not x.model,
           lambda x: f"hãy trả về chính model được truyền vào, không phải {type(x.result).__name__}."),
     Wrong("model not moved", lambda x: not x.moved,
-          "chưa đưa mô hình lên device: map_location chỉ quyết định nơi tensor của FILE được nạp vào; thêm "
-          "model.to(device)."),
+          "chưa đưa mô hình lên device (map_location chỉ nói nơi tensor của FILE được nạp vào): model.to(device)."),
     Wrong("wrong device", lambda x: any(not same_device(p.device, x.device) for p in x.model.parameters()),
           lambda x: f"sau load_weights, mô hình không nằm trên {x.device}: model.to(device)."),
     Wrong("never loads", lambda x: _mismatch(x) is not None, lambda x: (
@@ -164,8 +162,7 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
                                  mistakes=_LOAD_WRONGS[:1])
     loads = [call.kwargs for call in load.call_args_list]
     if result is None:
-        report.missing_part("load_weights chưa làm gì (thân hàm còn là ...)." if not loads else
-                            "load_weights chưa trả về mô hình (thiếu return model).", stop=True)
+        report.missing_part("load_weights chưa trả về mô hình (thiếu return model).", stop=True)
     if not all("weights_only" in call for call in loads):
         report.note("ghi rõ weights_only=True: từ PyTorch 2.6 đây là mặc định, nhưng bản cũ hơn mặc định False.")
     moved = any(m.source is p for m in tracker.moves for p in params)
@@ -176,7 +173,6 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
 
 
 task2 = Exercise("task2", "Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi", _evaluate_load, wrongs=_LOAD_WRONGS,
-                 hints=["map_location quyết định nơi tensor của FILE được nạp vào, model.to(device) nơi mô hình nằm: "
-                        "cần cả hai.",
+                 hints=["map_location quyết định nơi tensor của FILE được nạp vào, model.to(device) nơi mô hình nằm.",
                         "model.load_state_dict(torch.load(path, map_location=\"cpu\", weights_only=True)); "
                         "return model.to(device)"])

@@ -120,9 +120,7 @@ def _evaluate(report: Report, amp_step=None) -> None:
             report.diagnose(wrongs, _calls(events, amp_dtype), stop=stop)
         if report.problems:
             return
-        if isinstance(value, torch.Tensor) and value.requires_grad:
-            report.problem("trả về tensor loss còn gắn đồ thị: trả về loss.item().", stop=True)
-        if (loss := number(value)) is None:
+        if isinstance(value, torch.Tensor) and value.requires_grad or (loss := number(value)) is None:
             report.problem(f"amp_step phải trả về loss.item(), không phải {type(value).__name__}.", stop=True)
         ref_loss = reference(ref_model, x, y, ref_optimizer, ref_scaler, amp_dtype, _MAX_NORM)
         if not math.isclose(loss, ref_loss, rel_tol=1e-2, abs_tol=1e-3):
@@ -131,8 +129,8 @@ def _evaluate(report: Report, amp_step=None) -> None:
     pairs = list(zip(model.parameters(), ref_model.parameters(), strict=True))
     if not all(torch.allclose(p, q, rtol=1e-3, atol=1e-5) for p, q in pairs):
         worst = max(float((p - q).detach().abs().max()) for p, q in pairs)
-        report.problem(f"sau hai bước, trọng số khác bước chuẩn ({worst:.2e}): kiểm tra loss và max_norm của clip.")
-        return
+        report.problem(f"sau hai bước, trọng số khác bước chuẩn ({worst:.2e}): kiểm tra loss và max_norm của clip.",
+                       stop=True)
     report.success("đúng thứ tự autocast → scale(loss).backward() → unscale_ → clip → step → update; trọng số khớp.")
     if device.type == "cpu":
         report.note("bộ chấm chạy trên CPU với bfloat16, vẫn bật GradScaler để kiểm tra thứ tự; với float16 (T4) nó "
