@@ -40,8 +40,7 @@ def _has_check_available() -> bool:
 
 
 def _fake_current_accelerator(machine: _Machine, probe: SimpleNamespace):
-    built = torch.device(machine.built) if machine.built else None
-    usable = machine.best != "cpu"
+    built, usable = torch.device(machine.built) if machine.built else None, machine.best != "cpu"
     if _has_check_available():  # torch >= 2.7: the compile-time accelerator, checked at run time only on request
         def current_accelerator(check_available: bool = False):
             if not check_available:

@@ -31,17 +31,14 @@ def _grad_norm(model: torch.nn.Module) -> float:
 @contextlib.contextmanager
 def _watch(model: torch.nn.Module, scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer):
     """Record, in order, the forward passes and the GradScaler calls made while active (with gradient norms)."""
-    events: list = []
-    cls = torch.amp.GradScaler
+    events, active, cls = [], [], torch.amp.GradScaler
     originals = {name: getattr(cls, name) for name in ("scale", "unscale_", "step", "update")}
-    active: list[str] = []
 
     def spy(name: str):
         def record(self, *args, **kwargs):
             if active:                                     # a call from inside another: step() unscales by itself
                 return originals[name](self, *args, **kwargs)
-            event = [name, self is scaler, _grad_norm(model)]
-            events.append(event)
+            events.append(event := [name, self is scaler, _grad_norm(model)])
             active.append(name)
             try:
                 return originals[name](self, *args, **kwargs)
