@@ -1,4 +1,4 @@
-"""Lesson 04's checked tasks: the solutions pass, each misconception row is reached by a wrong answer, blanks are "missing"."""
+"""Lesson 04's checked tasks: the solutions pass, each wrong answer gets its row's message, blanks are "missing"."""
 
 from __future__ import annotations
 
