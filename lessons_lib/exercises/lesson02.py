@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import namedtuple
+from itertools import zip_longest
 from types import SimpleNamespace
 
 import torch
@@ -10,7 +11,7 @@ import torch
 from ._core import Exercise, Report, Wrong, raised
 from ._tracking import MoveTracker
 
-_META = torch.device("meta")  # a device without data, like a GPU seen from here
+_META, _CPU = torch.device("meta"), torch.device("cpu")  # meta: a device without data, like a GPU seen from here
 
 _RANDN_LIKE = "torch.randn_like(x)"
 _ON_META = (  # what an error of add_noise(x) with x on meta means
@@ -145,12 +146,11 @@ def _evaluate_move(report: Report, move_keep=None) -> None:
     batch = _sample_batch()
     saved = _leaves(batch)
     result = report.call("move_keep(batch, 'meta')", move_keep, batch, _META, mistakes=_MOVE_MISTAKES)
-    now = _leaves(batch)
-    changed = [path for (path, obj), (_, new) in zip(saved, now, strict=False)
-               if obj is not new or (isinstance(new, torch.Tensor) and new.device.type != "cpu")]
-    if changed or len(now) != len(saved):
-        report.problem(f"move_keep đã sửa batch gốc ({(changed or ['batch'])[0]} bị thay): dựng dict/list/tuple MỚI, "
-                       "để nguyên batch gốc.", stop=True)
+    changed = [path for (path, old), (_, new) in zip_longest(saved, _leaves(batch), fillvalue=("batch", None))
+               if old is not new or getattr(new, "device", _CPU) != _CPU]
+    if changed:
+        report.problem(f"move_keep đã sửa batch gốc ({changed[0]} bị thay): dựng dict/list/tuple MỚI, để nguyên "
+                       "batch gốc.", stop=True)
     report.require_return(result, "move_keep")
     _compare(report, batch, result)
     single = report.call("move_keep(torch.ones(2), 'meta')", move_keep, torch.ones(2), _META,

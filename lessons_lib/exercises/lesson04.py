@@ -190,13 +190,12 @@ task1 = Exercise("task1", "Bài 14.4 · Nhiệm vụ 2 · Tách thời gian ché
     "với sync() trước mỗi lần đọc.",
     "Chép = (t1 - t0) + (t3 - t2), tính = t2 - t1; trả về statistics.median(copies), statistics.median(computes)."])
 
+_N, _CPU_S, _GPU_S = (64, 128, 256, 512, 1024), (1e-5, 6e-5, 4e-4, 3e-3, 2.4e-2), (3e-5, 4e-5, 6e-5, 1.5e-4, 6e-4)
 _CURVES = (  # label, sizes, cpu_s, gpu_s, the crossover
-    ("đường cong bình thường", (64, 128, 256, 512, 1024), (1e-5, 6e-5, 4e-4, 3e-3, 2.4e-2),
-     (3e-5, 4e-5, 6e-5, 1.5e-4, 6e-4), 128),
-    ("một điểm 'ăn may' ở N nhỏ", (64, 128, 256, 512, 1024), (1e-5, 6e-5, 4e-4, 3e-3, 2.4e-2),
-     (8e-6, 9e-5, 7e-5, 1.5e-4, 6e-4), 256),
+    ("đường cong bình thường", _N, _CPU_S, _GPU_S, 128),
+    ("một điểm 'ăn may' ở N nhỏ", _N, _CPU_S, (8e-6, 9e-5, 7e-5, 1.5e-4, 6e-4), 256),
     ("GPU không bao giờ nhanh hơn", (16, 32, 64), (1e-6, 2e-6, 5e-6), (2e-5, 2e-5, 2.1e-5), None),
-    ("GPU nhanh hơn ngay từ N đầu", (256, 512, 1024), (4e-4, 3e-3, 2.4e-2), (6e-5, 1.5e-4, 6e-4), 256),
+    ("GPU nhanh hơn ngay từ N đầu", _N[2:], _CPU_S[2:], _GPU_S[2:], 256),
 )
 
 
