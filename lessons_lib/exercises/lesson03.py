@@ -31,13 +31,8 @@ def _two_gpus() -> Case:
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    model = _Probe().to(torch.device("meta"))
-    for module_name, module in model.named_modules():
-        for name, p in list(module._parameters.items()):
-            index = 1 if f"{module_name}.{name}" == "head.bias" else 0
-            module._parameters[name] = nn.Parameter(FakeTensor(mode, p.data, torch.device("cuda", index)))
-        for name, b in list(module._buffers.items()):
-            module._buffers[name] = FakeTensor(mode, b, torch.device("cuda", 0))
+    model = _Probe().to("meta")._apply(lambda t: FakeTensor(mode, t, torch.device("cuda", 0)))
+    model.head.bias = nn.Parameter(FakeTensor(mode, torch.empty(2, device="meta"), torch.device("cuda", 1)))
     return _case("model trên cuda:0, riêng head.bias trên cuda:1 (tensor giả)", model, "cuda", {"head.bias"},
                  setup=lambda: mode)
 
