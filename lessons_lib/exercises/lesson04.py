@@ -152,7 +152,7 @@ _PAIR = {"copy": _COPY_S, "compute": _COMPUTE_S}
 _SPLIT_WRONGS = (
     _TOO_FEW,
     Wrong("no copies", lambda t: t.uploads < 2 * _REPEATS or t.downloads < _REPEATS, lambda t: (
-        f"{t.uploads} lần chép lên, {t.downloads} lần chép về: mỗi lần đo phải a.to(device), b.to(device), .cpu().")),
+        f"{t.uploads} lần chép lên, {t.downloads} lần chép về: mỗi lần đo gọi a.to(device), b.to(device) và .cpu().")),
     _MILLISECONDS,
     Wrong("swapped", lambda t: (_nearest(t.copy_s, _PAIR), _nearest(t.seconds, _PAIR)) == ("compute", "copy")
           and t.seconds > 0.3 * _COPY_S,
@@ -167,7 +167,8 @@ _SPLIT_WRONGS = (
     Wrong("download only", lambda t: _nearest(t.copy_s, _COPY_KINDS) == "down_only",
           lambda t: f"đo được {t.ms}: phần chép thiếu bước chép a, b lên device."),
     Wrong("copy off", lambda t: _nearest(t.copy_s, _COPY_KINDS) == "with_compute" or not _within(t.copy_s, _COPY_S),
-          lambda t: f"đo được {t.ms}; chép thật mất {_COPY_S * 1e3:.0f} ms: cộng chép lên, chép về, trừ phép nhân."),
+          lambda t: f"đo được {t.ms}; chép thật mất {_COPY_S * 1e3:.0f} ms: cộng chép lên và chép về, không gồm "
+                    "phép nhân."),
     _NO_WARM_UP,
 )
 
