@@ -1,5 +1,4 @@
-"""Lesson 01's checked task checks itself: the solution passes on every (simulated) machine, each typical wrong
-``choose_device`` fails with its own message, blanks are "not done yet", nothing raises, and the notebooks agree."""
+"""Lesson 01's checked task: the solution passes on every simulated machine, each wrong answer gets its message."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from _lesson_tasks import (
     task_cell,
 )
 
-from lessons_lib.exercises import _core, lesson01
+from lessons_lib.exercises import lesson01
 from lessons_lib.exercises.lesson01 import _COLAB_T4, _CUDA_NO_GPU, _MACHINES, _simulated, task1
 
 LEARNER_NB, SOLUTION_NB = notebook_pair("01_device_basics")
@@ -33,12 +32,6 @@ def solution(tmp_path) -> dict:
 
 def here() -> torch.device:
     return solution_of(task1, "choose_device", TORCH_SCOPE)()
-
-
-def check(*args) -> _core.Feedback:
-    feedback = task1.evaluate(*args)
-    assert isinstance(feedback, _core.Feedback)
-    return feedback
 
 
 def chooser(body: str, tmp_path, signature: str = "prefer=None"):
@@ -63,10 +56,10 @@ CHECKED = PREFERRED + "return torch.accelerator.current_accelerator(check_availa
 
 def test_solution_passes_and_blanks_are_not_done_yet(tmp_path):
     ns = solution(tmp_path)
-    assert check(ns["choose_device"], ns["x"]).passed
-    assert check(None, None).status == check().status == "missing"
-    assert check(chooser("return None   # TODO", tmp_path), None).status == "missing"
-    feedback = check(ns["choose_device"], None)
+    assert task1.evaluate(ns["choose_device"], ns["x"]).passed
+    assert task1.evaluate(None, None).status == task1.evaluate().status == "missing"
+    assert task1.evaluate(chooser("return None   # TODO", tmp_path), None).status == "missing"
+    feedback = task1.evaluate(ns["choose_device"], None)
     assert feedback.status == "missing" and "x = torch.ones(3, device=choose_device())" in feedback.lines[0]
 
 
@@ -109,7 +102,7 @@ def test_each_misconception_has_its_message(row, tmp_path, monkeypatch):
         pytest.skip("check_available is new in torch 2.7")
     body, names = WRONG[row]
     signature, body = body if isinstance(body, tuple) else ("prefer=None", body)
-    assert_shows(check(chooser(body, tmp_path, signature), torch.ones(3)), row, *names)
+    assert_shows(task1.evaluate(chooser(body, tmp_path, signature), torch.ones(3)), row, *names)
 
 
 @pytest.mark.parametrize(("fn", "x", "names"), [
@@ -119,14 +112,14 @@ def test_each_misconception_has_its_message(row, tmp_path, monkeypatch):
 def test_the_function_and_x_are_checked(fn, x, names, tmp_path):
     if isinstance(fn, str):
         fn = chooser(FULL, tmp_path, fn)
-    feedback = check(solution(tmp_path)["choose_device"] if fn is None else fn, x)
+    feedback = task1.evaluate(solution(tmp_path)["choose_device"] if fn is None else fn, x)
     assert feedback.status == "fail" and all(name in feedback.lines[0] for name in names), str(feedback)
 
 
 @pytest.mark.parametrize(("body", "named"), [("return 5", "int"), ('return "cdua"', "'cdua'"),
                                              ('return torch.zeros(1, device="nope").device', "báo lỗi")])
 def test_answers_that_are_no_device_are_named(body, named, tmp_path):
-    feedback = check(chooser(body, tmp_path), torch.ones(3))
+    feedback = task1.evaluate(chooser(body, tmp_path), torch.ones(3))
     assert feedback.status == "fail" and named in feedback.lines[0] and "Traceback" not in str(feedback)
 
 
@@ -136,7 +129,7 @@ def test_a_string_device_passes_with_a_note(tmp_path):
             return prefer
         return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     ''', tmp_path)
-    feedback = check(strings, torch.ones(3, device=here()))
+    feedback = task1.evaluate(strings, torch.ones(3, device=here()))
     assert feedback.passed, str(feedback)
     assert sum("torch.device(" in note for note in feedback.notes) == 1  # said once, not once per call
 
@@ -147,7 +140,7 @@ def test_a_string_device_passes_with_a_note(tmp_path):
 def test_the_accelerator_api_passes(body, tmp_path):
     if ACCELERATOR is None or ("check_available" in body and not HAS_CHECK_AVAILABLE):
         pytest.skip("torch.accelerator is new in torch 2.6, check_available in 2.7")
-    assert check(chooser(body, tmp_path), torch.ones(3, device=here())).passed
+    assert task1.evaluate(chooser(body, tmp_path), torch.ones(3, device=here())).passed
 
 
 def test_checker_never_raises(capsys):

@@ -1,5 +1,4 @@
-"""Lesson 02's checked tasks check themselves: the solutions pass, each typical wrong ``add_noise`` and
-``move_keep`` fails with its own message, blanks are "not done yet", nothing raises, and the notebooks agree."""
+"""Lesson 02's checked tasks: the solutions pass, each wrong answer gets its message, blanks are "not done yet"."""
 
 from __future__ import annotations
 
@@ -21,16 +20,9 @@ from _lesson_tasks import (
     task_cell,
 )
 
-from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson02 import task1, task2
 
 LEARNER_NB, SOLUTION_NB = notebook_pair("02_moving_tensors")
-
-
-def check(exercise, *args) -> _core.Feedback:
-    feedback = exercise.evaluate(*args)
-    assert isinstance(feedback, _core.Feedback)
-    return feedback
 
 
 def noise(body: str, tmp_path):
@@ -42,10 +34,10 @@ def noise(body: str, tmp_path):
 
 @pytest.mark.parametrize(("task", "name"), [(task1, "add_noise"), (task2, "move_keep")])
 def test_solutions_pass_and_blanks_are_missing(task, name, tmp_path):
-    assert check(task, load(task.solution_code, tmp_path, name, TORCH_SCOPE)).passed
+    assert task.evaluate(load(task.solution_code, tmp_path, name, TORCH_SCOPE)).passed
     unfinished = load(f"def {name}(a, b):\n    return None   # TODO", tmp_path, name, TORCH_SCOPE)
     for blank in (None, ..., unfinished):
-        assert check(task, blank).status == "missing"
+        assert task.evaluate(blank).status == "missing"
 
 
 #: A wrong add_noise body for each row of task1's table, and what its message must name.
@@ -69,13 +61,13 @@ WRONG_TASK1 = {
 @pytest.mark.parametrize("row", rows(task1))
 def test_task1_each_misconception_has_its_message(row, tmp_path):
     body, names = WRONG_TASK1[row]
-    assert_shows(check(task1, noise(body, tmp_path)), row, *names)
+    assert_shows(task1.evaluate(noise(body, tmp_path)), row, *names)
 
 
 @pytest.mark.parametrize(("body", "named"), [("return x + std * undefined_name", "NameError"),
                                              ("return 'noisy'", "str")])
 def test_task1_errors_and_other_kinds_are_named(body, named, tmp_path):
-    feedback = check(task1, noise(body, tmp_path))
+    feedback = task1.evaluate(noise(body, tmp_path))
     assert feedback.status == "fail" and named in feedback.lines[0] and "Traceback" not in str(feedback)
 
 
@@ -83,7 +75,7 @@ def test_task1_keeps_the_learners_random_state(tmp_path):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    check(task1, load(task1.solution_code, tmp_path, "add_noise", TORCH_SCOPE))
+    task1.evaluate(load(task1.solution_code, tmp_path, "add_noise", TORCH_SCOPE))
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -156,7 +148,7 @@ WRONG_TASK2 = {
 @pytest.mark.parametrize("row", rows(task2))
 def test_task2_each_misconception_has_its_message(row, tmp_path):
     body, names = WRONG_TASK2[row]
-    assert_shows(check(task2, mover(body, tmp_path)), row, *names)
+    assert_shows(task2.evaluate(mover(body, tmp_path)), row, *names)
 
 
 def test_task2_only_box_handles_a_box(tmp_path):
@@ -181,7 +173,7 @@ def test_task2_only_box_handles_a_box(tmp_path):
     (keep_but(("return batch\n", "return str(batch)\n")), ["0.5", "'0.5'"]),
 ], ids=["all-lists", "the-notebooks-move", "in-place", "shallow", "dtype", "lost-key", "stringified"])
 def test_task2_each_wrong_place_is_named(body, names, tmp_path):
-    feedback = check(task2, mover(body, tmp_path))
+    feedback = task2.evaluate(mover(body, tmp_path))
     assert feedback.status == "fail" and all(name in feedback.lines[0] for name in names), str(feedback)
 
 
@@ -189,11 +181,11 @@ def test_task2_single_tensor(tmp_path):
     no_tensor_branch = mover(keep_but((TENSOR_BRANCH, ""), (
         "return batch\n", 'return batch.to(device) if hasattr(batch, "to") and not isinstance(batch, str) else batch\n'
     )), tmp_path)
-    assert check(task2, no_tensor_branch).passed  # tensors reached through the last branch are fine
+    assert task2.evaluate(no_tensor_branch).passed  # tensors reached through the last branch are fine
     only_dicts = mover("return {k: move_keep(v, device) for k, v in batch.items()} if isinstance(batch, dict) "
                        "else (batch.to(device) if isinstance(batch, torch.Tensor) and batch.dim() > 1 else batch)",
                        tmp_path)
-    assert check(task2, only_dicts).status == "fail"
+    assert task2.evaluate(only_dicts).status == "fail"
 
 
 # --------------------------------------------------------------------------- both tasks

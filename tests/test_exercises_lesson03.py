@@ -1,4 +1,4 @@
-"""Checked tasks of lesson 03: the solutions pass, typical wrong answers fail with their own message, blanks are "missing"."""
+"""Lesson 03's checked tasks: the solutions pass, each wrong answer fails with its own message, blanks are "missing"."""
 
 from __future__ import annotations
 
@@ -28,57 +28,23 @@ def test_solutions_pass_and_blanks_are_missing(task, name):
         assert task.evaluate(blank).status == _core.MISSING
 
 
-def _naive(model, device):
-    return [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.device != device]
+def _finder(keep, tensors=lambda m: [*m.named_parameters(), *m.named_buffers()], name=lambda n: n):
+    """Return a misplaced that keeps `name` of each tensor that `keep(tensor, device, want)` picks."""
+    def misplaced(model, device):
+        want = torch.empty(0, device=device).device
+        return [name(n) for n, t in tensors(model) if keep(t, device, want)]
+    return misplaced
 
 
-def _params_only(model, device):
-    want = torch.empty(0, device=device).device
-    return [n for n, t in model.named_parameters() if t.device != want]
-
-
-def _buffers_only(model, device):
-    want = torch.empty(0, device=device).device
-    return [n for n, t in model.named_buffers() if t.device != want]
-
-
-def _inverted(model, device):
-    want = torch.empty(0, device=device).device
-    return [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.device == want]
-
-
-def _everything(model, device):
-    return [n for n, _ in [*model.named_parameters(), *model.named_buffers()]]
-
-
-def _tensors(model, device):
-    want = torch.empty(0, device=device).device
-    return [t for t in [*model.parameters(), *model.buffers()] if t.device != want]
-
-
-def _short_names(model, device):
-    want = torch.empty(0, device=device).device
-    return [n.rsplit(".", 1)[-1] for n, t in [*model.named_parameters(), *model.named_buffers()] if t.device != want]
-
-
-def _type_only(model, device):  # passes CPU and meta; misses cuda:1 when device is "cuda"
-    want = torch.device(device)
-    return [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.device.type != want.type]
-
-
-def _normalises_cpu_only(model, device):  # "cpu:0" handled by hand, "cuda" left unequal to cuda:0
-    want = torch.device("cpu") if str(device).startswith("cpu") else torch.device(device)
-    return [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.device != want]
-
-
-def _type_and_index(model, device):  # another right answer: compare type and index, index None counted as 0
-    want = torch.device(device)
-    return [n for n, t in [*model.named_parameters(), *model.named_buffers()]
-            if t.device.type != want.type or (t.device.index or 0) != (want.index or 0)]
+_OFF = lambda t, device, want: t.device != want  # noqa: E731 - the right test, which the wrong ones vary
 
 
 def test_task1_comparing_type_and_index_passes_too():
-    assert task1.evaluate(_type_and_index).passed
+    def type_and_index(t, device, want):  # index None counted as 0
+        device = torch.device(device)
+        return t.device.type != device.type or (t.device.index or 0) != (device.index or 0)
+
+    assert task1.evaluate(_finder(type_and_index)).passed
 
 
 def _no_return(model, device):
@@ -87,14 +53,17 @@ def _no_return(model, device):
 
 #: A wrong misplaced for each row of task1's table, and what its message must name.
 WRONG_TASK1 = {
-    ".type only": (_type_only, [".type", "cuda:1", "torch.empty(0, device=device).device"]),
-    "cuda not normalised": (_normalises_cpu_only, ["torch.device('cuda:0')", "torch.empty(0, device=device).device"]),
-    "naive comparison": (_naive, ["cpu:0", "torch.empty(0, device=device).device"]),
-    "parameters only": (_params_only, ["mask", "named_buffers()"]),
-    "buffers only": (_buffers_only, ["named_parameters()"]),
-    "inverted": (_inverted, ["KHÔNG"]),
-    "every name": (_everything, ["t.device"]),
-    "short names": (_short_names, ["'head.bias'", "'bias'"]),
+    ".type only": (_finder(lambda t, device, want: t.device.type != want.type),
+                   [".type", "cuda:1", "torch.empty(0, device=device).device"]),
+    "cuda not normalised": (_finder(lambda t, device, want: t.device != (want if want.type == "cpu" else device)),
+                            ["torch.device('cuda:0')", "torch.empty(0, device=device).device"]),
+    "naive comparison": (_finder(lambda t, device, want: t.device != device),
+                         ["cpu:0", "torch.empty(0, device=device).device"]),
+    "parameters only": (_finder(_OFF, lambda m: m.named_parameters()), ["mask", "named_buffers()"]),
+    "buffers only": (_finder(_OFF, lambda m: m.named_buffers()), ["named_parameters()"]),
+    "inverted": (_finder(lambda t, device, want: not _OFF(t, device, want)), ["KHÔNG"]),
+    "every name": (_finder(lambda t, device, want: True), ["t.device"]),
+    "short names": (_finder(_OFF, name=lambda n: n.rsplit(".", 1)[-1]), ["'head.bias'", "'bias'"]),
 }
 
 
@@ -104,7 +73,7 @@ def test_task1_each_misconception_has_its_message(row):
     assert_shows(task1.evaluate(fn), row, *names)
 
 
-@pytest.mark.parametrize(("fn", "names"), [(_tensors, ["TÊN", "named_parameters()"]),
+@pytest.mark.parametrize(("fn", "names"), [(lambda model, device: list(model.parameters()), ["TÊN", "named_parameters()"]),
                                            (lambda model, device: "head.bias", ["str"]),
                                            (lambda model, device: model.nope, ["AttributeError"]),
                                            (_no_return, ["return"]), (42, ["int"])],
@@ -132,65 +101,32 @@ def test_the_fake_gpu_checkpoint_fails_without_map_location(tmp_path):
     assert torch.load(path, map_location="cpu", weights_only=True)["weight"].shape == (2, 3)
 
 
-def test_task2_map_location_device_passes_too():
-    def load_weights(model, path, device):
-        model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
-        model.to(device)
-        return model
-
-    assert task2.evaluate(load_weights).passed
-
-
-def _no_map_location(model, path, device):
-    model.load_state_dict(torch.load(path, weights_only=True))
-    return model.to(device)
-
-
-def _unsafe(model, path, device):
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=False))
-    return model.to(device)
-
-
-def _not_moved(model, path, device):
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+def _load(model, path, **options):
+    """Load the file into `model` as the solution does (`options` change torch.load's arguments, None drops one)."""
+    options = {"map_location": "cpu", "weights_only": True, **options}
+    model.load_state_dict(torch.load(path, **{key: value for key, value in options.items() if value is not None}))
     return model
 
 
-def _returns_state(model, path, device):
+def _state(path):
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def _returns_keys(model, path, device):
-    model.to(device)
-    return model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-
-
-def _never_loads(model, path, device):
-    torch.load(path, map_location="cpu", weights_only=True)
-    return model.to(device)
-
-
-def _no_torch_load(model, path, device):
-    return model.to(device)
-
-
-def _to_meta(model, path, device):
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    return model.to("meta")
+def test_task2_map_location_device_passes_too():
+    assert task2.evaluate(lambda model, path, device: _load(model, path, map_location=device).to(device)).passed
 
 
 #: A wrong load_weights for each row of task2's table, and what its message must name.
 WRONG_TASK2 = {
-    "no map_location": (_no_map_location, ["map_location", _missing_gpu()]),
-    "no torch.load": (_no_torch_load, ["torch.load(path"]),
-    "weights_only=False": (_unsafe, ["weights_only=True"]),
-    "returns the state_dict": (_returns_state, ["model.load_state_dict", "return model"]),
-    "returns load_state_dict's keys": (_returns_keys, ["return model"]),
-    "not the model": (lambda model, path, device: [torch.load(path, map_location="cpu", weights_only=True)],
-                      ["list"]),
-    "model not moved": (_not_moved, ["model.to(device)"]),
-    "wrong device": (_to_meta, ["model.to(device)"]),
-    "never loads": (_never_loads, ["model.load_state_dict"]),
+    "no map_location": (lambda m, path, d: _load(m, path, map_location=None).to(d), ["map_location", _missing_gpu()]),
+    "no torch.load": (lambda m, path, d: m.to(d), ["torch.load(path"]),
+    "weights_only=False": (lambda m, path, d: _load(m, path, weights_only=False).to(d), ["weights_only=True"]),
+    "returns the state_dict": (lambda m, path, d: _state(path), ["model.load_state_dict", "return model"]),
+    "returns load_state_dict's keys": (lambda m, path, d: m.to(d).load_state_dict(_state(path)), ["return model"]),
+    "not the model": (lambda m, path, d: [_state(path)], ["list"]),
+    "model not moved": (lambda m, path, d: _load(m, path), ["model.to(device)"]),
+    "wrong device": (lambda m, path, d: _load(m, path).to("meta"), ["model.to(device)"]),
+    "never loads": (lambda m, path, d: _state(path) and m.to(d), ["model.load_state_dict"]),
 }
 
 
@@ -201,16 +137,12 @@ def test_task2_each_misconception_has_its_message(row):
 
 
 def test_task2_without_weights_only_gets_a_note_not_a_failure():
-    def load_weights(model, path, device):
-        model.load_state_dict(torch.load(path, map_location="cpu"))
-        return model.to(device)
-
-    feedback = task2.evaluate(load_weights)
+    feedback = task2.evaluate(lambda model, path, device: _load(model, path, weights_only=None).to(device))
     assert feedback.passed and any("weights_only=True" in n for n in feedback.notes)
 
 
 def test_task2_leaves_torch_load_and_location_tag_alone():
     real_load, real_tag = torch.load, torch.serialization.location_tag
-    task2.evaluate(_no_map_location)
+    task2.evaluate(WRONG_TASK2["no map_location"][0])
     task2.evaluate(solution_of(task2, "load_weights", SCOPE))
     assert torch.load is real_load and torch.serialization.location_tag is real_tag

@@ -1,4 +1,4 @@
-"""Lesson 04's checked tasks: the solutions pass, each misconception row is reached by a wrong answer, blanks are "missing"."""
+"""Lesson 04's checked tasks: the solutions pass, each wrong answer gets its row's message, blanks are "missing"."""
 
 from __future__ import annotations
 
@@ -202,12 +202,10 @@ def test_task1_verdict_does_not_depend_on_a_busy_machine(row, monkeypatch):
 # --------------------------------------------------------------------------- task 2: crossover_n
 
 
-def _first_faster(sizes, cpu_s, gpu_s):
-    return next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g < c), None)
-
-
-def _first_slower(sizes, cpu_s, gpu_s):
-    return next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True) if g > c), sizes[-1])
+def _first(faster: bool):
+    """Return a crossover_n answering the first N where the GPU is faster (or slower) than the CPU."""
+    return lambda sizes, cpu_s, gpu_s: next((n for n, c, g in zip(sizes, cpu_s, gpu_s, strict=True)
+                                             if (g < c) == faster), None)
 
 
 def _index(sizes, cpu_s, gpu_s):
@@ -233,8 +231,8 @@ WRONG_TASK2 = {
     "no None when never faster": (_never_none, ["None", "64"]),
     "always None": (lambda sizes, cpu_s, gpu_s: None, ["N=128"]),
     "index instead of N": (_index, ["chỉ số 1", "N=128"]),
-    "first faster point": (_first_faster, ["N=64"]),
-    "inverted comparison": (_first_slower, ["N=64", "gpu_s", "cpu_s"]),
+    "first faster point": (_first(faster=True), ["N=64"]),
+    "inverted comparison": (_first(faster=False), ["N=64", "gpu_s", "cpu_s"]),
     "a speedup, not a size": (lambda sizes, cpu_s, gpu_s: cpu_s[-1] / gpu_s[-1], ["40.0", "sizes"]),
 }
 

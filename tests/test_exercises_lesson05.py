@@ -1,5 +1,4 @@
-"""Lesson 05's checked task (an AMP step with gradient clipping): the solution passes, each typical slip fails with
-its own message, a blank is "not done yet", and nothing raises."""
+"""Lesson 05's checked task: the solution passes, each slip gets its own message, a blank is "not done yet"."""
 
 from __future__ import annotations
 

@@ -1,14 +1,11 @@
-"""Lesson 01's checked task: ``choose_device(prefer=None)`` (CUDA > MPS > CPU, or the device asked for).
-
-It runs on four simulated machines (patched ``torch.cuda``, ``torch.backends``, ``torch.version`` and
-``torch.accelerator``), then for real on this one.
-"""
+"""Lesson 01's checked task: ``choose_device(prefer=None)`` on four simulated machines, then on this one."""
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import SimpleNamespace
 from unittest import mock
 
 import torch
@@ -31,37 +28,24 @@ class _Machine:
 
 
 _CPU_ONLY = _Machine("máy chỉ có CPU (giả lập)", cuda=False, mps=False)
-_CUDA_NO_GPU = _Machine("bản CUDA trên máy không có GPU: laptop Linux cài torch mặc định, ảnh GPU không được cấp "
-                        "GPU (giả lập)", cuda=False, mps=False, built="cuda")
+_CUDA_NO_GPU = _Machine("bản CUDA trên máy không có GPU (giả lập)", cuda=False, mps=False, built="cuda")
 _COLAB_T4 = _Machine("Colab T4 (giả lập)", cuda=True, mps=False, built="cuda")
 _MAC = _Machine("Mac chip Apple, MPS (giả lập)", cuda=False, mps=True, built="mps")
 _MACHINES = (_CPU_ONLY, _CUDA_NO_GPU, _COLAB_T4, _MAC)
 
 
-@dataclass
-class _Probe:
-    machine: _Machine
-    cuda_check: mock.Mock
-    compile_time_calls: list = field(default_factory=list)  # current_accelerator() without the runtime check
-
-
 def _has_check_available() -> bool:
     """Return True when this torch's ``current_accelerator`` takes ``check_available`` (torch 2.7+)."""
-    try:
-        return "check_available" in inspect.signature(torch.accelerator.current_accelerator).parameters
-    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
-        return False
+    return "check_available" in inspect.signature(torch.accelerator.current_accelerator).parameters
 
 
-def _fake_current_accelerator(machine: _Machine, probe: _Probe):
-    built = torch.device(machine.built) if machine.built else None
-    usable = machine.best != "cpu"
+def _fake_current_accelerator(machine: _Machine, probe: SimpleNamespace):
+    built, usable = torch.device(machine.built) if machine.built else None, machine.best != "cpu"
     if _has_check_available():  # torch >= 2.7: the compile-time accelerator, checked at run time only on request
         def current_accelerator(check_available: bool = False):
             if not check_available:
                 probe.compile_time_calls.append(built)
-                return built
-            return built if usable else None
+            return built if usable or not check_available else None
     else:  # torch 2.6: no argument; raises when no accelerator is available
         def current_accelerator():
             if not usable:
@@ -72,8 +56,9 @@ def _fake_current_accelerator(machine: _Machine, probe: _Probe):
 
 @contextlib.contextmanager
 def _simulated(machine: _Machine):
-    """Make PyTorch's build and availability checks answer as on `machine`; yield a `_Probe` of what was asked."""
-    probe = _Probe(machine, mock.Mock(return_value=machine.cuda))
+    """Make PyTorch's build and availability checks answer as on `machine`; yield a probe of what was asked."""
+    # compile_time_calls: the calls of current_accelerator() without the runtime check
+    probe = SimpleNamespace(machine=machine, cuda_check=mock.Mock(return_value=machine.cuda), compile_time_calls=[])
     usable = machine.best != "cpu"
     patches = [(torch.cuda, "is_available", probe.cuda_check),
                (torch.cuda, "device_count", mock.Mock(return_value=int(machine.cuda))),
@@ -93,16 +78,14 @@ def _simulated(machine: _Machine):
         yield probe
 
 
-def _as_result(report: Report, value, call: str = "choose_device()") -> torch.device:
+def _as_result(report: Report, value) -> torch.device:
     """Return the learner's result as a device, or record why it is not one and stop."""
-    report.require_return(value, call, "device")
-    device = as_device(value)
-    if device is None:
-        report.problem(f"{call} phải trả về một torch.device (vd torch.device('cpu')), không phải "
-                       f"{type(value).__name__} {value!r}.", stop=True)
+    report.require_return(value, "choose_device()", "device")
+    if (device := as_device(value)) is None:
+        report.problem(f"choose_device() phải trả về torch.device, không phải {type(value).__name__} {value!r}.",
+                       stop=True)
     if isinstance(value, str) and not any(n.startswith("choose_device trả về chuỗi") for n in report.notes):
-        report.note(f"choose_device trả về chuỗi (vd {value!r}) thay vì torch.device: chạy được, nhưng "
-                    f"torch.device({value!r}) rõ hơn (có .type, .index, và tên sai báo lỗi ngay).")
+        report.note(f"choose_device trả về chuỗi {value!r}: chạy được, nhưng torch.device({value!r}) rõ hơn.")
     return device
 
 
@@ -111,54 +94,44 @@ def _case(machine: _Machine, *prefer: str) -> Case:
                 torch.device(prefer[0] if prefer else machine.best), setup=lambda: _simulated(machine))
 
 
-_CASES = (*(_case(machine) for machine in _MACHINES), _case(_COLAB_T4, "cpu"), _case(_MAC, "cpu"),
-          _case(_COLAB_T4, "cuda:0"))
-_IS_AVAILABLE = "Chỉ chọn cuda khi torch.cuda.is_available() là True"
-_MISTAKES = (
-    Wrong("check_available on torch 2.6", raised(TypeError, "check_available"), lambda exc: (
-        f"choose_device báo TypeError ({exc}): PyTorch {torch.__version__} chưa có tham số check_available (có từ "
-        "2.7). Hỏi torch.accelerator.is_available() trước, hoặc dùng torch.cuda.is_available() / "
-        "torch.backends.mps.is_available().")),
-    Wrong("torch.device(None)", raised(TypeError, r"^device\(\)"), "choose_device() báo lỗi khi prefer là None: "
-          "torch.device(None) không hợp lệ. Chỉ dùng torch.device(prefer) khi prefer is not None."),
-    Wrong("no optional prefer", raised(TypeError, r"^choose_device\(\) (takes|missing)"), "choose_device không gọi "
-          "được với một hay không tham số: hàm cần đúng một tham số tuỳ chọn, viết def choose_device(prefer=None):."),
-)
-
-
 def _cuda_without_gpu(a) -> bool:
     return a.case.want.type == "cpu" and not a.case.args and a.got.type == "cuda"
 
 
+_CASES = (*map(_case, _MACHINES), _case(_COLAB_T4, "cpu"), _case(_MAC, "cpu"), _case(_COLAB_T4, "cuda:0"))
+_IS_AVAILABLE = "chỉ chọn cuda khi torch.cuda.is_available() là True"
+_MISTAKES = (
+    Wrong("check_available on torch 2.6", raised(TypeError, "check_available"), lambda exc: (
+        f"PyTorch {torch.__version__} chưa có tham số check_available (có từ 2.7): hỏi "
+        "torch.accelerator.is_available() trước.")),
+    Wrong("torch.device(None)", raised(TypeError, r"^device\(\)"),
+          "torch.device(None) không hợp lệ: chỉ gọi torch.device(prefer) khi prefer is not None."),
+    Wrong("no optional prefer", raised(TypeError, r"^choose_device\(\) (takes|missing)"),
+          "choose_device cần đúng một tham số tuỳ chọn: def choose_device(prefer=None):."),
+)
 _WRONGS = (
     *_MISTAKES,
     Wrong("prefer ignored", lambda a: a.case.args, lambda a: (
-        f"{a.case.label} trả về {a.got}: tham số prefer bị bỏ qua. Khi prefer không phải None, trả về đúng "
-        "torch.device(prefer) (vd để ép chạy trên CPU khi gỡ lỗi).")),
+        f"{a.case.label} trả về {a.got}: khi prefer không phải None, trả về torch.device(prefer).")),
     Wrong("forgotten parentheses", lambda a: _cuda_without_gpu(a) and not a.seen.cuda_check.called
           and source_has(a.fn, r"is_available\b(?!\s*\()"),
-          "trên máy chỉ có CPU, hàm vẫn trả về cuda mà không hề gọi torch.cuda.is_available(): có lẽ bạn quên dấu "
-          "ngoặc. `if torch.cuda.is_available:` luôn đúng vì một hàm luôn là 'truthy'; viết torch.cuda.is_available()."),
+          "trên máy chỉ có CPU, hàm trả về cuda: thiếu dấu ngoặc, viết torch.cuda.is_available() (một hàm luôn "
+          "'truthy')."),
     Wrong("hard-coded cuda", lambda a: _cuda_without_gpu(a) and a.seen.machine.built != "cuda",
-          f"trên máy chỉ có CPU, hàm trả về cuda: viết cứng 'cuda' sẽ lỗi ở đây. {_IS_AVAILABLE}."),
+          f"trên máy chỉ có CPU, 'cuda' viết cứng sẽ lỗi: {_IS_AVAILABLE}."),
     Wrong("the build's accelerator", lambda a: _cuda_without_gpu(a) and a.seen.compile_time_calls, lambda a: (
-        f"{a.case.label}: hàm trả về cuda. torch.accelerator.current_accelerator() (không có check_available=True) "
-        "trả về accelerator mà bản build được biên dịch cho, không hỏi máy có GPU hay không: bản CUDA cài trên máy "
-        "không có GPU (laptop Linux cài torch mặc định, ảnh GPU không được cấp GPU) vẫn cho cuda. Dùng "
-        "current_accelerator(check_available=True), hoặc hỏi torch.accelerator.is_available() trước, hoặc "
-        "torch.cuda.is_available().")),
+        f"{a.case.label}: current_accelerator() trả về accelerator bản build được biên dịch cho, không hỏi máy: "
+        "thêm check_available=True, hoặc hỏi torch.accelerator.is_available() trước.")),
     Wrong("asks the build", lambda a: _cuda_without_gpu(a) and source_has(a.fn, r"version\.cuda|is_built\s*\("),
-          lambda a: f"{a.case.label}: hàm trả về cuda: torch.version.cuda / is_built() chỉ nói bản build có CUDA, "
-                    f"không nói máy có GPU. {_IS_AVAILABLE}."),
-    Wrong("cuda without a GPU", _cuda_without_gpu, lambda a: f"{a.case.label}: hàm trả về cuda dù máy không có GPU. "
-                                                             f"{_IS_AVAILABLE} (câu hỏi lúc chạy: có driver, có GPU)."),
-    Wrong("misses mps", lambda a: a.case.want.type == "mps", lambda a: (
-        f"trên Mac có MPS, hàm trả về {a.got.type}: bỏ sót MPS. Đây đúng là chỗ thiếu của dòng quen thuộc "
-        "torch.device('cuda' if torch.cuda.is_available() else 'cpu'); thêm nhánh elif "
-        "torch.backends.mps.is_available().")),
+          lambda a: f"{a.case.label}: torch.version.cuda / is_built() chỉ nói bản build có CUDA, không nói máy có "
+                    f"GPU; {_IS_AVAILABLE}."),
+    Wrong("cuda without a GPU", _cuda_without_gpu,
+          lambda a: f"{a.case.label}: hàm trả về cuda dù máy không có GPU; {_IS_AVAILABLE}."),
+    Wrong("misses mps", lambda a: a.case.want.type == "mps",
+          lambda a: f"trên Mac có MPS, hàm trả về {a.got.type}: thêm nhánh torch.backends.mps.is_available()."),
     Wrong("misses cuda", lambda a: a.case.want.type == "cuda", lambda a: (
-        f"trên máy có GPU CUDA, hàm trả về {a.got.type}: thiếu nhánh torch.cuda.is_available(), hoặc nó đứng sau "
-        "nhánh khác. Thứ tự là cuda > mps > cpu: hỏi CUDA trước tiên.")),
+        f"trên máy có GPU CUDA, hàm trả về {a.got.type}: hỏi torch.cuda.is_available() trước tiên (cuda > mps > "
+        "cpu).")),
 )
 
 
@@ -171,19 +144,14 @@ def _evaluate(report: Report, choose_device=None, x=None) -> None:
     if not isinstance(x, torch.Tensor):
         report.problem(f"x phải là một tensor, không phải {type(x).__name__}.", stop=True)
     if x.device.type != here.type:
-        report.problem(f"x đang ở {x.device}, không phải {here} (thiết bị choose_device() chọn trên máy này): "
-                       "tạo x với device=choose_device().", stop=True)
-    report.success("đúng trên cả bốn máy giả lập (CPU → cpu, bản CUDA trên máy không có GPU → cpu, Colab T4 → cuda, "
-                   f"Mac → mps), prefer được tôn trọng, và trên máy này x nằm ở {x.device}.")
+        report.problem(f"x đang ở {x.device}, không phải {here}: tạo x với device=choose_device().", stop=True)
+    report.success(f"đúng trên cả bốn máy giả lập, prefer được tôn trọng, và trên máy này x nằm ở {x.device}.")
     on_gpu_note(report, here, "choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
 
 
 task1 = Exercise("task1", "Bài 14.1 · Nhiệm vụ 1 · Viết choose_device()", _evaluate, cases=_CASES, wrongs=_WRONGS,
-                 hints=[
-    "Hai việc: nếu prefer không phải None thì trả về torch.device(prefer); còn lại hỏi lần lượt "
-     "torch.cuda.is_available(), rồi torch.backends.mps.is_available(), cuối cùng là CPU.",
-    "if prefer is not None: return torch.device(prefer)\n"
-     "if torch.cuda.is_available(): return torch.device('cuda')\n"
-     "if torch.backends.mps.is_available(): return torch.device('mps')\n"
-     "return torch.device('cpu')   # rồi: x = torch.ones(3, device=choose_device())",
-])
+                 hints=["prefer không phải None thì trả về torch.device(prefer); không thì hỏi cuda, rồi mps, rồi cpu.",
+                        "if prefer is not None: return torch.device(prefer)\n"
+                        "if torch.cuda.is_available(): return torch.device('cuda')\n"
+                        "if torch.backends.mps.is_available(): return torch.device('mps')\n"
+                        "return torch.device('cpu')   # rồi: x = torch.ones(3, device=choose_device())"])

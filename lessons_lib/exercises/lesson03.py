@@ -1,9 +1,4 @@
-"""Lesson 03's checked tasks: find the misplaced tensors of a model, load a GPU checkpoint anywhere.
-
-``misplaced`` also gets ``cpu:0`` (the same place as ``cpu``, an unequal ``torch.device``, like ``cuda:0`` and
-``cuda``) and fake tensors on ``cuda:0`` and ``cuda:1`` (no GPU needed); ``load_weights`` gets a checkpoint tagged
-with a GPU this machine lacks, so a forgotten ``map_location`` fails here as on a laptop.
-"""
+"""Lesson 03's checked tasks: find a model's misplaced tensors (``cpu:0``, fake ``cuda:1``), load a GPU checkpoint."""
 
 from __future__ import annotations
 
@@ -19,6 +14,8 @@ from ..device import pick_device
 from ._core import Case, Exercise, Report, Wrong, on_gpu_note, raised, run_cases, same_device
 from ._tracking import MoveTracker
 
+GROUP = __name__.rsplit(".", 1)[-1]  # the lesson's progress cell calls progress(lesson03.GROUP)
+
 
 class _Probe(nn.Module):
     def __init__(self):
@@ -30,23 +27,14 @@ class _Probe(nn.Module):
 
 
 def _two_gpus() -> Case:
-    """Return the case of fake tensors on cuda:0 with head.bias on cuda:1, checked against "cuda".
-
-    The learner's function runs inside the case's FakeTensorMode, where ``torch.empty(0, device="cuda")`` gives a
-    fake ``cuda:0`` tensor on any machine.
-    """
+    """Return the case of fake tensors on cuda:0 with head.bias on cuda:1, run in a FakeTensorMode (no GPU needed)."""
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    model = _Probe().to(torch.device("meta"))
-    for module_name, module in model.named_modules():
-        for name, p in list(module._parameters.items()):
-            index = 1 if f"{module_name}.{name}" == "head.bias" else 0
-            module._parameters[name] = nn.Parameter(FakeTensor(mode, p.data, torch.device("cuda", index)))
-        for name, b in list(module._buffers.items()):
-            module._buffers[name] = FakeTensor(mode, b, torch.device("cuda", 0))
-    return _case("model trên cuda:0, riêng head.bias trên cuda:1 (tensor giả, không cần GPU)", model, "cuda",
-                 {"head.bias"}, setup=lambda: mode)
+    model = _Probe().to("meta")._apply(lambda t: FakeTensor(mode, t, torch.device("cuda", 0)))
+    model.head.bias = nn.Parameter(FakeTensor(mode, torch.empty(2, device="meta"), torch.device("cuda", 1)))
+    return _case("model trên cuda:0, riêng head.bias trên cuda:1 (tensor giả)", model, "cuda", {"head.bias"},
+                 setup=lambda: mode)
 
 
 def _case(what: str, model: nn.Module, device: str, want: set[str], **setup) -> Case:
@@ -71,62 +59,51 @@ def _cases() -> list[Case]:
 def _names(a, kind: str = "") -> set[str]:
     """Return the names of the case's model's parameters and buffers (or only of `kind`)."""
     model = a.case.args[0]
-    return ({n for n, _ in model.named_parameters()} if kind != "buffers" else set()) | (
-        {n for n, _ in model.named_buffers()} if kind != "parameters" else set())
+    return {n for n, _ in (model.named_parameters() if kind != "buffers" else ())} | {
+        n for n, _ in (model.named_buffers() if kind != "parameters" else ())}
 
 
-_NORMALISE = "Chuẩn hoá trước: want = torch.empty(0, device=device).device, rồi so t.device != want."
+_NORMALISE = "chuẩn hoá trước: want = torch.empty(0, device=device).device, rồi so t.device != want."
 _MISPLACED_WRONGS = (
     Wrong(".type only", lambda a: str(a.case.args[1]) == "cuda" and not a.got, lambda a: (
-        f"{a.case.label}: hàm trả về rỗng. Có lẽ bạn chỉ so .type ('cuda' == 'cuda'), nên GPU thứ hai lọt qua; trên "
-        "máy hai GPU đó chính là lỗi 'cuda:0 and cuda:1'. So cả số thứ tự. " + _NORMALISE)),
-    Wrong("cuda not normalised", lambda a: str(a.case.args[1]) == "cuda" and a.got == _names(a), lambda a: (
-        "với device = cuda, mọi tensor (đều trên GPU) bị coi là lệch: torch.device('cuda:0') != torch.device('cuda') "
-        "dù là cùng một GPU. " + _NORMALISE)),
-    Wrong("naive comparison", lambda a: str(a.case.args[1]) == "cpu:0" and a.got == _names(a), lambda a: (
-        "với device = cpu:0, mọi tensor (đều ở cpu) bị coi là lệch: torch.device('cpu:0') != torch.device('cpu') dù "
-        "là cùng một chỗ; trên GPU cũng vậy với 'cuda' và 'cuda:0' (dòng chọn device của bài cho "
-        "torch.device('cuda')). " + _NORMALISE)),
+        f"{a.case.label}: hàm trả về rỗng, có lẽ chỉ so .type nên cuda:1 lọt qua; {_NORMALISE}")),
+    Wrong("cuda not normalised", lambda a: str(a.case.args[1]) == "cuda" and a.got == _names(a),
+          f"với device = cuda, mọi tensor bị coi là lệch vì torch.device('cuda:0') != torch.device('cuda'); "
+          f"{_NORMALISE}"),
+    Wrong("naive comparison", lambda a: str(a.case.args[1]) == "cpu:0" and a.got == _names(a),
+          f"với device = cpu:0, mọi tensor bị coi là lệch vì torch.device('cpu:0') != torch.device('cpu'); "
+          f"{_NORMALISE}"),
     Wrong("parameters only", lambda a: a.case.want and a.got == a.case.want - _names(a, "buffers"), lambda a: (
-        f"thiếu buffer ({', '.join(sorted(a.case.want & _names(a, 'buffers')))}): buffer cũng phải theo model; duyệt "
-        "cả model.named_buffers(), không chỉ named_parameters().")),
+        f"thiếu buffer ({', '.join(sorted(a.case.want & _names(a, 'buffers')))}): duyệt cả model.named_buffers().")),
     Wrong("buffers only", lambda a: a.case.want and a.got == a.case.want & _names(a, "buffers"),
-          "thiếu tham số: duyệt cả model.named_parameters(), không chỉ named_buffers()."),
-    Wrong("inverted", lambda a: a.got and a.got == _names(a) - a.case.want, lambda a: (
-        f"kết quả bị đảo ngược ({a.case.label}): cần tên các tensor KHÔNG nằm trên device, nhận được các tensor đang "
-        "nằm đúng chỗ.")),
+          "thiếu tham số: duyệt cả model.named_parameters()."),
+    Wrong("inverted", lambda a: a.got and a.got == _names(a) - a.case.want,
+          lambda a: f"{a.case.label}: kết quả bị đảo, cần tên các tensor KHÔNG nằm trên device."),
     Wrong("every name", lambda a: a.got == _names(a),
-          lambda a: f"trả về mọi tên ({a.case.label}); chỉ lấy tensor có t.device khác device."),
+          lambda a: f"{a.case.label}: trả về mọi tên; chỉ lấy tensor có t.device khác device."),
     Wrong("short names", lambda a: a.case.want and a.got == {n.rsplit(".", 1)[-1] for n in a.case.want}, lambda a: (
-        f"tên thiếu phần đầu: cần tên đầy đủ như named_parameters() trả về ({sorted(a.case.want)}), không phải "
-        f"{sorted(a.got)}.")),
+        f"cần tên đầy đủ như named_parameters() cho ({sorted(a.case.want)}), không phải {sorted(a.got)}.")),
 )
 
 
 def _read_names(report: Report, got) -> set:
     """Return the learner's answer as a set of names, or record why it is not one and stop."""
-    if any(isinstance(n, torch.Tensor) for n in got):
-        report.problem("misplaced trả về tensor; hãy trả về TÊN của chúng, vd 'head.bias': named_parameters() cho "
-                       "cả (tên, tensor).", stop=True)
-    if not all(isinstance(n, str) for n in got):
-        report.problem("mỗi phần tử phải là tên dạng str, vd 'head.bias'.", stop=True)
+    report.first([(any(isinstance(n, torch.Tensor) for n in got),
+                   "misplaced trả về tensor; hãy trả về TÊN của chúng, như named_parameters() cho."),
+                  (not all(isinstance(n, str) for n in got), "mỗi phần tử phải là tên dạng str, vd 'head.bias'.")])
     return set(got)
 
 
 def _evaluate_misplaced(report: Report, misplaced=None) -> None:
     run_cases(report, misplaced, "misplaced(model, device)", _cases(), _MISPLACED_WRONGS,
               returns=(list, tuple, set, frozenset), read=_read_names)
-    report.success("misplaced tìm đúng tham số và buffer lệch thiết bị trong mọi trường hợp, kể cả khi device được "
-                   "viết 'cpu:0' (như 'cuda' và 'cuda:0' trên GPU) và khi một tham số nằm trên GPU thứ hai (cuda:1).")
+    report.success("misplaced tìm đúng tham số và buffer lệch thiết bị, kể cả với 'cpu:0' và GPU thứ hai (cuda:1).")
 
 
 task1 = Exercise("task1", "Bài 14.3 · Nhiệm vụ 1 · Tìm tensor lạc chỗ", _evaluate_misplaced, wrongs=_MISPLACED_WRONGS,
-                 hints=[
-    "Duyệt cả hai: for name, t in model.named_parameters() và for name, t in model.named_buffers(); "
-     "giữ name khi t.device khác device.",
-    "torch.device('cuda') != torch.device('cuda:0') (và 'cpu:0' != 'cpu'): chuẩn hoá trước bằng "
-     "want = torch.empty(0, device=device).device. Đừng chỉ so .type: cuda:1 cũng có type 'cuda'.",
-])
+                 hints=["Duyệt cả named_parameters() và named_buffers(), giữ name khi t.device khác device.",
+                        "Chuẩn hoá trước (cuda != cuda:0): want = torch.empty(0, device=device).device; đừng chỉ "
+                        "so .type, cuda:1 cũng là 'cuda'."])
 
 
 def _missing_gpu() -> str:
@@ -141,28 +118,23 @@ def _save_as_if_on_gpu(state: dict, path: str, tag: str) -> None:
 
 
 def _mismatch(x) -> str | None:
-    return next((name for name, value in x.saved.items() if not torch.equal(x.model.state_dict()[name].cpu(), value)),
-                None)
+    return next((k for k, v in x.saved.items() if not torch.equal(x.model.state_dict()[k].cpu(), v)), None)
 
 
 _LOAD_WRONGS = (
     Wrong("no map_location", raised(Exception, "deserialize object on"), lambda exc: (
-        f"torch.load báo lỗi: file được lưu trên {_missing_gpu()}, máy này không có GPU đó. Thêm "
-        "map_location=\"cpu\" (hoặc map_location=device) vào torch.load.")),
+        f"file được lưu trên {_missing_gpu()}, máy này không có GPU đó: thêm map_location=\"cpu\" vào torch.load.")),
     Wrong("no torch.load", lambda x: not x.loads, "load_weights không gọi torch.load(path, ...)."),
     Wrong("weights_only=False", lambda x: any(call.get("weights_only") is False for call in x.loads),
-          "đừng tắt weights_only: weights_only=False cho phép file chạy code tuỳ ý khi nạp. state_dict chỉ có tensor, "
-          "nên weights_only=True là đủ."),
+          "weights_only=False cho phép file chạy code tuỳ ý khi nạp: state_dict chỉ cần weights_only=True."),
     Wrong("returns the state_dict", lambda x: isinstance(x.result, dict),
-          "load_weights trả về dict (state_dict), chưa phải mô hình: nạp nó vào model bằng "
-          "model.load_state_dict(...), rồi return model."),
+          "load_weights trả về state_dict: nạp nó bằng model.load_state_dict(...), rồi return model."),
     Wrong("returns load_state_dict's keys", lambda x: isinstance(x.result, tuple) and hasattr(x.result, "missing_keys"),
-          "load_state_dict(...) trả về danh sách khoá thiếu/thừa, không phải mô hình: gọi nó rồi return model."),
+          "load_state_dict(...) trả về các khoá thiếu/thừa, không phải mô hình: gọi nó rồi return model."),
     Wrong("not the model", lambda x: x.result is not x.model,
           lambda x: f"hãy trả về chính model được truyền vào, không phải {type(x.result).__name__}."),
     Wrong("model not moved", lambda x: not x.moved,
-          "chưa đưa mô hình lên device: thêm model.to(device) (map_location chỉ quyết định nơi tensor của FILE được "
-          "nạp vào; load_state_dict chép chúng vào tham số, tham số đang ở đâu thì vẫn ở đó)."),
+          "chưa đưa mô hình lên device (map_location chỉ nói nơi tensor của FILE được nạp vào): model.to(device)."),
     Wrong("wrong device", lambda x: any(not same_device(p.device, x.device) for p in x.model.parameters()),
           lambda x: f"sau load_weights, mô hình không nằm trên {x.device}: model.to(device)."),
     Wrong("never loads", lambda x: _mismatch(x) is not None, lambda x: (
@@ -185,23 +157,17 @@ def _evaluate_load(report: Report, load_weights=None) -> None:
                                  mistakes=_LOAD_WRONGS[:1])
     loads = [call.kwargs for call in load.call_args_list]
     if result is None:
-        report.missing_part("load_weights chưa làm gì (thân hàm còn là ...)." if not loads else
-                            "load_weights chưa trả về mô hình (thiếu return model).", stop=True)
+        report.missing_part("load_weights chưa trả về mô hình (thiếu return model).", stop=True)
     if not all("weights_only" in call for call in loads):
         report.note("ghi rõ weights_only=True: từ PyTorch 2.6 đây là mặc định, nhưng bản cũ hơn mặc định False.")
     moved = any(m.source is p for m in tracker.moves for p in params)
     report.diagnose(_LOAD_WRONGS[1:], SimpleNamespace(result=result, model=model, loads=loads, moved=moved,
                                                       saved=saved, device=device))
-    report.success(f"file lưu trên {_missing_gpu()} (GPU mà máy này không có) được nạp, trọng số khớp, mô hình nằm "
-                   f"trên {device}.")
-    on_gpu_note(report, device, "cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU, "
-                "và ngược lại.")
+    report.success(f"file lưu trên {_missing_gpu()} được nạp, trọng số khớp, mô hình nằm trên {device}.")
+    on_gpu_note(report, device, "cùng hàm này nạp được checkpoint lưu trên Colab/Kaggle vào laptop không có GPU.")
 
 
 task2 = Exercise("task2", "Bài 14.3 · Nhiệm vụ 2 · Nạp checkpoint GPU ở mọi nơi", _evaluate_load, wrongs=_LOAD_WRONGS,
-                 hints=[
-    "Ba bước: state = torch.load(path, map_location=\"cpu\", weights_only=True); "
-     "model.load_state_dict(state); model.to(device). Rồi return model.",
-    "map_location quyết định nơi tensor trong FILE được nạp vào; model.to(device) quyết định nơi mô hình nằm. "
-     "Cần cả hai.",
-])
+                 hints=["map_location quyết định nơi tensor của FILE được nạp vào, model.to(device) nơi mô hình nằm.",
+                        "model.load_state_dict(torch.load(path, map_location=\"cpu\", weights_only=True)); "
+                        "return model.to(device)"])
