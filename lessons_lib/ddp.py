@@ -143,11 +143,7 @@ def _launch_argv(parsed: _Torchrun, run_dir: Path, cwd: Path, python: str) -> li
 
 def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 120.0,
            echo: bool = True) -> DDPRun:
-    """Run ``torchrun [flags] script.py [args]`` (script in `cwd`) in a temporary folder; return a ``DDPRun``.
-
-    No restarts, at most `timeout` seconds per attempt; when NCCL (a GPU per rank) fails or hangs, once more
-    with gloo. `echo` prints the command and what went wrong.
-    """
+    """Run ``torchrun [flags] script.py [args]`` (script in `cwd`, `timeout` s per try) and return a ``DDPRun``."""
     parsed = _parse_torchrun(command)
     if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
         raise TypeError(f"cwd phải là đường dẫn thư mục (str hoặc Path) hoặc None, không phải {type(cwd).__name__}")

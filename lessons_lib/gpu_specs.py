@@ -143,10 +143,7 @@ _NAMES = (
 
 
 def spec_for_device(device) -> GpuSpec | None:
-    """Return the documented spec of a CUDA device ("cuda" means the current one).
-
-    None means: not a CUDA device, no CUDA here, or a GPU that is not in the table.
-    """
+    """Return the documented spec of a CUDA device ("cuda": the current one); None if not CUDA or not listed."""
     import torch
 
     from .device import as_device
