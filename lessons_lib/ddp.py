@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -72,22 +71,6 @@ def _kill_tree(proc: subprocess.Popen, run_dir: Path, grace: float = 5.0) -> Non
         if time.monotonic() > deadline:
             raise DDPRunError(f"Không dừng được các tiến trình {left} của lượt chạy DDP.", kind="leftover")
         time.sleep(0.05)
-
-
-def _run_torchrun(cmd: list[str], run_dir: Path, env: dict[str, str], timeout: float) -> tuple[bool, int | None, str]:
-    """Run torchrun in `run_dir` in a new session with a time limit; return (timed out, exit code, its output)."""
-    log_path = run_dir / "torchrun.log"
-    timed_out, returncode = False, None
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            returncode = proc.wait(max(0.1, timeout))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _kill_tree(proc, run_dir)  # also on KeyboardInterrupt: nothing is left behind
-    return timed_out, returncode, log_path.read_text(encoding="utf-8", errors="replace")
 
 
 @dataclass(frozen=True)
@@ -181,16 +164,26 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
 
 def _launch_once(command: str, parsed: _Torchrun, folder: Path, backend: str, timeout: float,
                  start: float) -> DDPRun:
-    run_dir = Path(tempfile.mkdtemp(prefix="lessons_ddp_"))
-    try:
+    with tempfile.TemporaryDirectory(prefix="lessons_ddp_", ignore_cleanup_errors=True) as folder_name:
+        run_dir = Path(folder_name)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")  # N processes on a few cores
         env[_RUN_MARKER_ENV] = str(run_dir)  # every rank inherits it: find_processes() finds them by it
         package_parent = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
         if backend != "auto":
             env[_BACKEND_ENV] = backend
-        cmd = _launch_argv(parsed, run_dir, folder, sys.executable)
-        timed_out, returncode, output = _run_torchrun(cmd, run_dir, env, timeout)
+        timed_out, returncode = False, None
+        with open(run_dir / "torchrun.log", "wb") as log:
+            proc = subprocess.Popen(_launch_argv(parsed, run_dir, folder, sys.executable), cwd=run_dir, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                returncode = proc.wait(max(0.1, timeout))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_tree(proc, run_dir)  # also on KeyboardInterrupt: nothing is left behind
+        output = (run_dir / "torchrun.log").read_text(encoding="utf-8", errors="replace")
         wall = time.perf_counter() - start
         if timed_out or returncode != 0:
             error = _diagnose(run_dir, parsed.nproc_per_node, output, timed_out, timeout, returncode)
@@ -204,8 +197,6 @@ def _launch_once(command: str, parsed: _Torchrun, folder: Path, backend: str, ti
                                 log_tail=_tail(output.splitlines()))
             return DDPRun(command, wall_s=wall, output=output, ok=False, error=error)
         return DDPRun(command, ranks=ranks, wall_s=wall, output=output)
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _rank_log(run_dir: Path, rank: int) -> str:
@@ -223,8 +214,7 @@ class _RankState:
     error: str = ""  # the rank's own error line ("" when it printed none)
 
     @property
-    def peer_error(self) -> bool:
-        """Return True when this rank's error only says that another rank went away."""
+    def peer_error(self) -> bool:  # its error only says that another rank went away
         return bool(_PEER_ERROR.search(self.error))
 
 
@@ -238,12 +228,6 @@ def _rank_state(run_dir: Path, rank: int) -> _RankState:
         state.error = next((x.strip() for x in reversed(state.lines)
                             if "terminate called" in x or "what():" in x or "Fatal Python error" in x), "")
     return state
-
-
-def _exitcodes(output: str) -> dict[int, int]:
-    """Return {rank: exit code} from torchrun's failure summary."""
-    pattern = r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)"
-    return {int(m.group(1)): int(m.group(2)) for m in re.finditer(pattern, output)}
 
 
 def _tail(lines: list[str], n: int = 12) -> str:
@@ -274,7 +258,8 @@ def _diagnose(run_dir: Path, world_size: int, output: str, timed_out: bool, time
         tail = _tail(output.splitlines())
         return DDPRunError(f"torchrun dừng (mã {returncode}) trước khi rank nào chạy. Cuối output của torchrun:\n"
                            + tail, log_tail=tail)
-    codes = _exitcodes(output)
+    summary = re.finditer(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", output)
+    codes = {int(m.group(1)): int(m.group(2)) for m in summary}  # torchrun's failure summary
     culprit = _culprit(states, codes, output)
     code_txt = f" (exit code {codes[culprit.rank]})" if culprit.rank in codes else ""
     last = next((x.strip() for x in reversed(culprit.lines) if x.strip()), "")

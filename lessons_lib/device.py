@@ -235,10 +235,7 @@ def _cpu_bf16_hardware() -> bool | None:
         caps = {}
     if any(k in caps for k in names):
         return any(bool(caps.get(k)) for k in names)
-    avx512_bf16 = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
-    if avx512_bf16 is not None and _platform.machine().lower() in ("x86_64", "amd64", "i686", "x86"):
-        return bool(avx512_bf16() or getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
-    flags = _cpu_flags()
+    flags = _cpu_flags()  # older torch: what Linux lists
     if flags and any(k in flags for k in names):
         return True
     return False if flags and ("sse2" in flags or "asimd" in flags) else None
