@@ -341,9 +341,7 @@ def _compare_ranks(ranks: list[dict], reference: list[dict], atol: float = 1e-6,
     mean_local = [[sum(v) / world for v in zip(*(r["steps"][k]["local_grad"] for r in ranks), strict=True)]
                   for k in range(steps)]
     return DDPComparison(
-        world_size=world,
-        steps=steps,
-        shard_sizes=tuple(len(r["shard"]) for r in ranks),
+        world_size=world, steps=steps, shard_sizes=tuple(len(r["shard"]) for r in ranks),
         shards_disjoint=len(set(all_indices)) == len(all_indices),
         init_diff_before_ddp=across(lambda r, k: r["init_before_ddp"]),
         init_diff_after_ddp=across(lambda r, k: r["init_after_ddp"]),
@@ -355,9 +353,7 @@ def _compare_ranks(ranks: list[dict], reference: list[dict], atol: float = 1e-6,
         weight_diff_vs_single=max(_max_abs(r["steps"][k]["weights"], reference[k]["weights"]) for r, k in idx),
         grads_allclose=all(_close(r["steps"][k]["grad"], reference[k]["grad"], atol, rtol) for r, k in idx),
         weights_allclose=all(_close(r["steps"][k]["weights"], reference[k]["weights"], atol, rtol) for r, k in idx),
-        atol=atol,
-        rtol=rtol,
-    )
+        atol=atol, rtol=rtol)
 
 
 def _single_process_steps(data, model, ranks: list[dict], lr: float) -> list[dict]:
