@@ -271,8 +271,6 @@ def _diagnose(run_dir: Path, world_size: int, output: str, timed_out: bool, time
                        f"Cuối log của rank {culprit.rank}:\n" + excerpt, rank=culprit.rank, log_tail=excerpt)
 
 
-
-
 def _max_abs(a: list[float], b: list[float]) -> float:
     return max((abs(x - y) for x, y in zip(a, b, strict=True)), default=0.0)
 
