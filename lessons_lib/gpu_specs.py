@@ -1,9 +1,6 @@
-"""Documented peak speeds, memory and bandwidth of common NVIDIA GPUs, each with the document it comes from.
+"""Documented peaks, memory and bandwidth of common NVIDIA GPUs, each from the vendor document in ``source``.
 
-Every figure is copied from (or, where ``notes`` say ``derived``, computed by the stated formula from) the vendor
-document named in ``source``. Tensor-core figures are **dense** (without the 2:4 structured sparsity that
-datasheets often quote first). For GeForce cards the FP16 tensor figure is the one *with FP32 accumulate*, which
-is what PyTorch's fp16 matmul uses (half the "FP16 accumulate" figure on those cards).
+Tensor-core figures are dense (no 2:4 sparsity); ``notes`` say how a figure not printed as is was derived.
 """
 
 from __future__ import annotations
