@@ -92,7 +92,7 @@ def _parse_torchrun(command: str) -> _Torchrun:
     if tokens[:1] != ["torchrun"]:
         raise ValueError(f"command phải bắt đầu bằng 'torchrun' ({example}), nhận được {command!r}")
     rest = tokens[1:]
-    from torch.distributed.run import get_args_parser
+    from torch.distributed.run import determine_local_world_size, get_args_parser
 
     err = io.StringIO()
     try:
@@ -101,14 +101,10 @@ def _parse_torchrun(command: str) -> _Torchrun:
     except SystemExit:
         raise ValueError(f"torchrun không hiểu lệnh {command!r}: {err.getvalue().strip().splitlines()[-1:]}") from None
     n_script, nproc = len(args.training_script_args) + 1, str(args.nproc_per_node)
-    if nproc.isdigit():
-        nproc_per_node = int(nproc)
-    elif nproc == "gpu":
-        import torch
-
-        nproc_per_node = torch.cuda.device_count()
-    else:
-        nproc_per_node = os.cpu_count() or 1  # "auto"/"cpu": what torchrun picks without GPUs
+    try:
+        nproc_per_node = determine_local_world_size(nproc)  # as torchrun counts "gpu", "cpu", "auto"
+    except ValueError:
+        nproc_per_node = 0
     if nproc_per_node < 1:
         raise ValueError(f"--nproc_per_node phải cho ít nhất một tiến trình, nhận được {nproc!r}")
     return _Torchrun(tuple(rest[:-n_script]), rest[-n_script], tuple(rest[len(rest) - n_script + 1:]), nproc_per_node)
