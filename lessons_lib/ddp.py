@@ -1,9 +1,7 @@
-"""Run a learner's ``torchrun`` command from a notebook safely, and check what its ranks recorded.
+"""Run a learner's ``torchrun`` command from a notebook with a time limit, and check what its ranks recorded.
 
-``launch("torchrun --standalone --nproc_per_node=2 train_ddp.py", cwd=work)`` runs the script notebook 08
-writes in a new session with a wall-clock limit; whatever happens (a rank that dies or hangs, Ctrl-C) no
-process of it is left when it returns. It falls back to gloo when NCCL fails and returns a ``DDPRun``
-(``ok=False`` and a ``DDPRunError`` naming the rank at fault when the run failed).
+``launch()`` leaves no process behind (a rank that dies or hangs, Ctrl-C), falls back to gloo when NCCL fails,
+and returns a ``DDPRun`` (``ok=False`` and a ``DDPRunError`` naming the rank at fault when the run failed).
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,9 +24,8 @@ from ._validate import check_number
 
 _BACKEND_ENV = "DDP_BACKEND"  # read by lessons_lib.ddp_worker.choose_backend() in the ranks
 _RUN_MARKER_ENV = "LESSONS_DDP_RUN"  # the run folder, inherited by every process of a run
-_LOG_TAIL_LINES = 12
 # Errors a rank reports only because a peer died or hung (a consequence, not the cause).
-_PEER_ERROR = re.compile(r"closed by peer|reset by peer|remote worker|Broken pipe|timed out|Timed out|"
+_PEER_ERROR = re.compile(r"closed by peer|reset by peer|remote worker|Broken pipe|timed out|"
                          r"Connection refused|communicator was aborted", re.I)
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)?: ")
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch prefixes a rank's uncaught traceback with "[rankN]: "
@@ -40,110 +36,47 @@ class DDPRunError(RuntimeError):
 
     def __init__(self, message: str, rank: int | None = None, kind: str = "died", log_tail: str = ""):
         super().__init__(message)
-        self.rank = rank
-        self.kind = kind  # "died", "timeout", "leftover" or "bad_output"
-        self.log_tail = log_tail
-
-
-# --------------------------------------------------------------------------- processes
-
-
-def _cmdline(pid: int) -> str | None:
-    """Return the command line of a live (non-zombie) process, or None if it is gone."""
-    proc = Path(f"/proc/{pid}")
-    if Path("/proc/self").exists():
-        try:
-            if (proc / "stat").read_text().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
-                return None
-            return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            return None
-    try:  # macOS and other systems without /proc
-        out = subprocess.run(["ps", "-o", "stat=,command=", "-p", str(pid)], capture_output=True, text=True)
-    except OSError:
-        return None
-    line = out.stdout.strip()
-    return None if not line or line.startswith("Z") else line.split(None, 1)[-1]
-
-
-def _environ_has(pid: int, marker: bytes) -> bool:
-    """Return True when the environment of process `pid` contains `marker` (Linux only)."""
-    try:
-        return marker in Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
+        self.rank, self.kind, self.log_tail = rank, kind, log_tail  # kind: "died", "timeout", "leftover", "bad_output"
 
 
 def find_processes(marker: str) -> list[int]:
-    """Return the pids of live processes whose command line (or, on Linux, environment) contains `marker`."""
-    if Path("/proc/self").exists():
-        pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-    else:
-        pids = [int(x) for x in subprocess.run(["ps", "-axo", "pid="], capture_output=True, text=True).stdout.split()]
-    found = []
-    for pid in pids:
-        cmd = None if pid == os.getpid() else _cmdline(pid)
-        if cmd is not None and (marker in cmd or _environ_has(pid, marker.encode())):
-            found.append(pid)
+    """Return the pids of live processes whose command line or environment contains `marker` (Linux /proc)."""
+    found, needle = [], marker.encode()
+    for proc in Path("/proc").glob("[0-9]*"):  # no /proc (macOS, Windows): torchrun's own SIGTERM stops the ranks
+        try:
+            if (int(proc.name) != os.getpid() and (proc / "stat").read_text().rsplit(")", 1)[-1].split()[0] not in "ZX"
+                    and (needle in (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+                         or needle in (proc / "environ").read_bytes())):
+                found.append(int(proc.name))
+        except OSError:  # gone meanwhile, or another user's environment
+            continue
     return sorted(found)
 
 
-def _signal_group(pid: int, sig: int) -> None:
-    """Send `sig` to the process group led by `pid` (to the process alone where groups do not exist)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if hasattr(os, "killpg"):
-            os.killpg(pid, sig)
-        else:  # pragma: no cover - Windows
-            os.kill(pid, sig)
-
-
 def _kill_tree(proc: subprocess.Popen, run_dir: Path, grace: float = 5.0) -> None:
-    """Stop torchrun and every rank; return when none of them is left."""
-    kill = getattr(signal, "SIGKILL", signal.SIGTERM)
+    """Stop torchrun (SIGTERM first: it then stops its workers itself) and every process of the run."""
     if proc.poll() is None:
-        _signal_group(proc.pid, signal.SIGTERM)  # SIGTERM first: torchrun then stops its workers itself
+        proc.terminate()
         try:
             proc.wait(grace)
         except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, kill)
+            proc.kill()
             proc.wait()
-    # torchrun starts the ranks in sessions of their own, so a killpg of torchrun's group does not reach
-    # them: find them by the run folder in their environment and kill their groups.
+    # torchrun starts the ranks in sessions of their own: find them, and what they started, by the marker.
     deadline = time.monotonic() + grace
     while left := find_processes(str(run_dir)):
         for pid in left:
-            _signal_group(pid, kill)  # a rank that leads its own group: it and anything it started
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, kill)  # a rank that does not lead a group (older torchrun)
+                os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
         if time.monotonic() > deadline:
             raise DDPRunError(f"Không dừng được các tiến trình {left} của lượt chạy DDP.", kind="leftover")
         time.sleep(0.05)
-
-
-def _run_torchrun(cmd: list[str], run_dir: Path, env: dict[str, str], timeout: float) -> tuple[bool, int | None, str]:
-    """Run torchrun in `run_dir` in a new session with a time limit; return (timed out, exit code, its output)."""
-    log_path = run_dir / "torchrun.log"
-    timed_out, returncode = False, None
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            returncode = proc.wait(max(0.1, timeout))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _kill_tree(proc, run_dir)  # also on KeyboardInterrupt: nothing is left behind
-    return timed_out, returncode, log_path.read_text(encoding="utf-8", errors="replace")
-
-
-# --------------------------------------------------------------------------- the command
 
 
 @dataclass(frozen=True)
 class _Torchrun:
     """A ``torchrun ...`` command split the way torchrun itself parses it."""
 
-    text: str
     launcher_args: tuple[str, ...]
     script: str
     script_args: tuple[str, ...]
@@ -152,15 +85,14 @@ class _Torchrun:
 
 def _parse_torchrun(command: str) -> _Torchrun:
     """Split ``torchrun [flags] script.py [args]`` with torchrun's own argument parser."""
+    example = "ví dụ 'torchrun --standalone --nproc_per_node=2 train.py'"
     if not isinstance(command, str):
-        raise TypeError(f"command phải là một chuỗi (str), ví dụ 'torchrun --standalone --nproc_per_node=2 "
-                        f"train.py', không phải {type(command).__name__}")
+        raise TypeError(f"command phải là một chuỗi (str), {example}, không phải {type(command).__name__}")
     tokens = shlex.split(command)
     if tokens[:1] != ["torchrun"]:
-        raise ValueError(f"command phải bắt đầu bằng 'torchrun' (ví dụ 'torchrun --standalone --nproc_per_node=2 "
-                         f"train.py'), nhận được {command!r}")
+        raise ValueError(f"command phải bắt đầu bằng 'torchrun' ({example}), nhận được {command!r}")
     rest = tokens[1:]
-    from torch.distributed.run import get_args_parser
+    from torch.distributed.run import determine_local_world_size, get_args_parser
 
     err = io.StringIO()
     try:
@@ -168,50 +100,29 @@ def _parse_torchrun(command: str) -> _Torchrun:
             args = get_args_parser().parse_args(rest)
     except SystemExit:
         raise ValueError(f"torchrun không hiểu lệnh {command!r}: {err.getvalue().strip().splitlines()[-1:]}") from None
-    n_script = len(args.training_script_args) + 1
-    nproc = str(args.nproc_per_node)
-    if nproc.isdigit():
-        nproc_per_node = int(nproc)
-    elif nproc == "gpu":
-        import torch
-
-        nproc_per_node = torch.cuda.device_count()
-    else:
-        nproc_per_node = os.cpu_count() or 1  # "auto"/"cpu": what torchrun picks without GPUs
+    n_script, nproc = len(args.training_script_args) + 1, str(args.nproc_per_node)
+    try:
+        nproc_per_node = determine_local_world_size(nproc)  # as torchrun counts "gpu", "cpu", "auto"
+    except ValueError:
+        nproc_per_node = 0
     if nproc_per_node < 1:
         raise ValueError(f"--nproc_per_node phải cho ít nhất một tiến trình, nhận được {nproc!r}")
-    return _Torchrun(text=command, launcher_args=tuple(rest[:-n_script]), script=rest[-n_script],
-                     script_args=tuple(rest[len(rest) - n_script + 1:]), nproc_per_node=nproc_per_node)
+    return _Torchrun(tuple(rest[:-n_script]), rest[-n_script], tuple(rest[len(rest) - n_script + 1:]), nproc_per_node)
 
 
 def _launch_argv(parsed: _Torchrun, run_dir: Path, cwd: Path, python: str) -> list[str]:
     """Return the argv that runs `parsed` with the course's additions (own log folder, no restarts)."""
-
-    def has(*names: str) -> bool:
-        return any(a == n or a.startswith(n + "=") for a in parsed.launcher_args for n in names)
-
+    given = {a.split("=")[0].replace("_", "-") for a in parsed.launcher_args}
     # --log-dir keeps torchrun's files in the run folder: without it each run leaves a folder in /tmp.
     extra = [f"--log-dir={run_dir / 'logs'}", "--redirects=3"]
-    if not has("--max-restarts", "--max_restarts"):
-        extra.append("--max-restarts=0")
-    if not has("--monitor-interval", "--monitor_interval"):
-        extra.append("--monitor-interval=0.2")
+    extra += [f"--{k}={v}" for k, v in (("max-restarts", 0), ("monitor-interval", 0.2)) if f"--{k}" not in given]
     script = str((cwd / parsed.script).resolve())
     return [python, "-m", "torch.distributed.run", *parsed.launcher_args, *extra, script, *parsed.script_args]
 
 
-# --------------------------------------------------------------------------- launch
-
-
 def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 120.0,
            echo: bool = True) -> DDPRun:
-    """Run a torchrun command (as a learner types it) safely; return the ranks' ``rank*.json`` results.
-
-    ``command`` (``torchrun [flags] script.py [args]``, the script relative to `cwd`) runs as ``python -m
-    torch.distributed.run`` of this Python in a temporary folder, in a new session, with no restarts and at most
-    `timeout` seconds per attempt; when NCCL (a GPU per rank) fails or hangs, once more with gloo. `echo` prints
-    the command and what went wrong (a failed run has ``ok=False``).
-    """
+    """Run ``torchrun [flags] script.py [args]`` (script in `cwd`, `timeout` s per try) and return a ``DDPRun``."""
     parsed = _parse_torchrun(command)
     if cwd is not None and not isinstance(cwd, (str, os.PathLike)):
         raise TypeError(f"cwd phải là đường dẫn thư mục (str hoặc Path) hoặc None, không phải {type(cwd).__name__}")
@@ -233,49 +144,55 @@ def launch(command: str, cwd: str | os.PathLike | None = None, timeout: float = 
         print(f"  (NCCL, mỗi rank một GPU; nếu NCCL lỗi hoặc treo quá {timeout:g} s, chạy lại bằng gloo)")
     notes: list[str] = []
     start = time.perf_counter()
-    run = _launch_once(parsed, folder, "auto", timeout, start)  # the script's choose_backend() decides
+    run = _launch_once(command, parsed, folder, "auto", timeout, start)  # the script's choose_backend() decides
     if not run.ok and nccl_first:  # NCCL fails in many ways (init error, CUDA error, hang): gloo may still work
         first = str(run.error).splitlines()[0]
         notes.append(f"Lượt chạy với NCCL không thành công ({first}). Chạy lại bằng gloo (DDP_BACKEND=gloo): "
                      "vẫn là DDP, chỉ khác là all-reduce đi qua CPU thay vì giữa các GPU.")
         if echo:
             print("⚠️ " + notes[-1])
-        run = _launch_once(parsed, folder, "gloo", timeout, start)
+        run = _launch_once(command, parsed, folder, "gloo", timeout, start)
     run.notes = notes + run.notes
     if not run.ok and echo:
         print("❌ DDP: " + str(run.error), file=sys.stderr)
     return run
 
 
-def _launch_once(parsed: _Torchrun, folder: Path, backend: str, timeout: float, start: float) -> DDPRun:
-    run_dir = Path(tempfile.mkdtemp(prefix="lessons_ddp_"))
-    try:
+def _launch_once(command: str, parsed: _Torchrun, folder: Path, backend: str, timeout: float,
+                 start: float) -> DDPRun:
+    with tempfile.TemporaryDirectory(prefix="lessons_ddp_", ignore_cleanup_errors=True) as folder_name:
+        run_dir = Path(folder_name)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")  # N processes on a few cores
         env[_RUN_MARKER_ENV] = str(run_dir)  # every rank inherits it: find_processes() finds them by it
         package_parent = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
         if backend != "auto":
             env[_BACKEND_ENV] = backend
-        cmd = _launch_argv(parsed, run_dir, folder, sys.executable)
-        timed_out, returncode, output = _run_torchrun(cmd, run_dir, env, timeout)
+        timed_out, returncode = False, None
+        with open(run_dir / "torchrun.log", "wb") as log:
+            proc = subprocess.Popen(_launch_argv(parsed, run_dir, folder, sys.executable), cwd=run_dir, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                returncode = proc.wait(max(0.1, timeout))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_tree(proc, run_dir)  # also on KeyboardInterrupt: nothing is left behind
+        output = (run_dir / "torchrun.log").read_text(encoding="utf-8", errors="replace")
         wall = time.perf_counter() - start
         if timed_out or returncode != 0:
             error = _diagnose(run_dir, parsed.nproc_per_node, output, timed_out, timeout, returncode)
             logs = "\n".join(_rank_log(run_dir, r) for r in range(parsed.nproc_per_node))
-            return DDPRun(parsed.text, wall_s=wall, output=output + "\n" + logs, ok=False, error=error)
+            return DDPRun(command, wall_s=wall, output=output + "\n" + logs, ok=False, error=error)
         files = sorted(run_dir.glob("rank*.json"), key=lambda p: int(p.stem[4:]) if p.stem[4:].isdigit() else -1)
         try:
             ranks = [json.loads(p.read_text(encoding="utf-8")) for p in files]
         except (OSError, json.JSONDecodeError) as exc:
             error = DDPRunError(f"torchrun xong nhưng kết quả không đọc được: {exc}", kind="bad_output",
                                 log_tail=_tail(output.splitlines()))
-            return DDPRun(parsed.text, wall_s=wall, output=output, ok=False, error=error)
-        return DDPRun(parsed.text, ranks=ranks, wall_s=wall, output=output)
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-
-
-# --------------------------------------------------------------------------- diagnosis
+            return DDPRun(command, wall_s=wall, output=output, ok=False, error=error)
+        return DDPRun(command, ranks=ranks, wall_s=wall, output=output)
 
 
 def _rank_log(run_dir: Path, rank: int) -> str:
@@ -293,52 +210,33 @@ class _RankState:
     error: str = ""  # the rank's own error line ("" when it printed none)
 
     @property
-    def last(self) -> str:
-        return next((x.strip() for x in reversed(self.lines) if x.strip()), "")
-
-    @property
-    def peer_error(self) -> bool:
-        """Return True when this rank's error only says that another rank went away."""
-        return bool(self.error) and bool(_PEER_ERROR.search(self.error))
+    def peer_error(self) -> bool:  # its error only says that another rank went away
+        return bool(_PEER_ERROR.search(self.error))
 
 
 def _rank_state(run_dir: Path, rank: int) -> _RankState:
     state = _RankState(rank, _rank_log(run_dir, rank).splitlines())
     plain = [_RANK_PREFIX.sub("", x) for x in state.lines]
-    for i, line in enumerate(plain):  # the exception line of its first Python traceback
-        if line.startswith("Traceback (most recent call last):"):
-            state.error = next((x.strip() for x in plain[i + 1:] if _EXCEPTION_LINE.match(x)), "")
-            break
+    if "Traceback (most recent call last):" in plain:  # the exception line of its first Python traceback
+        after = plain[plain.index("Traceback (most recent call last):") + 1:]
+        state.error = next((x.strip() for x in after if _EXCEPTION_LINE.match(x)), "")
     if not state.error:  # a C++ abort leaves no traceback but a message
         state.error = next((x.strip() for x in reversed(state.lines)
                             if "terminate called" in x or "what():" in x or "Fatal Python error" in x), "")
     return state
 
 
-def _exitcodes(output: str) -> dict[int, int]:
-    """Return {rank: exit code} from torchrun's failure summary."""
-    pattern = r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)"
-    return {int(m.group(1)): int(m.group(2)) for m in re.finditer(pattern, output)}
+def _tail(lines: list[str], n: int = 12) -> str:
+    return "\n".join(["    " + _RANK_PREFIX.sub("", line) for line in lines if line.strip()][-n:]) or "    (log trống)"
 
 
-def _tail(lines: list[str], n: int = _LOG_TAIL_LINES) -> str:
-    return "\n".join("    " + line for line in lines[-n:])
-
-
-def _excerpt(state: _RankState) -> str:
-    """Return the end of a rank's log (without torch's "[rankN]: " prefixes)."""
-    return _tail([_RANK_PREFIX.sub("", x) for x in state.lines if x.strip()]) or "    (log trống)"
-
-
-def _culprit(states: list[_RankState], output: str) -> _RankState:
+def _culprit(states: list[_RankState], codes: dict[int, int], output: str) -> _RankState:
     """Return the rank that failed first: torchrun's root cause among the likely ones, else the highest exit code."""
-    codes = _exitcodes(output)
     m = re.search(r"Root Cause.*?rank\s*:\s*(\d+)", output, re.S)
-    root = int(m.group(1)) if m else None
     own_errors = [s for s in states if s.error and not s.peer_error]
     silent = [s for s in states if not s.error]  # died without a word (os._exit, kill -9, OOM)
     candidates = own_errors or [s for s in silent if codes.get(s.rank, 0) > 0] or silent or states
-    return next((s for s in candidates if s.rank == root),
+    return next((s for s in candidates if m and s.rank == int(m.group(1))),
                 min(candidates, key=lambda s: (-codes.get(s.rank, 0), s.rank)))
 
 
@@ -347,26 +245,26 @@ def _diagnose(run_dir: Path, world_size: int, output: str, timed_out: bool, time
     """Return the error that says what went wrong: which rank died first and why, or that the run hung."""
     states = [_rank_state(run_dir, rank) for rank in range(world_size)]
     if timed_out:  # a hung rank prints nothing: which one hung cannot be told
-        ends = "\n".join(f"  rank {s.rank}:\n" + _excerpt(s) for s in states)
+        ends = "\n".join(f"  rank {s.rank}:\n" + _tail(s.lines) for s in states)
         return DDPRunError(
             f"Lượt chạy DDP không xong trong {timeout:g} s nên đã bị dừng (mọi tiến trình đã bị kill). Không rank nào "
             "báo lỗi: các rank bị treo, thường vì một rank không tới một collective (barrier, all-reduce) mà các "
-            "rank khác đang đợi. Cuối log của từng rank:\n" + ends, rank=None, kind="timeout", log_tail=ends)
+            "rank khác đang đợi. Cuối log của từng rank:\n" + ends, kind="timeout", log_tail=ends)
     if not any(s.lines for s in states):
+        tail = _tail(output.splitlines())
         return DDPRunError(f"torchrun dừng (mã {returncode}) trước khi rank nào chạy. Cuối output của torchrun:\n"
-                           + _tail(output.splitlines()), rank=None, kind="died", log_tail=_tail(output.splitlines()))
-    culprit = _culprit(states, output)
-    code = _exitcodes(output).get(culprit.rank)
-    code_txt = f" (exit code {code})" if code is not None else ""
-    reason = culprit.error or f"thoát đột ngột, không có traceback, dòng log cuối: '{culprit.last}'"
-    echoes = [s.rank for s in states if s is not culprit and s.peer_error]
-    echo_txt = (f" Rank {', '.join(map(str, echoes))} cũng báo lỗi kết nối: đó chỉ là hậu quả." if echoes else "")
+                           + tail, log_tail=tail)
+    summary = re.finditer(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", output)
+    codes = {int(m.group(1)): int(m.group(2)) for m in summary}  # torchrun's failure summary
+    culprit = _culprit(states, codes, output)
+    code_txt = f" (exit code {codes[culprit.rank]})" if culprit.rank in codes else ""
+    last = next((x.strip() for x in reversed(culprit.lines) if x.strip()), "")
+    reason = culprit.error or f"thoát đột ngột, không có traceback, dòng log cuối: '{last}'"
+    echoes = [str(s.rank) for s in states if s is not culprit and s.peer_error]
+    echo_txt = f" Rank {', '.join(echoes)} cũng báo lỗi kết nối: đó chỉ là hậu quả." if echoes else ""
+    excerpt = _tail(culprit.lines)
     return DDPRunError(f"Rank {culprit.rank} chết{code_txt}: {reason}. torchrun đã dừng các rank còn lại.{echo_txt} "
-                       f"Cuối log của rank {culprit.rank}:\n" + _excerpt(culprit),
-                       rank=culprit.rank, kind="died", log_tail=_excerpt(culprit))
-
-
-# --------------------------------------------------------------------------- results and checks
+                       f"Cuối log của rank {culprit.rank}:\n" + excerpt, rank=culprit.rank, log_tail=excerpt)
 
 
 def _max_abs(a: list[float], b: list[float]) -> float:
@@ -404,12 +302,12 @@ class DDPComparison:
 
     @property
     def ok(self) -> bool:
-        """Return True when DDP did what it promises: same gradients/weights everywhere, equal to one process."""
+        """Return True when the ranks agree bit for bit and match one process."""
         return (self.shards_disjoint and self.grad_diff_between_ranks == 0.0 and self.weight_diff_between_ranks == 0.0
                 and self.init_diff_after_ddp == 0.0 and self.grads_allclose and self.weights_allclose)
 
     def rows(self) -> list[tuple[str, float]]:
-        """Return (label, max abs difference) rows, for a table or a plot."""
+        """Return (label, max abs difference) rows, for a plot."""
         return [
             ("trọng số đầu, giữa các rank, trước DDP", self.init_diff_before_ddp),
             ("trọng số đầu, giữa các rank, sau DDP", self.init_diff_after_ddp),
@@ -437,9 +335,7 @@ def _compare_ranks(ranks: list[dict], reference: list[dict], atol: float = 1e-6,
     mean_local = [[sum(v) / world for v in zip(*(r["steps"][k]["local_grad"] for r in ranks), strict=True)]
                   for k in range(steps)]
     return DDPComparison(
-        world_size=world,
-        steps=steps,
-        shard_sizes=tuple(len(r["shard"]) for r in ranks),
+        world_size=world, steps=steps, shard_sizes=tuple(len(r["shard"]) for r in ranks),
         shards_disjoint=len(set(all_indices)) == len(all_indices),
         init_diff_before_ddp=across(lambda r, k: r["init_before_ddp"]),
         init_diff_after_ddp=across(lambda r, k: r["init_after_ddp"]),
@@ -451,9 +347,7 @@ def _compare_ranks(ranks: list[dict], reference: list[dict], atol: float = 1e-6,
         weight_diff_vs_single=max(_max_abs(r["steps"][k]["weights"], reference[k]["weights"]) for r, k in idx),
         grads_allclose=all(_close(r["steps"][k]["grad"], reference[k]["grad"], atol, rtol) for r, k in idx),
         weights_allclose=all(_close(r["steps"][k]["weights"], reference[k]["weights"], atol, rtol) for r, k in idx),
-        atol=atol,
-        rtol=rtol,
-    )
+        atol=atol, rtol=rtol)
 
 
 def _single_process_steps(data, model, ranks: list[dict], lr: float) -> list[dict]:
@@ -478,11 +372,7 @@ def _single_process_steps(data, model, ranks: list[dict], lr: float) -> list[dic
 
 @dataclass
 class DDPRun:
-    """What one ``launch()`` produced: the ranks' records, timing, and how it went.
-
-    A failed run has ``ok=False``, no ranks and the ``error``; its methods then say so instead of raising.
-    ``compare_with_single_process()`` adds the ``comparison`` with one process on the same batches.
-    """
+    """What one ``launch()`` produced; a failed run has ``ok=False``, no ranks, the ``error``, and says so."""
 
     command: str
     ranks: list[dict] = field(default_factory=list)
@@ -495,12 +385,10 @@ class DDPRun:
 
     @property
     def world_size(self) -> int:
-        """Return the number of ranks that reported results."""
         return len(self.ranks)
 
     @property
     def backend(self) -> str | None:
-        """Return the process-group backend the ranks used ("gloo" or "nccl"); None without results."""
         return self.ranks[0]["backend"] if self.ranks else None
 
     def _no_results(self) -> str:
@@ -508,10 +396,7 @@ class DDPRun:
         return f"(Lượt chạy DDP không thành công nên không có kết quả để xem: {why})"
 
     def compare_with_single_process(self, data, model, lr: float) -> DDPComparison | None:
-        """Redo the ranks' SGD steps (`lr`) on their joint batches of `data` with a fresh `model`; compare.
-
-        Returns the ``DDPComparison`` (kept in ``self.comparison``), or None when the run has no results.
-        """
+        """Redo the ranks' SGD steps on their joint batches with a fresh `model`; keep and return the comparison."""
         if not self.ranks:
             print(self._no_results())
             return None

@@ -1,9 +1,4 @@
-"""Helpers for a DDP training script run by ``torchrun`` (one process per rank): notebook 08's ``train_ddp.py``.
-
-``choose_backend()`` picks gloo or nccl, ``RankRecorder`` saves what the rank saw as ``rank{RANK}.json`` for the
-notebook's checks, ``exit_rank()`` ends the rank once its work is flushed. Imports only torch and the
-standard library, so a learner can copy it into a script.
-"""
+"""Helpers for notebook 08's ``train_ddp.py`` (one process per rank); only torch and the standard library."""
 
 from __future__ import annotations
 
@@ -41,11 +36,7 @@ def _flat(tensors) -> list[float]:
 
 
 class RankRecorder:
-    """Record what this rank sees during a DDP run and save it as ``rank{RANK}.json``.
-
-    `sampler` is the rank's ``DistributedSampler`` (its shard), `model` the model before DDP wraps it (its
-    weights as they are now), `backend` "gloo" or "nccl".
-    """
+    """Record what this rank sees (its sampler's shard, the model before DDP) and save it as ``rank{RANK}.json``."""
 
     def __init__(self, sampler, model, backend: str):
         if not hasattr(sampler, "__iter__") or not hasattr(sampler, "dataset"):
@@ -70,10 +61,7 @@ class RankRecorder:
         self.data["init_after_ddp"] = _flat(ddp.parameters())
 
     def step(self, x, local_grads, ddp) -> None:
-        """Record one step after ``optimizer.step()``: batch `x`, this rank's own `local_grads`, and `ddp`'s.
-
-        `local_grads` come from ``torch.autograd.grad`` on the bare model; `ddp`'s ``.grad`` is all-reduced.
-        """
+        """Record one step after ``optimizer.step()``: batch `x`, the bare model's `local_grads`, and `ddp`'s."""
         batch = self.data["shard"][self._used:self._used + len(x)]
         self._used += len(x)
         self.data["steps"].append({
@@ -96,11 +84,7 @@ class RankRecorder:
 
 
 def exit_rank() -> NoReturn:
-    """End this rank's process with exit status 0: flush stdout/stderr, then ``os._exit``.
-
-    Call it last, once the results are written (``rec.save()`` fsyncs them) and the process group is torn
-    down (``dist.barrier()``, then ``dist.destroy_process_group()``).
-    """
+    """End this rank with exit status 0 (flush, then ``os._exit``): last, after ``rec.save()`` and the teardown."""
     # Skip interpreter finalization and C++ static destructors on purpose. destroy_process_group() does not
     # stop gloo's threads (pt_gloo_runloop x2, gloo_tcp_loop): the C++ process group lives while anything
     # refers to it, and after DDP something in torch's module state does until interpreter shutdown clears

@@ -1,8 +1,4 @@
-"""Choose a device and explain the machine: which GPUs exist, and why CUDA may be unavailable.
-
-The one diagnosis of CUDA (`CudaFacts` → `explain_cuda`) lives here: lessons print it in `environment_report()`,
-and the instructor's checks (`gpu_check`) add their own fixes to it.
-"""
+"""Choose a device and explain the machine; the one diagnosis of CUDA (`CudaFacts` → `explain_cuda`) lives here."""
 
 from __future__ import annotations
 
@@ -96,10 +92,7 @@ def _driver_version(path: str = "/proc/driver/nvidia/version") -> str | None:
 
 
 def gather_cuda_facts(probe_gpus: bool = True) -> CudaFacts:
-    """Read the CUDA facts of this machine from torch, the environment and the driver files.
-
-    `probe_gpus=False` reads no GPU's properties, so no CUDA context is created (the instructor's checks).
-    """
+    """Read this machine's CUDA facts; `probe_gpus=False` reads no GPU's properties (no CUDA context)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         available = torch.cuda.is_available()
@@ -206,10 +199,7 @@ def available_devices() -> list[str]:
 
 
 def pick_device(preferred: str | torch.device | None = None) -> torch.device:
-    """Return `preferred` if this machine has it, else the best device here (CUDA > MPS > CPU).
-
-    The environment variable ``LESSONS_DEVICE`` (e.g. ``cpu``) overrides the automatic choice.
-    """
+    """Return `preferred` if this machine has it, else $LESSONS_DEVICE, else the best here (CUDA > MPS > CPU)."""
     preferred = preferred if preferred is not None else os.environ.get("LESSONS_DEVICE") or None
     if preferred is None:
         if torch.cuda.is_available():
@@ -245,22 +235,14 @@ def _cpu_bf16_hardware() -> bool | None:
         caps = {}
     if any(k in caps for k in names):
         return any(bool(caps.get(k)) for k in names)
-    avx512_bf16 = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
-    if avx512_bf16 is not None and _platform.machine().lower() in ("x86_64", "amd64", "i686", "x86"):
-        return bool(avx512_bf16() or getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
-    flags = _cpu_flags()
+    flags = _cpu_flags()  # older torch: what Linux lists
     if flags and any(k in flags for k in names):
         return True
     return False if flags and ("sse2" in flags or "asimd" in flags) else None
 
 
 def has_native_bf16(device: str | torch.device | None = None) -> bool | None:
-    """Return whether `device` has bfloat16 arithmetic in hardware: True, False, or None where not checked.
-
-    CUDA: compute capability 8.0+ (a T4, sm_75, only emulates bf16, although ``torch.cuda.is_bf16_supported()``
-    says True there). CPU: AVX512_BF16 / AMX-BF16 (x86) or BF16 (ARM), as torch or Linux reports them; None
-    when neither can tell. MPS and other devices: None.
-    """
+    """Return whether `device` has bf16 arithmetic in hardware (CUDA 8.0+: a T4 only emulates it); None: unknown."""
     device = pick_device(device)
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()

@@ -16,13 +16,7 @@ def short_message(exc: BaseException, max_lines: int = 6) -> str:
 
 
 class expect_error:  # noqa: N801 - used like a function: `with expect_error(RuntimeError):`
-    """Run a block that must fail; show the error briefly (with the `explain()` hint) and let the notebook go on.
-
-    ``with expect_error(RuntimeError, match="same device"): model(x_cpu)``. `error` is an exception class or a
-    tuple of them, `match` an optional regular expression the message must contain. After the block,
-    ``.exception`` holds the caught exception. A block that raises nothing (or a non-matching message) raises
-    ``AssertionError``; an error of another type is not caught.
-    """
+    """``with expect_error(RuntimeError, match=...):`` a block that must fail; show the error briefly, go on."""
 
     def __init__(self, error: type[BaseException] | tuple[type[BaseException], ...] = Exception,
                  match: str | None = None, explain_it: bool = True):
@@ -104,20 +98,12 @@ _RULES = (
         r"MPS backend out of memory|DefaultCPUAllocator: (can't allocate memory|not enough memory)",
         "Hết bộ nhớ (RAM của máy, hoặc bộ nhớ chung của GPU Apple). Giảm batch / kích thước tensor; "
         "kiểm tra lại shape: một phép tính vô tình tạo tensor khổng lồ (vd broadcast sai) cũng gây lỗi này."),
-    _Rule("no_cuda_build",
-        r"Torch not compiled with CUDA enabled",
-        "Bản PyTorch này chỉ có CPU, nên mọi thứ ghi cứng \"cuda\" đều lỗi. Dùng `device = pick_device()` "
-        "thay vì viết cứng \"cuda\"; muốn dùng GPU thì chọn runtime GPU (Colab/Kaggle) hoặc cài bản có CUDA "
-        "(pytorch.org/get-started)."),
-    _Rule("driver_too_old",
-        r"NVIDIA driver on your system is too old",
-        "Driver NVIDIA cũ hơn bản CUDA mà PyTorch được build. Cập nhật driver, hoặc cài bản PyTorch build cho "
-        "CUDA cũ hơn (chọn đúng lệnh ở pytorch.org/get-started)."),
-    _Rule("no_driver",
-        r"Found no NVIDIA driver|no CUDA-capable device is detected|No CUDA GPUs are available",
-        "Bản PyTorch có CUDA nhưng không thấy GPU / driver NVIDIA nào. Colab: Runtime → Change runtime type → "
-        "T4 GPU; Kaggle: Settings → Accelerator → GPU T4 ×2; máy riêng: cài driver NVIDIA; kiểm tra cả "
-        "biến CUDA_VISIBLE_DEVICES."),
+    _Rule("cuda_setup",  # the reason on this machine is device.py's one diagnosis, added by explain()
+        r"Torch not compiled with CUDA enabled|NVIDIA driver on your system is too old|Found no NVIDIA driver|"
+        r"no CUDA-capable device is detected|No CUDA GPUs are available",
+        "PyTorch không dùng được CUDA ở đây (bản chỉ có CPU hoặc bản cho Mac, không có GPU / driver NVIDIA, hoặc "
+        "driver quá cũ). Cách sửa: dùng `device = pick_device()` thay vì viết cứng \"cuda\" (trên Mac nó chọn "
+        "`mps`); `print(environment_report())` nói lý do trên máy này."),
     _Rule("no_kernel_image",
         r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice",
         "GPU này quá cũ cho bản PyTorch đang cài (bản build không có mã máy cho kiến trúc của nó, vd P100 sm_60 "
@@ -172,21 +158,6 @@ def find_rule(text: str) -> _Rule | None:
     return next((rule for rule in _RULES if re.search(rule.pattern, text, flags=re.S)), None)
 
 
-_MAC_NO_CUDA = (
-    "Đây là bản PyTorch bình thường của Mac, không phải bản cài hỏng: Mac không có GPU NVIDIA nên bản build cho "
-    "macOS không bao giờ có CUDA, và đừng cài lại để \"sửa\". GPU của Mac (Apple silicon) dùng thiết bị `mps`: "
-    "thay \"cuda\" viết cứng bằng `device = pick_device()` (chọn `mps` khi có, không thì `cpu`). Ô nào thật sự "
-    "cần CUDA (`%%gpu`) thì chạy trên Colab/Kaggle với GPU T4."
-)
-
-
-def _mps_build() -> bool:
-    """True when this PyTorch was built with MPS (the macOS build), which never has CUDA."""
-    import torch
-
-    return torch.backends.mps.is_built()
-
-
 def explain(exc: BaseException) -> str | None:
     """Return a short explanation and fix for a known PyTorch error (device, dtype, memory, CUDA set-up), or None."""
     if not isinstance(exc, BaseException):
@@ -194,7 +165,11 @@ def explain(exc: BaseException) -> str | None:
     rule = find_rule(f"{type(exc).__name__}: {exc}")
     if rule is None:
         return None
-    body = _MAC_NO_CUDA if rule.key == "no_cuda_build" and _mps_build() else rule.hint
+    body = rule.hint
+    if rule.key == "cuda_setup":
+        from .device import explain_cuda, gather_cuda_facts
+
+        body = " ".join([body, *explain_cuda(gather_cuda_facts(probe_gpus=False))])
     if rule.name_devices:
         names = list(dict.fromkeys(m.group(1) for m in _DEVICE_NAME.finditer(str(exc))))
         first, _, rest = body.partition(". ")

@@ -1,10 +1,6 @@
-"""Tell an instructor whether torch can use this machine's NVIDIA GPUs, and how to fix it; no torch at import.
+"""Tell an instructor when nvidia-smi lists a GPU that torch cannot use (every `%%gpu` cell would skip), and why.
 
-`nvidia-smi` says what hardware the machine has; torch says what the course can use. When the two disagree
-(a GPU is listed but torch has no usable CUDA), every `%%gpu` cell would be skipped and a GPU check would pass
-hollow: the pytest plugin stops such a session at once and `tools/gpu_validate.sh` fails. The cause comes from
-the one CUDA diagnosis, `device.explain_cuda`; this module adds what only an instructor needs (nvidia-smi, the
-repo's fixes). Nothing here initialises CUDA.
+The cause is `device.explain_cuda`'s; this adds what only an instructor needs. Nothing here initialises CUDA.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Documented peak speeds, memory and bandwidth of common NVIDIA GPUs, each with the document it comes from.
+"""Documented peaks, memory and bandwidth of common NVIDIA GPUs, each from the vendor document in ``source``.
 
-Every figure is copied from (or, where ``notes`` say ``derived``, computed by the stated formula from) the vendor
-document named in ``source``. Tensor-core figures are **dense** (without the 2:4 structured sparsity that
-datasheets often quote first). For GeForce cards the FP16 tensor figure is the one *with FP32 accumulate*, which
-is what PyTorch's fp16 matmul uses (half the "FP16 accumulate" figure on those cards).
+Tensor-core figures are dense (no 2:4 sparsity); ``notes`` say how a figure not printed as is was derived.
 """
 
 from __future__ import annotations
@@ -40,27 +37,19 @@ _SPARSE_HALVED = "tensor-core figure = datasheet's sparsity figure / 2 (dense)"
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """Documented peak figures of one GPU model (one board variant).
-
-    ``fp32_tflops`` is the non-tensor FP32 peak (a float32 matmul with TF32 off); ``fp16_tflops`` the dense FP16
-    matmul peak (tensor cores with FP32 accumulate where the GPU has them, else the plain FP16 rate) and
-    ``bf16_tflops`` the dense BF16 tensor-core peak, None where not documented. ``memory_gb`` is the vendor's
-    size in GB (a GDDR board's chips: the T4's 16 GB = 16 GiB, of which ECC keeps 1/16, so ``total_memory``
-    reads lower; lesson 01 §1 derives it); ``bandwidth_gb_s`` the peak memory bandwidth in GB/s; ``notes``
-    how a figure was obtained when it is not printed as is.
-    """
+    """Documented peak figures of one GPU model (one board variant); None: not documented."""
 
     model: str
     variant: str
-    fp32_tflops: float
-    fp16_tflops: float | None
-    bf16_tflops: float | None
+    fp32_tflops: float  # non-tensor FP32 (a float32 matmul with TF32 off)
+    fp16_tflops: float | None  # dense FP16 matmul: tensor cores with FP32 accumulate, else the plain FP16 rate
+    bf16_tflops: float | None  # dense BF16 tensor cores
     tensor_cores: bool
-    memory_gb: float
+    memory_gb: float  # the vendor's GB: the T4's 16 GB chips = 16 GiB, ECC keeps 1/16 (lesson 01 §1)
     bandwidth_gb_s: float
     source: str
     url: str
-    notes: str = ""
+    notes: str = ""  # how a figure was obtained when it is not printed as is
 
     def peak_tflops(self, dtype) -> float | None:
         """Return the documented peak TFLOP/s for a matmul in `dtype` (torch dtype or "fp32"/"fp16"/"bf16"/...)."""
@@ -143,10 +132,7 @@ _NAMES = (
 
 
 def spec_for_device(device) -> GpuSpec | None:
-    """Return the documented spec of a CUDA device ("cuda" means the current one).
-
-    None means: not a CUDA device, no CUDA here, or a GPU that is not in the table.
-    """
+    """Return the documented spec of a CUDA device ("cuda": the current one); None if not CUDA or not listed."""
     import torch
 
     from .device import as_device

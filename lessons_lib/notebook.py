@@ -1,9 +1,4 @@
-"""The IPython extension of the course: `%%gpu` cells, error explanations, plot style, device banner.
-
-Load it with ``%load_ext lessons_lib.notebook``; importing this module changes nothing. Loading it also keeps
-known false alarms of PyTorch off the learner's screen (see `_quiet_known_noise`), each matched by its
-exact text (and where it comes from) so that every other warning and log line still shows.
-"""
+"""The course's IPython extension (``%load_ext lessons_lib.notebook``): `%%gpu`, error hints, plots, banner."""
 
 from __future__ import annotations
 
@@ -52,11 +47,7 @@ def _import_quietly(name: str) -> None:
 
 
 def _quiet_known_noise() -> None:
-    """Hide the false alarms above by their exact text (safe to call again: nothing is added twice).
-
-    Kineto's C++ line ``gpuGetDeviceCount failed with code 35`` cannot be told apart from Kineto's real errors by
-    a level, so it is not hidden; lesson 09 explains it where it appears.
-    """
+    """Hide the false alarms above by their exact text, so every other line still shows (idempotent)."""
     logger = logging.getLogger(_CPP_EXTENSION_LOGGER)
     if _drop_cpp_extension_noise not in logger.filters:
         logger.addFilter(_drop_cpp_extension_noise)

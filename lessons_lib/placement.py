@@ -57,12 +57,7 @@ def _map_tensors(obj, fn, active: set[int]):
 
 
 def to_device(batch, device: str | torch.device, non_blocking: bool = False):
-    """Return a copy of `batch` with every tensor moved to `device`; everything else is left as it is.
-
-    Tensors may sit at any depth inside mappings, lists, tuples, namedtuples and dataclasses; the containers
-    are rebuilt with the same types. A ``PackedSequence`` moves with its own ``.to()``. `non_blocking` is
-    passed to ``Tensor.to`` (with pinned memory the copy to a GPU can overlap other work).
-    """
+    """Return a copy of `batch` (nested mappings, sequences, dataclasses) with every tensor moved to `device`."""
     from .device import as_device  # device imports this module: import it when called
 
     target = as_device(device, "device", "'cpu', 'cuda', 'cuda:0', 'mps', 'meta'")
@@ -193,13 +188,7 @@ def _majority(values: list[str], prefer=lambda value: False) -> str | None:
 
 
 def describe(obj) -> DeviceReport:
-    """Return a table of where each parameter, buffer and tensor of `obj` lives, flagging the odd ones out.
-
-    `obj` may be a model (its parameters, buffers, and tensors stored as plain attributes, which ``model.to()``
-    does not move), a tensor, or a nested batch. A tensor is odd when its device differs from the one most
-    tensors are on (a tie goes to the non-CPU device), or when it is a floating-point tensor whose dtype differs
-    from the most common floating-point dtype (integer labels are never odd).
-    """
+    """Return where each tensor of a model, tensor or batch lives, flagging a device or float dtype off the majority."""
     if not isinstance(obj, (torch.nn.Module, torch.Tensor)) and not _is_container(obj):
         raise TypeError("describe() cần một model (nn.Module), một tensor, hoặc dict/list/tuple/dataclass chứa "
                         f"tensor, không phải {type(obj).__name__}")

@@ -1,9 +1,4 @@
-"""Multiple-choice and yes/no questions: buttons with instant feedback, or plain text without widgets.
-
-End a notebook cell with ``yes_no(...)`` or ``choice(...)``: the question shows as buttons (ipywidgets 7.7.1
-and 8.x). Where no widget frontend exists, a plain-text version is shown and ``question.answer(...)`` gives
-the same feedback.
-"""
+"""Multiple-choice and yes/no questions: buttons with instant feedback, or plain text and ``.answer(...)``."""
 
 from __future__ import annotations
 
@@ -94,10 +89,7 @@ class Question:
 
 def choice(prompt: str, options: Sequence[str], answer: int, explanation: str,
            why_wrong: dict[int, str] | None = None) -> Question:
-    """Return a multiple-choice question: `options` shown as A, B, C…, `answer` the right one's index (0 for A).
-
-    `explanation` is shown with the right answer, `why_wrong` maps some wrong options' indices to a reason.
-    """
+    """Return a question: `options` shown as A, B, C…, `answer` the right index, `why_wrong` {index: reason}."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("prompt phải là str khác rỗng (nội dung câu hỏi)")
     if isinstance(options, str) or not isinstance(options, Sequence):

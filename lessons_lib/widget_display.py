@@ -1,10 +1,4 @@
-"""Show an ipywidgets box with a plain-text fallback, on ipywidgets 7.7.1 (Colab) and 8.x alike.
-
-A widget may also carry static HTML for pages without a kernel (the course website). It goes in the output's
-metadata under ``STATIC_HTML_KEY``, never in the data bundle, so Jupyter, Colab and VS Code render exactly what
-they rendered before (their choice between text/html and a widget view differs); the site build moves it into
-``text/html``.
-"""
+"""Show an ipywidgets box with a plain-text fallback, on ipywidgets 7.7.1 (Colab) and 8.x alike."""
 
 from __future__ import annotations
 
@@ -20,10 +14,7 @@ def _widget_frontend_possible() -> bool:
 
 
 def show_widget(make_box, text: str, static_html: str | None = None) -> None:
-    """Display the box `make_box()` builds, with `text` as its plain-text form; print `text` outside a kernel.
-
-    `static_html` is stored in the output's metadata for a static page of the executed notebook.
-    """
+    """Display `make_box()` with `text` as its plain-text form (printed outside a kernel) and `static_html`."""
     if not _widget_frontend_possible():
         print(text)
         return

@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lessons_lib import errors
+from lessons_lib import device, errors
 from lessons_lib.device import pick_device
 from lessons_lib.errors import expect_error, explain, short_message
 from lessons_lib.training import plan_amp
@@ -211,7 +211,7 @@ def test_explain_recognises_host_out_of_memory():
 def test_explain_recognises_the_real_cpu_only_build_error():
     exc = raised(lambda: torch.ones(1).cuda())
     assert isinstance(exc, AssertionError) and str(exc) == "Torch not compiled with CUDA enabled"
-    assert explain_key(exc) == "no_cuda_build"
+    assert explain_key(exc) == "cuda_setup"
     assert "pick_device()" in explain(exc)
 
 
@@ -310,13 +310,13 @@ COPIED = [
      "Tried to allocate 256.00 MB on private pool. Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper "
      "limit for memory allocations (may cause system failure)."),
     # torch/cuda/__init__.py (_lazy_init), CPU-only build
-    ("no_cuda_build", AssertionError, "Torch not compiled with CUDA enabled"),
+    ("cuda_setup", AssertionError, "Torch not compiled with CUDA enabled"),
     # c10/cuda/CUDAFunctions.cpp
-    ("no_driver", RuntimeError,
+    ("cuda_setup", RuntimeError,
      "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver "
      "from http://www.nvidia.com/Download/index.aspx"),
-    ("no_driver", RuntimeError, "No CUDA GPUs are available"),
-    ("driver_too_old", RuntimeError,
+    ("cuda_setup", RuntimeError, "No CUDA GPUs are available"),
+    ("cuda_setup", RuntimeError,
      "The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by "
      "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
      "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with your "
@@ -417,17 +417,7 @@ def test_explain_wraps_long_hints():
     assert len(hint.splitlines()) > 1
 
 
-def test_not_compiled_with_cuda_on_a_mac_is_the_normal_build(monkeypatch):
-    """On macOS the build never has CUDA: the hint must not call it broken, and must point to mps."""
-    exc = AssertionError("Torch not compiled with CUDA enabled")   # torch/cuda/__init__.py, _lazy_init
-    monkeypatch.setattr(errors, "_mps_build", lambda: True)
-    hint = explain(exc)
-    assert "bản PyTorch bình thường của Mac" in hint and "`mps`" in hint and "pick_device()" in hint
-    assert "cài bản có CUDA" not in hint
-    monkeypatch.setattr(errors, "_mps_build", lambda: False)
-    other = explain(exc)
-    assert "chỉ có CPU" in other and "Mac" not in other
-
-
-def test_mps_build_matches_torch():
-    assert errors._mps_build() is torch.backends.mps.is_built()
+def test_cuda_setup_hint_adds_this_machines_diagnosis(monkeypatch):
+    monkeypatch.setattr(device, "explain_cuda", lambda facts: ["Lý do trên máy này."])
+    hint = " ".join(explain(AssertionError("Torch not compiled with CUDA enabled")).split())
+    assert "pick_device()" in hint and hint.endswith("Lý do trên máy này.")
