@@ -14,7 +14,6 @@ from ..device import pick_device
 from ._core import Case, Exercise, Report, Wrong, on_gpu_note, raised, run_cases, same_device
 from ._tracking import MoveTracker
 
-GROUP = __name__.rsplit(".", 1)[-1]  # the lesson's progress cell calls progress(lesson03.GROUP)
 
 
 class _Probe(nn.Module):

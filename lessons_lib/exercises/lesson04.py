@@ -14,7 +14,6 @@ from ._core import Case, Exercise, Report, Wrong, number, raised, run_cases, sam
 _UP_S, _DOWN_S, _COMPUTE_S, _FIRST_EXTRA_S, _REPEATS = 0.005, 0.015, 0.05, 0.1, 5
 _COPY_S = 2 * _UP_S + _DOWN_S
 _MS = f"{_COMPUTE_S * 1e3:.0f} ms"  # one matmul's time, as the messages say it
-GROUP = __name__.rsplit(".", 1)[-1]  # the lesson's progress cell calls progress(lesson04.GROUP)
 
 
 class _FakeGpu:
