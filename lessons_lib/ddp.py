@@ -39,35 +39,73 @@ class DDPRunError(RuntimeError):
         self.rank, self.kind, self.log_tail = rank, kind, log_tail  # kind: "died", "timeout", "leftover", "bad_output"
 
 
-def find_processes(marker: str) -> list[int]:
-    """Return the pids of live processes whose command line or environment contains `marker` (Linux /proc)."""
-    found, needle = [], marker.encode()
-    for proc in Path("/proc").glob("[0-9]*"):  # no /proc (macOS, Windows): torchrun's own SIGTERM stops the ranks
+def _cmdline(pid: int) -> str | None:
+    """Return the command line of a live (non-zombie) process, or None if it is gone."""
+    proc = Path(f"/proc/{pid}")
+    if Path("/proc/self").exists():
         try:
-            if (int(proc.name) != os.getpid() and (proc / "stat").read_text().rsplit(")", 1)[-1].split()[0] not in "ZX"
-                    and (needle in (proc / "cmdline").read_bytes().replace(b"\0", b" ")
-                         or needle in (proc / "environ").read_bytes())):
-                found.append(int(proc.name))
-        except OSError:  # gone meanwhile, or another user's environment
-            continue
+            if (proc / "stat").read_text().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+                return None
+            return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            return None
+    try:  # macOS and other systems without /proc
+        out = subprocess.run(["ps", "-o", "stat=,command=", "-p", str(pid)], capture_output=True, text=True)
+    except OSError:
+        return None
+    line = out.stdout.strip()
+    return None if not line or line.startswith("Z") else line.split(None, 1)[-1]
+
+
+def _environ_has(pid: int, marker: bytes) -> bool:
+    """Return True when the environment of process `pid` contains `marker` (Linux only)."""
+    try:
+        return marker in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+
+
+def find_processes(marker: str) -> list[int]:
+    """Return the pids of live processes whose command line (or, on Linux, environment) contains `marker`."""
+    if Path("/proc/self").exists():
+        pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    else:
+        pids = [int(x) for x in subprocess.run(["ps", "-axo", "pid="], capture_output=True, text=True).stdout.split()]
+    found = []
+    for pid in pids:
+        cmd = None if pid == os.getpid() else _cmdline(pid)
+        if cmd is not None and (marker in cmd or _environ_has(pid, marker.encode())):
+            found.append(pid)
     return sorted(found)
 
 
+def _signal_group(pid: int, sig: int) -> None:
+    """Send `sig` to the process group led by `pid` (to the process alone where groups do not exist)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if hasattr(os, "killpg"):
+            os.killpg(pid, sig)
+        else:  # pragma: no cover - Windows
+            os.kill(pid, sig)
+
+
 def _kill_tree(proc: subprocess.Popen, run_dir: Path, grace: float = 5.0) -> None:
-    """Stop torchrun (SIGTERM first: it then stops its workers itself) and every process of the run."""
+    """Stop torchrun and every rank; return when none of them is left."""
+    kill = getattr(signal, "SIGKILL", signal.SIGTERM)
     if proc.poll() is None:
-        proc.terminate()
+        _signal_group(proc.pid, signal.SIGTERM)  # SIGTERM first: torchrun then stops its workers itself
         try:
             proc.wait(grace)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _signal_group(proc.pid, kill)
             proc.wait()
-    # torchrun starts the ranks in sessions of their own: find them, and what they started, by the marker.
+    # torchrun starts the ranks in sessions of their own, so a killpg of torchrun's group does not reach
+    # them: find them by the run folder in their environment and kill their groups.
     deadline = time.monotonic() + grace
     while left := find_processes(str(run_dir)):
         for pid in left:
+            _signal_group(pid, kill)  # a rank that leads its own group: it and anything it started
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+                os.kill(pid, kill)  # a rank that does not lead a group (older torchrun)
         if time.monotonic() > deadline:
             raise DDPRunError(f"Không dừng được các tiến trình {left} của lượt chạy DDP.", kind="leftover")
         time.sleep(0.05)
