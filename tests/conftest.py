@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import matplotlib
 import pytest
+
+matplotlib.use("Agg")  # before any test module imports pyplot (at collection): figures need no display
 
 
 @pytest.fixture(autouse=True)
 def _headless_matplotlib():
     """Draw figures without a display and close them after each test."""
-    import matplotlib
-
     matplotlib.use("Agg")
     yield
     import matplotlib.pyplot as plt

@@ -17,14 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-import matplotlib
 import pytest
 import torch
 
-matplotlib.use("Agg")
-
-from lessons_lib import ddp as ddp_module  # noqa: E402
-from lessons_lib.ddp import (  # noqa: E402
+from lessons_lib import ddp as ddp_module
+from lessons_lib.ddp import (
     DDPRun,
     DDPRunError,
     _compare_ranks,
@@ -34,7 +31,7 @@ from lessons_lib.ddp import (  # noqa: E402
     find_processes,
     launch,
 )
-from lessons_lib.plots import plot_ddp_differences, plot_ddp_shards  # noqa: E402
+from lessons_lib.plots import plot_ddp_differences, plot_ddp_shards
 
 NOTEBOOK_SRC = Path(__file__).resolve().parent.parent / "course_src" / "08_multi_gpu_preview.md"
 _WRITEFILE = re.compile(r'```python\n%%writefile "\{work\}/([\w.]+)"\n(.*?)```', re.S)

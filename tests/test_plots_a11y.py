@@ -6,15 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+from test_plots_speed import CPU, GPU32
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-from test_plots_speed import CPU, GPU32  # noqa: E402
-
-from lessons_lib.plots import plot_bar_comparison, plot_memory_breakdown, plot_time_vs_n  # noqa: E402
-from lessons_lib.plots._axes import PALETTE, describe_figure, series_style  # noqa: E402
+from lessons_lib.plots import plot_bar_comparison, plot_memory_breakdown, plot_time_vs_n
+from lessons_lib.plots._axes import PALETTE, describe_figure, series_style
 
 OKABE_ITO = {"#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"}
 PLOTS = Path(__file__).resolve().parents[1] / "lessons_lib" / "plots"

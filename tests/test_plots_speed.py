@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-
-from lessons_lib import bench, gpu_specs, plots  # noqa: E402
-from lessons_lib.bench import sweep as bench_sweep  # noqa: E402
-from lessons_lib.bench.sweep import MatmulRecord, SweepResult  # noqa: E402
+from lessons_lib import bench, gpu_specs, plots
+from lessons_lib.bench import sweep as bench_sweep
+from lessons_lib.bench.sweep import MatmulRecord, SweepResult
 
 
 def make_sweep(times, sizes=(64, 128, 256, 512), device="cpu", dtype="fp32", name=""):
