@@ -27,7 +27,7 @@ from pathlib import Path
 import a11y
 import pytest
 
-from tools import build_site, run, site_epub
+from tools import build_site, site_epub
 from tools import version_matrix as vm
 from tools.build_course import colab_url, kaggle_url, load_config
 from tools.lessons_site import course_version
@@ -84,9 +84,6 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def site(e2e_summary):
     start = time.monotonic()
-    # Fill the cache the build reads two notebooks at a time: kernels started from one process do not race for
-    # ports, and the copies carry the same run conditions (the test run's two processes) as test_rerun's.
-    run.run_all(run.course_notebooks(), run.machine_gpus(), jobs=2)
     build = build_site.build_site()
     gpu = (f"{build.gpu_measured} %%gpu cells from {build.gpu_run.folder.name}" if build.gpu_run
            else "no GPU run")
