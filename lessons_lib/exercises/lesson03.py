@@ -15,7 +15,6 @@ from ._core import Case, Exercise, Report, Wrong, on_gpu_note, raised, run_cases
 from ._tracking import MoveTracker
 
 
-
 class _Probe(nn.Module):
     def __init__(self):
         super().__init__()
