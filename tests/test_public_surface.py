@@ -12,11 +12,8 @@ from tools import helpers_index
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lessons_lib"
-# Called by a framework, not by name: pytest hooks (the pytest11 entry point) and IPython's %load_ext.
-_HOOK = re.compile(r"pytest_\w+|load_ipython_extension|unload_ipython_extension")
-# Unused public names in modules another branch of issue 41 owns (lib: training); they go
-# there. Each must still be public and unused, so that this list cannot outlive them.
-_PENDING = {("lessons_lib.training.trainer", "AmpTrainer"), ("lessons_lib.training.trainer", "StepResult")}
+# Called by a framework, not by name: IPython's %load_ext.
+_HOOK = re.compile(r"load_ipython_extension|unload_ipython_extension")
 
 
 def _module(path: Path) -> str:
@@ -73,9 +70,8 @@ def test_every_public_name_is_used_or_documented():
     used = used_names() | documented_names()
     hooks = {(m, n) for m, n in public_names() if _HOOK.fullmatch(n)}
     unused = public_names() - used - results_of(used) - hooks
-    new = ", ".join(sorted(f"{m}.{n}" for m, n in unused - _PENDING))
-    assert unused <= _PENDING, f"public but used by no lesson, tool or other module (make it private or remove it): {new}"
-    assert _PENDING <= unused, f"no longer public-and-unused: drop from _PENDING: {sorted(_PENDING - unused)}"
+    names = ", ".join(sorted(f"{m}.{n}" for m, n in unused))
+    assert not unused, f"public but used by no lesson, tool or other module (make it private or remove it): {names}"
 
 
 def test_docs_helpers_md_is_up_to_date(capsys):

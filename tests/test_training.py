@@ -18,7 +18,7 @@ from lessons_lib.training import (
 )
 from lessons_lib.training import trainer as training_trainer
 from lessons_lib.training.amp import AmpPlan
-from lessons_lib.training.trainer import AmpTrainer, StepProfile, TrainResult
+from lessons_lib.training.trainer import StepProfile, TrainResult, _AmpTrainer
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -104,8 +104,8 @@ def test_plan_autocast_context_casts_matmuls():
         pass
     model = make_mlp(4, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    assert AmpTrainer(model, opt, plan_amp("cpu", "fp16", allow_emulated=True)).scaler.is_enabled()
-    assert not AmpTrainer(model, opt, plan_amp("cpu", "bf16")).scaler.is_enabled()
+    assert _AmpTrainer(model, opt, plan_amp("cpu", "fp16", allow_emulated=True)).scaler.is_enabled()
+    assert not _AmpTrainer(model, opt, plan_amp("cpu", "bf16")).scaler.is_enabled()
 
 
 @pytest.fixture
@@ -214,7 +214,7 @@ def test_trainer_skips_a_step_with_inf_gradients_and_halves_the_scale(data, monk
         return loss * float("inf") if calls["n"] == 2 else loss
 
     monkeypatch.setattr(F, "cross_entropy", loss_fn)
-    trainer = AmpTrainer(model, torch.optim.SGD(model.parameters(), lr=0.1),
+    trainer = _AmpTrainer(model, torch.optim.SGD(model.parameters(), lr=0.1),
                          plan_amp("cpu", "fp16", allow_emulated=True))
     first = trainer.step(x[:64], y[:64])
     weights = [p.detach().clone() for p in model.parameters()]
@@ -347,7 +347,7 @@ def _fp32_bf16_profiles():
 
 def _half_model_trainer():
     model = make_mlp(4, 2).half()
-    return AmpTrainer(model, torch.optim.SGD(model.parameters(), lr=0.1), plan_amp("cpu", "fp16", allow_emulated=True))
+    return _AmpTrainer(model, torch.optim.SGD(model.parameters(), lr=0.1), plan_amp("cpu", "fp16", allow_emulated=True))
 
 
 _AMP_NAMES = "'off', 'bf16' hoặc 'fp16'"

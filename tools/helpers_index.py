@@ -61,7 +61,7 @@ def markdown() -> str:
     rows = ["| `{}` | `{}` | {} | {} |".format(name, module, " ".join((inspect.getdoc(getattr(
         importlib.import_module(module), name)) or "").split("\n\n")[0].split()).replace("|", "\\|"),
         ", ".join(lessons)) for (module, name), lessons in sorted(used.items())]
-    return "\n".join(["# Hàm trợ giúp và bài dùng chúng", "", "Sinh bởi `python tools/helpers_index.py` "
+    return "\n".join(["# Hàm trợ giúp và bài dùng chúng", "", "Sinh bởi `python -m tools.helpers_index` "
                       "từ các ô code của course_src/; đừng sửa tay.", "", "| tên | module | việc | bài |",
                       "| --- | --- | --- | --- |", *rows]) + "\n"
 
@@ -69,9 +69,10 @@ def markdown() -> str:
 def main(argv: list[str]) -> int:
     """Write docs/helpers.md; with ``--check``, return 1 (saying so) when it is not what it should be."""
     if "--check" not in argv:
-        return OUT.write_text(markdown(), encoding="utf-8") and 0
+        OUT.write_text(markdown(), encoding="utf-8")
+        return 0
     stale = not OUT.is_file() or OUT.read_text(encoding="utf-8") != markdown()
-    print(f"{OUT.relative_to(ROOT)} is stale: run python tools/helpers_index.py" if stale else "up to date")
+    print(f"{OUT.relative_to(ROOT)} is stale: run python -m tools.helpers_index" if stale else "up to date")
     return int(stale)
 
 

@@ -1,4 +1,4 @@
-"""Run AMP training steps (`AmpTrainer`), a seeded mini-batch loop (`train`), and time one step (`profile_train_step`)."""
+"""Run a seeded mini-batch loop (`train`), and time one step (`profile_train_step`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ _PROFILE_WARMUP, _PROFILE_REPEATS, _PROFILE_LR = 2, 10, 1e-3
 
 
 @dataclass(frozen=True)
-class StepResult:
+class _StepResult:
     """What one training step did: its loss, whether the GradScaler skipped it, and the scale after it."""
 
     loss: float
@@ -44,7 +44,7 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
     return (a.index if a.index is not None else current) == (b.index if b.index is not None else current)
 
 
-class AmpTrainer:
+class _AmpTrainer:
     """Run cross-entropy training steps the standard AMP way: autocast forward, scaled backward, step, update."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, plan: AmpPlan):
@@ -55,7 +55,7 @@ class AmpTrainer:
         self.model, self.optimizer, self.plan = model, optimizer, plan
         self.scaler = torch.amp.GradScaler(plan.device.type, enabled=plan.use_scaler)  # off: a pass-through
 
-    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> _StepResult:
         """Run one step on a batch and return what happened (the loss is the unscaled FP32 value)."""
         self.optimizer.zero_grad(set_to_none=True)
         with self.plan.autocast():
@@ -65,7 +65,7 @@ class AmpTrainer:
         self.scaler.step(self.optimizer)  # skipped when a gradient is inf/NaN
         self.scaler.update()
         scale = self.scaler.get_scale() if self.plan.use_scaler else None
-        return StepResult(float(loss.detach()), scale is not None and scale < scale_before, scale)
+        return _StepResult(float(loss.detach()), scale is not None and scale < scale_before, scale)
 
 
 def _check_batch(model, inputs, targets) -> torch.device:
@@ -107,7 +107,7 @@ def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, step
         raise ValueError(f"batch_size={batch_size} lớn hơn số mẫu ({n}).")
     check_number("lr", lr, positive=True)
     plan = plan_amp(where, amp)
-    trainer = AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=lr), plan)
+    trainer = _AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=lr), plan)
     gen = torch.Generator().manual_seed(seed)
     result = TrainResult(plan)
     order, pos = torch.randperm(n, generator=gen), 0
@@ -156,7 +156,7 @@ def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
     """Time full training steps (forward, backward, Adam) on one batch and read the peak CUDA memory."""
     where = _check_batch(model, inputs, targets)
     plan = plan_amp(where, amp)
-    trainer = AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=_PROFILE_LR), plan)
+    trainer = _AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=_PROFILE_LR), plan)
     model.train()
     trainer.step(inputs, targets)
     synchronize(where)
