@@ -16,7 +16,6 @@ import linecache
 import operator
 import os
 import re
-import sys
 import textwrap
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
@@ -30,15 +29,13 @@ from ..errors import explain, short_message
 PASS, FAIL, MISSING = "pass", "fail", "missing"
 _HEADS = {PASS: "✅ đạt", FAIL: "❌ chưa đúng", MISSING: "⏳ chưa làm"}
 
-#: Every exercise by group ("exercises" for notebook 10, "lesson01"…), then by key.
+#: Every exercise by group (its lesson module's name, "lesson01"…), then by key.
 GROUPS: dict[str, dict[str, Exercise]] = {}
 REGISTRY: dict[str, Exercise] = GROUPS.setdefault("exercises", {})
 #: A file named here gets every ``check()`` result as one JSON line (read by ``tools/grade.py``).
 GRADE_LOG_ENV = "LESSONS_GRADE_LOG"
 
 
-#: What a learner's error may mean: (exception type, regex in its text, message or message(exc)), for `Report.call`.
-Mistakes = Iterable[tuple[type, str, "str | Callable[[BaseException], str]"]]
 
 
 def first_true(rules: Iterable[tuple[object, str]]) -> str | None:
@@ -138,13 +135,12 @@ class Report:
             wanted = f"return {returns}" if returns else "return"
             self.missing_part(f"{name} chưa trả về gì (thiếu {wanted}).", stop=True)
 
-    def call(self, what: str, fn: Callable, *args, mistakes: Iterable[Wrong] | Mistakes = (), **kwargs):
+    def call(self, what: str, fn: Callable, *args, mistakes: Iterable[Wrong] = (), **kwargs):
         """Call the learner's `fn`; if it raises, record the first of `mistakes` it shows (else the error) and stop."""
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
-            rows = [m if isinstance(m, Wrong) else Wrong("", raised(m[0], m[1]), m[2]) for m in mistakes]
-            self.diagnose(rows, exc)
+            self.diagnose(mistakes, exc)
             self.error(what, exc)
 
     def diagnose(self, wrongs: Iterable[Wrong], answer: object, stop: bool = True) -> bool:
@@ -222,9 +218,9 @@ def run_cases(report: Report, fn, signature: str, cases: Iterable[Case], wrongs:
                                                              f"{a.got!r}.")], Attempt(case, got, fn, seen))
 
 
-def _caller_group() -> str:
-    """Return the group of the module making an Exercise: its name ("lesson04"), else "exercises" (notebook 10)."""
-    name = sys._getframe(2).f_globals.get("__name__", "").rsplit(".", 1)[-1]
+def _group_of(evaluate: Callable) -> str:
+    """Return the group of a checker: the name of the module defining `evaluate` ("lesson04"), else "exercises"."""
+    name = getattr(evaluate, "__module__", "").rsplit(".", 1)[-1]
     return name if re.fullmatch(r"lesson\d+", name) else "exercises"
 
 
@@ -238,7 +234,7 @@ class Exercise:
 
     def __init__(self, key: str, title: str, evaluate: Callable, hints: list[str], *, starter: bool = False,
                  group: str | None = None, cases: Iterable[Case] = (), wrongs: Iterable[Wrong] = ()):
-        group = group or _caller_group()
+        group = group or _group_of(evaluate)
         self.key, self.group, self.title = key, group, title
         self.cases, self.wrongs = tuple(cases), tuple(wrongs)
         self._evaluate, self._hints, self._starter = evaluate, list(hints), starter
