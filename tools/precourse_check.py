@@ -2,8 +2,8 @@
 
 Every learner and solutions notebook runs twice in one kernel, its outputs checked, its `%%gpu` cells counted
 (one that the machine's GPUs allow but that was skipped fails), one table row per notebook and a verdict
-(tools/run.py). Notebooks already run with the same key come from the cache: right after `course.sh test` the
-check takes seconds. It runs one notebook more at a time than the test command runs processes (see check_jobs).
+(tools/run.py). It runs one notebook more at a time than the test command runs processes (see check_jobs); those
+run conditions are part of the cache key, so it reuses its own earlier runs, not the test command's.
 """
 
 from __future__ import annotations
