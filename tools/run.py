@@ -9,7 +9,8 @@ that was skipped fails the notebook. A notebook that passes is kept, executed (l
 every file of lessons_lib, the versions that change its outputs and the run's settings: it runs again only when
 one of those changed (``--fresh`` runs it anyway). The saved notebook's ``lessons_run`` metadata records the key
 and where it ran. The test suite (tests/test_rerun.py), the website build, `course.sh check` and
-tools/gpu_validate.py read the same copies.
+tools/gpu_validate.py share copies made under the same run conditions (``run_conditions``: inside the test command
+the re-run test and the site test read the same ones).
 
 Usage:
     python -m tools.run                                 # every notebook under notebooks/; `bash tools/course.sh check`
