@@ -58,14 +58,8 @@ def pytest_unconfigure(config):
 
 
 # Test files that change something another file's tests use; pytest-xdist runs each group in one process.
+# (Notebook kernels need no group: tools/run.py's client starts them one at a time across processes.)
 SHARED_GROUPS = {
-    # notebook kernels: jupyter_client picks a kernel's TCP ports in the parent process and the kernel binds them
-    # later, so kernels started at the same moment from two test processes can collide ("Address already in use",
-    # the kernel dies before kernel_info). The files that start kernels by the dozen share one process.
-    "tests/test_rerun.py": "notebook-kernels",
-    "tests/e2e/test_site.py": "notebook-kernels",
-    "tests/test_core_path.py": "notebook-kernels",
-    "tests/test_atlas.py": "notebook-kernels",
     # the Colab-pinned environment: the setup-cell test uninstalls lessons_lib there while it runs
     "tests/test_colab_env.py": "colab-env",
     "tests/test_setup_cell.py": "colab-env",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import nbclient
 import nbformat
@@ -12,6 +13,7 @@ import pytest
 
 from lessons_lib import gpu_cells
 from lessons_lib import notebook as ext
+from tools import run as tools_run
 
 META_ERROR = "import torch\ntorch.ones(2, device='meta') + torch.ones(2)"
 
@@ -32,7 +34,7 @@ def _errors(cell):
 def run():
     """Run cells one at a time in one kernel; return a function source -> executed cell."""
     nb = nbformat.v4.new_notebook()
-    client = nbclient.NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True)
+    client = tools_run.notebook_client(nb, Path.cwd(), 180, allow_errors=True)
     with client.setup_kernel():
         def execute(source: str, allow_errors: bool = True):
             cell = nbformat.v4.new_code_cell(source)

@@ -241,3 +241,31 @@ def test_readme_option_takes_no_notebook_names(capsys):
     with pytest.raises(SystemExit):
         run.main(["--readme", "notebooks/01_device_basics.ipynb"])
     assert "give no notebook names" in capsys.readouterr().err
+
+
+def test_kernels_start_one_at_a_time_and_the_lock_is_let_go_before_the_first_cell(tmp_path, monkeypatch):
+    events = []
+
+    class Recording:
+        def __init__(self, path):
+            events.append(Path(path).name)
+
+        def acquire(self):
+            events.append("acquire")
+
+        def release(self):
+            events.append("release")
+
+    monkeypatch.setattr(run, "FileLock", Recording)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+    run.notebook_client(nb, tmp_path, 60, on_cell_start=lambda **_: events.append("cell")).execute()
+    assert events == ["bai14-kernel-start.lock", "acquire", "release", "cell"]
+
+    async def no_kernel(self, **kwargs):
+        raise RuntimeError("kernel failed to start")
+
+    events.clear()
+    monkeypatch.setattr(run.nbclient.NotebookClient, "async_start_new_kernel", no_kernel)
+    with pytest.raises(RuntimeError, match="failed to start"):
+        run.notebook_client(nb, tmp_path, 60).execute()
+    assert events == ["bai14-kernel-start.lock", "acquire", "release"]  # a failed start lets the others go on

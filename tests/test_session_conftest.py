@@ -1,8 +1,10 @@
-"""The repository's conftest.py: a notebook's cells, a test class and each shared group stay in one xdist process."""
+"""The repository's conftest.py: a test class and each shared group stay in one xdist process, which runs on its own
+share of the CPUs."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -16,12 +18,11 @@ _spec.loader.exec_module(root_conftest)
 
 @pytest.mark.parametrize("nodeid, scope", [
     ("tests/test_bench.py::test_x[a]", "tests/test_bench.py"),
-    ("tests/test_rerun.py::Test_01_device_basics::test_runs_twice_in_one_kernel", "notebook-kernels"),
-    ("tests/test_core_path.py::test_core_cells_run_alone_and_every_core_task_is_solved_there[01_device_basics]", "notebook-kernels"),
+    ("tests/test_rerun.py::Test_01_device_basics::test_runs_twice_in_one_kernel", "tests/test_rerun.py::Test_01_device_basics"),
     ("tests/test_setup_cell.py::test_offline", "colab-env"),
     ("tests/test_colab_env.py::test_notebook_runs_top_to_bottom_in_colab_env[01.ipynb]", "colab-env"),
 ])
-def test_a_test_goes_with_its_notebook_class_file_or_shared_group(nodeid, scope):
+def test_a_test_goes_with_its_class_file_or_shared_group(nodeid, scope):
     assert root_conftest.xdist_scope_of(nodeid) == scope
 
 
@@ -34,3 +35,15 @@ def test_without_pytest_xdist_the_session_still_starts(pytester):
     pytester.makeconftest((ROOT / "conftest.py").read_text(encoding="utf-8"))
     pytester.makepyfile("def test_one():\n    pass\n")
     pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_each_xdist_process_runs_on_its_share_of_the_cpus(monkeypatch):
+    pinned = {}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.update({pid: sorted(cpus)}), raising=False)
+    root_conftest.pin_to_share_of_cpus({"workerid": "gw1", "workercount": 2})
+    assert pinned == {0: [1, 3]}
+    pinned.clear()
+    root_conftest.pin_to_share_of_cpus(None)  # not an xdist process: the whole machine
+    root_conftest.pin_to_share_of_cpus({"workerid": "gw0", "workercount": 1})
+    assert not pinned

@@ -31,6 +31,7 @@ import os
 import platform
 import re
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -140,12 +141,44 @@ def execute_notebook(path: Path, probe_source: str = "pass", timeout: int = 600,
     return Execution(nb=nb, wall_s=wall, error=error, probe_text=probe_text)
 
 
+class CourseClient(nbclient.NotebookClient):
+    """A NotebookClient whose kernels start one at a time across every process that shares the temp folder.
+
+    jupyter_client picks a new kernel's free TCP ports in this process and the kernel binds them a moment later:
+    two processes starting kernels at once (the test command's two) can pick the same port, and one kernel dies
+    with "Address already in use". Holding a file lock from picking the ports until the kernel answers closes that
+    window.
+    """
+
+    _starting: FileLock | None = None
+
+    async def async_start_new_kernel(self, **kwargs) -> None:
+        self._starting = FileLock(Path(tempfile.gettempdir()) / "bai14-kernel-start.lock")
+        self._starting.acquire()
+        try:
+            await super().async_start_new_kernel(**kwargs)
+        except BaseException:
+            self._release_start_lock()
+            raise
+
+    async def async_start_new_kernel_client(self):
+        try:
+            return await super().async_start_new_kernel_client()
+        finally:
+            self._release_start_lock()
+
+    def _release_start_lock(self) -> None:
+        if self._starting is not None:
+            self._starting.release()
+            self._starting = None
+
+
 def notebook_client(nb: nbformat.NotebookNode, cwd: Path, timeout: int | None = 600,
                     **options) -> nbclient.NotebookClient:
     """Return the client every run of the course uses: "Run all" in a new python3 kernel started in `cwd`, killed
     at the end, each cell allowed `timeout` seconds; `options` are NotebookClient's (allow_errors, timeout_func, hooks)."""
-    return nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
-                                   resources={"metadata": {"path": str(cwd)}}, **options)
+    return CourseClient(nb, timeout=timeout, kernel_name="python3", shutdown_kernel="immediate",
+                        resources={"metadata": {"path": str(cwd)}}, **options)
 
 
 def keep_first_pass_streams(first: list, last: list) -> None:
@@ -226,8 +259,8 @@ class Executed:
 
 def environment_digest(library: Path = LIBRARY, conditions: str | None = None) -> str:
     """Return a SHA-256 over lessons_lib's files, the versions of Python, torch and the kernel's packages, the
-    settings, the run conditions and the GPUs the kernel may see (a copy whose %%gpu cells were skipped must not
-    serve a machine where they run)."""
+    settings, the run conditions, the CPUs this process may use and the GPUs the kernel may see (a copy whose
+    %%gpu cells were skipped must not serve a machine where they run)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in library.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(path.relative_to(library).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
@@ -239,7 +272,8 @@ def environment_digest(library: Path = LIBRARY, conditions: str | None = None) -
         digest.update(f"{package}=={version}\0".encode())
     conditions = run_conditions() if conditions is None else conditions
     gpus = f"{_nvidia_gpus()} NVIDIA GPU, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}"
-    digest.update(f"python {platform.python_version()}\0{SETTINGS}\0{conditions}\0{gpus}".encode())
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    digest.update(f"python {platform.python_version()}\0{SETTINGS}\0{conditions}\0{gpus}\0{cpus} CPU".encode())
     return digest.hexdigest()
 
 
