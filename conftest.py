@@ -1,5 +1,5 @@
 """Test-session settings for the whole repository: one temp folder for child processes, a share of the CPUs for
-each pytest-xdist process, and the xdist groups.
+the threads of each pytest-xdist process, and the xdist groups.
 
 Everything the session starts (notebook kernels, torchrun, helpers) gets one temp folder, removed at the end: a
 kernel stopped at once (``shutdown_kernel(now=True)``, a time limit) never finalizes its
@@ -20,30 +20,29 @@ _STATE = "_bai14_session_temp"
 
 
 def pytest_configure(config):
-    """Point the temp-folder variables of every child process at a new folder of this session; pin an xdist
-    process to its share of the CPUs."""
-    pin_to_share_of_cpus(getattr(config, "workerinput", None))
+    """Point the temp-folder variables of every child process at a new folder of this session; give an xdist
+    process's threads its share of the CPUs."""
+    share_the_cpus(getattr(config, "workerinput", None))
     folder = tempfile.mkdtemp(prefix="bai14-test-session-")
     setattr(config, _STATE, (folder, {name: os.environ.get(name) for name in _TEMP_VARIABLES}))
     for name in _TEMP_VARIABLES:
         os.environ[name] = folder
 
 
-def pin_to_share_of_cpus(workerinput: dict | None) -> None:
-    """Run this pytest-xdist process, and what it starts, on its own share of the CPUs (Linux).
+def share_the_cpus(workerinput: dict | None) -> None:
+    """Give this pytest-xdist process's torch threads, and those of what it starts, its share of the CPUs.
 
     Without it the two processes of `course.sh test` and their kernels each start one torch thread per CPU: on
     2 cores a notebook's timed loop then waits on a thread the other process has descheduled, and runs 5-10×
-    slower (lesson 09's logging benchmark: 19 s alone, 111 s beside one busy core). Pinned, each process and its
-    kernels see the CPUs they really have, as a learner on a smaller machine would.
+    slower (lesson 09's logging benchmark: 19 s alone, 111 s beside one busy core). ``OMP_NUM_THREADS`` sets
+    torch's threads in every child and `lessons_lib.bench.cpu_threads`; a value the caller set is kept.
     """
-    if not workerinput or not hasattr(os, "sched_setaffinity"):
+    if not workerinput or "OMP_NUM_THREADS" in os.environ:
         return
-    cpus = sorted(os.sched_getaffinity(0))
-    index, count = int(workerinput["workerid"].removeprefix("gw")), int(workerinput["workercount"])
-    share = cpus[index::count]
-    if share and len(share) < len(cpus):
-        os.sched_setaffinity(0, share)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    count = int(workerinput["workercount"])
+    if count > 1:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // count))
 
 
 def pytest_unconfigure(config):

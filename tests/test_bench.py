@@ -40,11 +40,15 @@ def test_format_seconds():
         bench.format_seconds("1 s")
 
 
-def test_cpu_threads_is_what_this_process_may_use():
+def test_cpu_threads_is_what_this_process_may_use_capped_by_omp_num_threads(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     n = bench.cpu_threads()
     assert 1 <= n <= (os.cpu_count() or n)
     if hasattr(os, "sched_getaffinity"):
         assert n == len(os.sched_getaffinity(0))
+    for asked, expected in (("1", 1), (str(n + 8), n), ("0", n), ("many", n)):
+        monkeypatch.setenv("OMP_NUM_THREADS", asked)
+        assert bench.cpu_threads() == expected, asked
 
 
 def test_synchronize_cpu_is_a_no_op():

@@ -1,4 +1,4 @@
-"""The repository's conftest.py: a test class and each shared group stay in one xdist process, which runs on its own
+"""The repository's conftest.py: a test class and each shared group stay in one xdist process, whose threads get their
 share of the CPUs."""
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ def test_without_pytest_xdist_the_session_still_starts(pytester):
     pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
-def test_each_xdist_process_runs_on_its_share_of_the_cpus(monkeypatch):
-    pinned = {}
+def test_each_xdist_process_gets_its_share_of_the_cpus_for_its_threads(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.update({pid: sorted(cpus)}), raising=False)
-    root_conftest.pin_to_share_of_cpus({"workerid": "gw1", "workercount": 2})
-    assert pinned == {0: [1, 3]}
-    pinned.clear()
-    root_conftest.pin_to_share_of_cpus(None)  # not an xdist process: the whole machine
-    root_conftest.pin_to_share_of_cpus({"workerid": "gw0", "workercount": 1})
-    assert not pinned
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    root_conftest.share_the_cpus({"workerid": "gw1", "workercount": 2})
+    assert os.environ["OMP_NUM_THREADS"] == "2"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the caller's choice stays
+    root_conftest.share_the_cpus({"workerid": "gw1", "workercount": 2})
+    assert os.environ["OMP_NUM_THREADS"] == "3"
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    root_conftest.share_the_cpus(None)  # not an xdist process
+    root_conftest.share_the_cpus({"workerid": "gw0", "workercount": 1})
+    assert "OMP_NUM_THREADS" not in os.environ

@@ -259,7 +259,7 @@ class Executed:
 
 def environment_digest(library: Path = LIBRARY, conditions: str | None = None) -> str:
     """Return a SHA-256 over lessons_lib's files, the versions of Python, torch and the kernel's packages, the
-    settings, the run conditions, the CPUs this process may use and the GPUs the kernel may see (a copy whose
+    settings, the run conditions, the CPUs and threads the kernel may use and the GPUs the kernel may see (a copy whose
     %%gpu cells were skipped must not serve a machine where they run)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in library.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
@@ -273,7 +273,8 @@ def environment_digest(library: Path = LIBRARY, conditions: str | None = None) -
     conditions = run_conditions() if conditions is None else conditions
     gpus = f"{_nvidia_gpus()} NVIDIA GPU, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}"
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    digest.update(f"python {platform.python_version()}\0{SETTINGS}\0{conditions}\0{gpus}\0{cpus} CPU".encode())
+    cpus = f"{cpus} CPU, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
+    digest.update(f"python {platform.python_version()}\0{SETTINGS}\0{conditions}\0{gpus}\0{cpus}".encode())
     return digest.hexdigest()
 
 

@@ -29,11 +29,13 @@ _BEST_RATES: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
 
 
 def cpu_threads() -> int:
-    """Return how many CPUs this process may run on: the "all threads" count used by default here."""
+    """Return how many CPUs this process may run on, at most ``OMP_NUM_THREADS`` when set: "all threads" here."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # macOS, Windows
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    asked = os.environ.get("OMP_NUM_THREADS", "")
+    return min(cpus, int(asked)) if asked.isdigit() and int(asked) > 0 else cpus
 
 
 def synchronize(device: str | torch.device) -> None:
