@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pip
@@ -123,21 +122,15 @@ def test_without_the_tag_the_cell_installs_the_default_branch_and_says_which_com
     assert "❌" not in proc.stdout and not proc.stderr.strip(), proc.stderr
 
 
-def _wheel(folder: Path) -> Path:
+def test_without_a_repository_the_cell_falls_back_to_the_attached_wheel(venv, tmp_path, monkeypatch):
+    folder = tmp_path / "input" / "course-wheel"
     folder.mkdir(parents=True)
-    wheel = folder / "lessons_lib-0.0.3-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr("lessons_lib/__init__.py", "__version__ = '0.0.3'\n")
-        zf.writestr("lessons_lib-0.0.3.dist-info/METADATA", "Metadata-Version: 2.1\nName: lessons_lib\nVersion: 0.0.3\n")
-        zf.writestr("lessons_lib-0.0.3.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\n"
-                                                         "Tag: py3-none-any\n")
-        zf.writestr("lessons_lib-0.0.3.dist-info/RECORD", "")
-    return wheel
-
-
-def test_without_a_repository_the_cell_falls_back_to_the_attached_wheel(venv, tmp_path):
+    (folder / "VERSION").write_text("0.0.3\n", encoding="utf-8")
+    monkeypatch.chdir(folder)  # the toy backend reads its VERSION there
+    backend: dict = {}
+    exec(BACKEND, backend)
+    wheel = folder / backend["build_wheel"](str(folder))
     url = (tmp_path / "no-such-repo").as_uri()
-    wheel = _wheel(tmp_path / "input" / "course-wheel")
     proc, target = run_cell(venv, url, tmp_path, wheels=tmp_path / "input")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert attempts(proc.stdout) == [f"git+{url}@{CONFIG.ref}", f"git+{url}", str(wheel)]
