@@ -3,18 +3,8 @@
 Standard library only, so any Python 3.10+ runs it before the environment exists; `bash tools/course.sh`
 finds such a Python and runs this file (PowerShell: ``py -m tools.course lab``).
 
-Usage:
-    python -m tools.course lab [JUPYTERLAB ARGS]   set up, refresh notebooks_cua_toi/, open it in JupyterLab
-    python -m tools.course test [PYTEST ARGS]      set up, then run pytest (every test and every notebook)
-    python -m tools.course quick [PYTEST ARGS]     set up, then the tests not marked slow, then the notebooks of the
-                                                   lessons whose course_src/NN_*.md or notebook changed since main
-                                                   (committed or not) through tests/test_rerun.py
-    python -m tools.course site [BUILD_SITE ARGS]  set up, then build the course website into build/site/
-    python -m tools.course nox [NOX ARGS]          set up, then run nox (noxfile.py: `nox -l` lists the sessions,
-                                                   e.g. the version matrix) with the environment's uv
-    python -m tools.course grade FOLDER [ARGS]     set up, then grade a class's notebooks (tools/grade.py; it runs
-                                                   the learners' code: README, "Chấm bài cả lớp")
-    python -m tools.course python [ARGS]           set up, then run the environment's python
+Usage: python -m tools.course lab|test|quick|check|site|nox|grade|python [ARGS]: tools/course.sh's header says what
+each command does; `python ARGS` runs the environment's python.
 
 Environment variables:
     PYTHON                 (course.sh only) the Python that creates the environment
