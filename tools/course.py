@@ -312,8 +312,7 @@ def test_workers(args: list[str], environ=os.environ, nvidia_gpu: bool | None = 
     each test file in one process (a notebook's cells share its kernel), and files that share a cache or an
     environment (its ``SHARED_GROUPS``) in the same one.
     """
-    if any(a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n", "--numprocesses=", "--dist=")) for a in args) \
-            or "no:xdist" in args:
+    if any(a.startswith(("-n", "--numprocesses", "--dist")) for a in args) or "no:xdist" in args:
         return []  # the caller chose
     if environ.get("COURSE_TEST_WORKERS"):
         value = environ["COURSE_TEST_WORKERS"]
