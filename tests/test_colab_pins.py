@@ -122,7 +122,7 @@ def test_main_prints_without_writing_then_writes(tmp_path, backend_info, capsys)
     assert pins.read_text(encoding="utf-8") == before
     assert out.count("Upgrade to Python 3.13") == 1  # the test repository's history since the pinned commit
     assert colab_pins.main(["--from", str(backend_info), "--pins", str(pins), "--write"]) == 0
-    assert colab_pins.read_pins(pins)["numpy"] == "2.1.3" and not Path(f"{pins}.new").exists()
+    assert colab_pins.read_pins(pins)["numpy"] == "2.1.3"
 
 
 # --------------------------------------------------------------------------- Kaggle's image
