@@ -1,11 +1,4 @@
-"""The maintainer's sessions (nox with the uv backend); `nox -l` lists them.
-
-    nox -s wheel              the lessons_lib wheel for Kaggle without Internet (python -m build) -> dist/
-    nox -s resolve            requirements.txt resolves for Linux, macOS 14+, Windows x Python 3.10-3.13
-    nox -s colab              the course in Colab's conditions: the first row (envs/colab-pins.txt, Python 3.13)
-    nox -s matrix             every row of tools/version_matrix.py's COMBOS (one: nox -s "matrix(ID)")
-    nox -s table              rewrite docs/MAINTAINING.md's version tables from docs/version-matrix.json
-    nox -s release -- 0.3.0   bump the version, date the CHANGELOG entry, set the setup cell's ref, tag
+"""The maintainer's sessions (nox with the uv backend); `nox -l` lists them, each with its docstring.
 
 A row (`colab`, each `matrix(...)`) gets a fresh environment (uv keeps every downloaded wheel in its cache:
 only the first run downloads, ~3 GB per CUDA torch) holding its notebook stack (envs/colab-pins.txt or
@@ -139,13 +132,14 @@ def matrix(session: nox.Session, combo: vm.Combo) -> None:
 @nox.session(python=False)
 def table(session: nox.Session) -> None:
     """Rewrite docs/MAINTAINING.md's version-matrix table and "verified on" table from docs/version-matrix.json."""
-    vm.write_table(vm.load_results())
-    verified.write_table(vm.load_results())
+    data, text = vm.load_results(), vm.PAGE.read_text(encoding="utf-8")
+    text = vm.replace_table(text, verified.lessons_table(data), verified.VERIFIED_START, verified.VERIFIED_END)
+    vm.PAGE.write_text(vm.replace_table(text, vm.markdown_table(data)), encoding="utf-8")
 
 
 @nox.session(python=False)
 def release(session: nox.Session) -> None:
-    """Release X.Y.Z: bump __version__, date its CHANGELOG entry, set the ref, rebuild, commit, tag."""
+    """`nox -s release -- X.Y.Z`: bump __version__, date its CHANGELOG entry, set the ref, rebuild, commit, tag."""
     if len(session.posargs) != 1 or not re.fullmatch(r"\d+\.\d+\.\d+", session.posargs[0]):
         session.error("usage: nox -s release -- X.Y.Z")
     version, tag = session.posargs[0], f"v{session.posargs[0]}"
@@ -291,11 +285,7 @@ def _learner_view(session: nox.Session, combo: vm.Combo, environ: dict) -> dict:
     return {"python": facts["python"], "torch": facts["torch"],
             "build": f"CUDA {cuda}" if cuda else f"ROCm {hip}" if hip else "CPU",
             "cuda_available": facts["cuda_available"], "kind": kind, "platform": combo.platform,
-            "colab_environ": combo.colab, "output_checks": True, "learner_view": seen["view"]}
-
-
-def _failed(tests: dict) -> int:
-    return tests["failed"] + tests["errors"]
+            "output_checks": True, "learner_view": seen["view"]}
 
 
 def _run_row(session: nox.Session, combo: vm.Combo) -> None:
@@ -339,7 +329,8 @@ def _run_row(session: nox.Session, combo: vm.Combo) -> None:
             record["colab_tests"] = vm.parse_junit(xml)
     record.update(ok=record["lessons_lib_install"]["ok"] and bool(record["notebooks"])
                   and all(row["ok"] for row in record["notebooks"])
-                  and not any(_failed(record[key]) for key in ("unit_tests", "colab_tests") if key in record),
+                  and not any(record[key]["failed"] + record[key]["errors"] for key in ("unit_tests", "colab_tests")
+                              if key in record),
                   wall_s=round(time.perf_counter() - start, 1),
                   loadavg=[round(load_start[0], 1), round(os.getloadavg()[0], 1)])
     for row in record["notebooks"]:
@@ -350,7 +341,7 @@ def _run_row(session: nox.Session, combo: vm.Combo) -> None:
         if key in record:
             counts = record[key]
             failures = "".join(f"\n    {line}" for line in counts["failures"])
-            session.log(f"{key}: {counts['passed']} passed, {_failed(counts)} failed or errors, "
+            session.log(f"{key}: {counts['passed']} passed, {counts['failed'] + counts['errors']} failed or errors, "
                         f"{counts['skipped']} skipped{failures}")
     if args.k or args.no_unit_tests:
         session.log(f"trial run: record not written\n{json.dumps(record, ensure_ascii=False)[:3000]}")

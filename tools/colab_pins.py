@@ -45,10 +45,11 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
-def read_pins(path: Path = PINS) -> dict[str, str]:
-    """Return {normalized name: version} of a pins file; every requirement line must be `name==version`."""
+def read_pins(path: Path = PINS, text: str | None = None) -> dict[str, str]:
+    """Return {normalized name: version} of a pins file (or of its `text`); each line must be `name==version`."""
     pins: dict[str, str] = {}
-    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    text = Path(path).read_text(encoding="utf-8") if text is None else text
+    for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
@@ -220,15 +221,15 @@ def regenerate(pins_text: str, snap: Snapshot, today: str, kaggle: KaggleImage |
         raise ValueError("the pins file has no `# Source:` paragraph to rewrite")
     old_source = " ".join(lines[source[0]:source[1]])
     kaggle_at = _paragraph(lines, "# Kaggle image:")
-    skip = set(range(*source)) | (set(range(*kaggle_at)) if kaggle_at and kaggle else set())
+    if kaggle and kaggle_at is None:
+        raise ValueError("--kaggle rewrites a file with a `# Kaggle image:` paragraph: envs/kaggle-pins.txt")
+    skip = set(range(*source)) | (set(range(*kaggle_at)) if kaggle else set())
     tag = f"Kaggle: Kaggle/docker-python kaggle_requirements.txt at {(kaggle.commit or 'a copy')[:7]}" if kaggle else ""
     section = ""
     for i, line in enumerate(lines):
         if i == source[0]:
             out += source_paragraph(snap, today)
-            if kaggle and not kaggle_at:
-                out += ["#", *kaggle_paragraph(kaggle, snap.commit, today)]
-        if kaggle and kaggle_at and i == kaggle_at[0]:
+        if kaggle and i == kaggle_at[0]:
             out += kaggle_paragraph(kaggle, snap.commit, today)
         if i in skip:
             continue
@@ -263,29 +264,24 @@ def regenerate(pins_text: str, snap: Snapshot, today: str, kaggle: KaggleImage |
 
 
 def describe(path: Path = PINS) -> dict[str, str | None]:
-    """Return the image a pins file was made from, read from its header (what README's matrix note shows).
+    """Return the image a pins file was made from, read from its header (what the matrix table's notes show).
 
     Keys: "colab_commit", "colab_date", "python", "torch" (of the Source paragraph); "kaggle_commit",
     "kaggle_date", "kaggle_base" (of the `# Kaggle image:` paragraph; None without one).
     """
     lines = Path(path).read_text(encoding="utf-8").splitlines()
-    found: dict[str, str | None] = dict.fromkeys(("colab_commit", "colab_date", "python", "torch", "kaggle_commit",
-                                                  "kaggle_date", "kaggle_base"))
-    for head, keys in (("# Source:", "colab"), ("# Kaggle image:", "kaggle")):
-        at = _paragraph(lines, head)
-        if at is None:
-            continue
-        text = " ".join(line[2:] for line in lines[at[0]:at[1]])
-        where = re.search(r"commit ([0-9a-f]{7,40}) \(dated (\d{4}-\d\d-\d\d)\)", text)
-        if where:
-            found[f"{keys}_commit"], found[f"{keys}_date"] = where[1], where[2]
-        if keys == "colab":
-            runtime = re.search(r"Python (\S+) with torch (\S+)", text)
-            if runtime:
-                found["python"], found["torch"] = runtime[1], runtime[2]
-        else:
-            base = re.search(r"FROM Colab's image (\S+)", text)
-            found["kaggle_base"] = base[1] if base else None
+    texts = []  # the Source paragraph, then the Kaggle one ("" without one)
+    for head in ("# Source:", "# Kaggle image:"):
+        at = _paragraph(lines, head) or (0, 0)
+        texts.append(" ".join(line[2:] for line in lines[at[0]:at[1]]))
+    where, date = r"commit ([0-9a-f]{7,40}) \(dated", r"commit [0-9a-f]{7,40} \(dated (\d{4}-\d\d-\d\d)\)"
+    patterns = {"colab_commit": where, "colab_date": date, "python": r"Python (\S+) with torch",
+                "torch": r"Python \S+ with torch (\S+)", "kaggle_commit": where, "kaggle_date": date,
+                "kaggle_base": r"FROM Colab's image (\S+)"}
+    found = {}
+    for key, pattern in patterns.items():
+        match = re.search(pattern, texts[key.startswith("kaggle")])
+        found[key] = match[1] if match else None
     if found["colab_commit"] is None and found["python"] is None:
         raise ValueError(f"{path}: no `# Source:` paragraph naming a commit and a Python")
     return found
@@ -327,25 +323,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kaggle", type=Path, help="a clone of Kaggle/docker-python: Kaggle's image instead of "
                         "Colab's (backend-info's commit of the Colab image it starts FROM, then Kaggle's pins)")
     parser.add_argument("--pins", type=Path, default=PINS, help="the pins file (default %(default)s)")
-    parser.add_argument("--out", type=Path, help="write the result here instead of rewriting --pins (implies "
-                        "--write; e.g. a first envs/kaggle-pins.txt from envs/colab-pins.txt)")
     parser.add_argument("--write", action="store_true", help="rewrite the pins file (default: only print)")
     args = parser.parse_args(argv)
-    out = args.out or args.pins
-    temp = Path(f"{out}.new")
     try:
         kaggle = read_kaggle(args.kaggle) if args.kaggle else None
         rev = args.rev or (colab_commit_on(args.source, kaggle.base_date) if kaggle else None)
         snap = read_source(args.source, rev, args.runtime)
-        old_text = Path(args.pins).read_text(encoding="utf-8")
+        old_text = args.pins.read_text(encoding="utf-8")
         text, rows = regenerate(old_text, snap, datetime.date.today().isoformat(), kaggle)
-        temp.write_text(text, encoding="utf-8")
-        read_pins(temp)  # the format the Colab session and the version matrix read
+        read_pins(args.pins, text)  # the format the Colab session and the version matrix read
     except (OSError, ValueError) as error:
         print(f"colab_pins: {error}", file=sys.stderr)
         return 2
-    finally:
-        temp.unlink(missing_ok=True)
     if kaggle:
         print(f"Kaggle image ({kaggle.commit or 'folder'}, {kaggle.date or 'date unknown'}): Python {kaggle.python}, "
               f"FROM Colab's {kaggle.base}; backend-info's last commit on or before {kaggle.base_date}:")
@@ -357,12 +346,11 @@ def main(argv: list[str] | None = None) -> int:
         lines = [line.strip()[:110] for line in log.stdout.splitlines()]
         if lines:
             print(f"Colab's commits since {old[:12]} that changed these files:", *lines, sep="\n  ")
-    changed = not out.exists() or text != out.read_text(encoding="utf-8")
-    if changed and (args.write or args.out):
-        out.write_text(text, encoding="utf-8")
-    if changed:
-        print(f"Wrote {out}. Next: the matrix rows that read it (`nox -s \"matrix(ID)\"`), then `nox -s table`."
-              if args.write or args.out else "Nothing written: add --write to rewrite the pins file.")
+    if text != old_text and args.write:
+        args.pins.write_text(text, encoding="utf-8")
+    if text != old_text:
+        print(f"Wrote {args.pins}. Next: the matrix rows that read it (`nox -s \"matrix(ID)\"`), then `nox -s table`."
+              if args.write else "Nothing written: add --write to rewrite the pins file.")
     return 0
 
 

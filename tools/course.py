@@ -3,19 +3,8 @@
 Standard library only, so any Python 3.10+ runs it before the environment exists; `bash tools/course.sh`
 finds such a Python and runs this file (PowerShell: ``py -m tools.course lab``).
 
-Usage:
-    python -m tools.course lab [JUPYTERLAB ARGS]   set up, refresh notebooks_cua_toi/, open it in JupyterLab
-    python -m tools.course test [PYTEST ARGS]      set up, then run pytest (every test and every notebook)
-    python -m tools.course quick [PYTEST ARGS]     set up, then the tests not marked slow, then the notebooks of the
-                                                   lessons whose course_src/NN_*.md or notebook changed since main
-                                                   (committed or not) through tests/test_rerun.py
-    python -m tools.course site [BUILD_SITE ARGS]  set up, then build the course website into build/site/
-    python -m tools.course nox [NOX ARGS]          set up, then run nox (noxfile.py: `nox -l` lists the sessions,
-                                                   e.g. the version matrix) with the environment's uv
-    python -m tools.course grade FOLDER [ARGS]     set up, then grade a class's notebooks (tools/grade.py; it runs
-                                                   the learners' code: README, "Chấm bài cả lớp")
-    python -m tools.course python [ARGS]           set up, then run the environment's python
-    python -m tools.course setup                   set up only
+Usage: python -m tools.course lab|test|quick|check|site|nox|grade|python [ARGS]: tools/course.sh's header says what
+each command does; `python ARGS` runs the environment's python.
 
 Environment variables:
     PYTHON                 (course.sh only) the Python that creates the environment
@@ -58,7 +47,7 @@ RECIPE = "2"  # bump when the set-up steps change in a way that needs them to ru
 SUPPORTED = ((3, 10), (3, 13))  # the Pythons tests/test_requirements_resolve.py proves
 
 
-USAGE = "usage: bash tools/course.sh lab|test|quick|check|site|nox|grade|python|setup [args]   (PowerShell: py -m tools.course lab)"
+USAGE = "usage: bash tools/course.sh lab|test|quick|check|site|nox|grade|python [args]   (PowerShell: py -m tools.course lab)"
 
 
 class SetupError(RuntimeError):
@@ -117,13 +106,7 @@ def _installed(name: str) -> bool:
 
 
 def requirements_to_install(text: str, system_torch: bool, installed=_installed) -> list[str]:
-    """Return the requirement lines to install: all of them, or, reusing the machine's torch, those it lacks.
-
-    Args:
-        text: The text of requirements.txt.
-        system_torch: Reuse the machine's packages: drop torch, and every package the machine already has.
-        installed: ``installed(name) -> bool`` for the Python running this script (tests pass a fake).
-    """
+    """Return requirements.txt's lines to install: all, or with `system_torch` those `installed` lacks, never torch."""
     lines = []
     for line in text.splitlines():
         name = requirement_name(line)
@@ -254,16 +237,9 @@ def lab_url(ip: str, port: int, token: str) -> str:
 
 def lab_command(python: Path | str, root_dir: Path | str, ip: str, port: int, uid: int | None,
                 no_browser: bool, extra: list[str] = ()) -> list[str]:
-    """Return the JupyterLab command: listen on `ip`:`port`, open `root_dir`, --allow-root only for uid 0.
+    """Return the JupyterLab command: serve `root_dir` on `ip`:`port` only (the printed URL must stay right).
 
-    Args:
-        python: The environment's python.
-        root_dir: The folder JupyterLab shows (the working copy).
-        ip: The address to listen on.
-        port: The port (no retries: the printed URL must stay right).
-        uid: The effective user id (None on Windows).
-        no_browser: Do not try to open a browser.
-        extra: More JupyterLab arguments from the command line.
+    --allow-root only for uid 0 (None on Windows); `extra` are more JupyterLab arguments from the command line.
     """
     cmd = [str(python), "-m", "jupyterlab", f"--ServerApp.ip={ip}", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root_dir}"]
@@ -336,8 +312,7 @@ def test_workers(args: list[str], environ=os.environ, nvidia_gpu: bool | None = 
     each test file in one process (a notebook's cells share its kernel), and files that share a cache or an
     environment (its ``SHARED_GROUPS``) in the same one.
     """
-    if any(a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n", "--numprocesses=", "--dist=")) for a in args) \
-            or "no:xdist" in args:
+    if any(a.startswith(("-n", "--numprocesses", "--dist")) for a in args) or "no:xdist" in args:
         return []  # the caller chose
     if environ.get("COURSE_TEST_WORKERS"):
         value = environ["COURSE_TEST_WORKERS"]
@@ -394,7 +369,7 @@ def _hand_over(cmd: list[str], env: dict) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("lab", "test", "quick", "check", "site", "nox", "grade", "python", "setup"):
+    if not argv or argv[0] not in ("lab", "test", "quick", "check", "site", "nox", "grade", "python"):
         print(USAGE, file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
@@ -402,9 +377,6 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT)  # pytest's configuration and relative paths are the repository's, wherever this was started
     try:
         python = ensure_env(system_torch_requested())
-        if command == "setup":
-            print(python)
-            return 0
         if command == "lab":
             return lab(python, rest)
         if command == "test":

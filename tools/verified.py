@@ -92,12 +92,3 @@ def lessons_table(data: dict) -> str:
               + ". Lần chạy GPU không nằm trong "
               "repo (`gpu-validation-*/` bị git bỏ qua): trang web của khoá học ghi nó ở đầu mỗi bài khi có."]
     return "\n".join(lines)
-
-
-def write_table(data: dict, page: Path = vm.PAGE) -> None:
-    """Rewrite the page's "verified on" table from the version matrix's results."""
-    head, _, rest = page.read_text(encoding="utf-8").partition(VERIFIED_START)
-    if VERIFIED_END not in rest:
-        raise ValueError(f"{page.name} must hold the markers {VERIFIED_START} ... {VERIFIED_END} (in that order)")
-    page.write_text(f"{head}{VERIFIED_START}\n{lessons_table(data)}\n{VERIFIED_END}{rest.partition(VERIFIED_END)[2]}",
-                      encoding="utf-8")

@@ -72,11 +72,6 @@ class Combo:
         return f"py{self.python}-torch{self.torch.replace('+', '-')}" + ("" if self.stack == "colab" else f"-{self.stack}")
 
     @property
-    def colab(self) -> bool:
-        """Return whether its kernels see Colab's environment variables."""
-        return self.platform == "colab"
-
-    @property
     def environ(self) -> dict[str, str]:
         """Return the environment variables of its platform ({} for none)."""
         return dict(PLATFORM_ENV.get(self.platform, {}))
@@ -256,11 +251,10 @@ def markdown_table(data: dict) -> str:
         notebooks = record["notebooks"]
         passed = sum(row["ok"] for row in notebooks)
         nb_cell = f"{passed}/{len(notebooks)}" + ("" if passed == len(notebooks) else " ❌")
-        platform = record.get("platform") or ("colab" if record.get("colab_environ") else None)
         if not record.get("output_checks"):
             nb_cell += " (chỉ kiểm không lỗi, chưa kiểm đầu ra)"
-        elif platform:
-            nb_cell += f" (như {PLATFORM_NAMES.get(platform, platform)})"
+        elif record.get("platform"):
+            nb_cell += f" (như {PLATFORM_NAMES[record['platform']]})"
         tests = record.get("unit_tests")
         if tests:
             bad = tests["failed"] + tests["errors"]
@@ -307,14 +301,9 @@ def markdown_table(data: dict) -> str:
     return "\n".join(lines)
 
 
-def replace_table(text: str, table: str) -> str:
-    """Return the page's text with the block between TABLE_START and TABLE_END replaced by `table`."""
-    start, end = text.find(TABLE_START), text.find(TABLE_END)
-    if start < 0 or end < start:
-        raise ValueError(f"{PAGE.name} must hold the markers {TABLE_START} ... {TABLE_END} (in that order)")
-    return text[:start + len(TABLE_START)] + "\n" + table + "\n" + text[end:]
-
-
-def write_table(data: dict, page: Path = PAGE) -> None:
-    """Rewrite the page's version-matrix table from results `data`."""
-    page.write_text(replace_table(page.read_text(encoding="utf-8"), markdown_table(data)), encoding="utf-8")
+def replace_table(text: str, table: str, start: str = TABLE_START, end: str = TABLE_END) -> str:
+    """Return the page's text with the block between the markers `start` and `end` replaced by `table`."""
+    at, until = text.find(start), text.find(end)
+    if at < 0 or until < at:
+        raise ValueError(f"{PAGE.name} must hold the markers {start} ... {end} (in that order)")
+    return text[:at + len(start)] + "\n" + table + "\n" + text[until:]

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +33,6 @@ class SyncReport:
 
     copied: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
-    kept: list[str] = field(default_factory=list)
     offered: list[tuple[str, str]] = field(default_factory=list)  # (your copy, the new version beside it)
 
     def messages(self) -> list[str]:
@@ -72,12 +69,7 @@ def _load_manifest(path: Path) -> tuple[dict[str, str], dict[str, str]]:
 
 def _write_manifest(path: Path, files: dict[str, str], offered: dict[str, str]) -> None:
     data = {"version": 1, "files": dict(sorted(files.items())), "offered": dict(sorted(offered.items()))}
-    text = json.dumps(data, indent=1) + "\n"
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".manifest-")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp makes it private; it is an ordinary file of the working copy
-    os.replace(tmp, path)
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")  # a damaged one only makes sync keep more
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -86,15 +78,7 @@ def _copy(src: Path, dst: Path) -> None:
 
 
 def sync(source: Path | str, dest: Path | str) -> SyncReport:
-    """Refresh the working copy `dest` from the course notebooks in `source` (see the module docstring).
-
-    Args:
-        source: The tracked notebooks folder (notebooks/).
-        dest: The working copy (created if missing).
-
-    Returns:
-        A ``SyncReport`` of what was copied, updated, kept and offered beside an edited copy.
-    """
+    """Refresh the working copy `dest` (created if missing) from the course's notebooks/ `source`; report what it did."""
     source, dest = Path(source), Path(dest)
     if not source.is_dir():
         raise ValueError(f"source must be the course's notebooks folder, but {source} is not a folder")
@@ -108,25 +92,17 @@ def sync(source: Path | str, dest: Path | str) -> SyncReport:
         rel = src.relative_to(source).as_posix()
         target = dest / rel
         new = file_sha256(src)
-        if not target.exists():
+        mine = file_sha256(target) if target.exists() else None
+        if mine in (None, manifest.get(rel)) and mine != new:  # missing, or untouched since it was copied
             _copy(src, target)
+            (report.copied if mine is None else report.updated).append(rel)
+        if mine in (None, new, manifest.get(rel)):
             manifest[rel] = new
-            report.copied.append(rel)
-            continue
-        mine = file_sha256(target)
-        if mine == new:
-            manifest[rel] = new
-        elif manifest.get(rel) == mine:  # untouched since it was copied: take the course's new version
-            _copy(src, target)
-            manifest[rel] = new
-            report.updated.append(rel)
-        else:  # edited (or of unknown origin): never overwrite
-            report.kept.append(rel)
-            if manifest.get(rel) != new and offered.get(rel) != new:
-                beside = target.with_name(f"{target.stem}.{NEW_VERSION_TAG}-{new[:8]}{target.suffix}")
-                if not beside.exists():  # never overwrite a file of the learner's
-                    _copy(src, beside)
-                offered[rel] = new
-                report.offered.append((rel, beside.relative_to(dest).as_posix()))
+        elif manifest.get(rel) != new and offered.get(rel) != new:  # edited (or of unknown origin): kept
+            beside = target.with_name(f"{target.stem}.{NEW_VERSION_TAG}-{new[:8]}{target.suffix}")
+            if not beside.exists():  # never overwrite a file of the learner's
+                _copy(src, beside)
+            offered[rel] = new
+            report.offered.append((rel, beside.relative_to(dest).as_posix()))
     _write_manifest(manifest_path, manifest, offered)
     return report
