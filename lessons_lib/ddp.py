@@ -19,6 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ._validate import check_number
 
@@ -36,7 +37,7 @@ class DDPRunError(RuntimeError):
 
     def __init__(self, message: str, rank: int | None = None, kind: str = "died", log_tail: str = ""):
         super().__init__(message)
-        self.rank, self.kind, self.log_tail = rank, kind, log_tail  # kind: "died", "timeout", "leftover", "bad_output"
+        self.rank, self.kind, self.log_tail = rank, kind, log_tail  # kind: "died", "timeout" or "leftover"
 
 
 def _cmdline(pid: int) -> str | None:
@@ -223,13 +224,9 @@ def _launch_once(command: str, parsed: _Torchrun, folder: Path, backend: str, ti
             error = _diagnose(run_dir, parsed.nproc_per_node, output, timed_out, timeout, returncode)
             logs = "\n".join(_rank_log(run_dir, r) for r in range(parsed.nproc_per_node))
             return DDPRun(command, wall_s=wall, output=output + "\n" + logs, ok=False, error=error)
+        # RankRecorder.save writes each file atomically: a file that is there is whole
         files = sorted(run_dir.glob("rank*.json"), key=lambda p: int(p.stem[4:]) if p.stem[4:].isdigit() else -1)
-        try:
-            ranks = [json.loads(p.read_text(encoding="utf-8")) for p in files]
-        except (OSError, json.JSONDecodeError) as exc:
-            error = DDPRunError(f"torchrun xong nhưng kết quả không đọc được: {exc}", kind="bad_output",
-                                log_tail=_tail(output.splitlines()))
-            return DDPRun(command, wall_s=wall, output=output, ok=False, error=error)
+        ranks = [json.loads(p.read_text(encoding="utf-8")) for p in files]
         return DDPRun(command, ranks=ranks, wall_s=wall, output=output)
 
 
@@ -241,27 +238,22 @@ def _rank_log(run_dir: Path, rank: int) -> str:
     return "".join(p if p.endswith("\n") or not p else p + "\n" for p in parts)
 
 
-@dataclass
-class _RankState:
+class _RankState(NamedTuple):
     rank: int
     lines: list[str]
-    error: str = ""  # the rank's own error line ("" when it printed none)
-
-    @property
-    def peer_error(self) -> bool:  # its error only says that another rank went away
-        return bool(_PEER_ERROR.search(self.error))
+    error: str  # the rank's own error line ("" when it printed none)
+    peer_error: bool  # its error only says that another rank went away
 
 
 def _rank_state(run_dir: Path, rank: int) -> _RankState:
-    state = _RankState(rank, _rank_log(run_dir, rank).splitlines())
-    plain = [_RANK_PREFIX.sub("", x) for x in state.lines]
-    if "Traceback (most recent call last):" in plain:  # the exception line of its first Python traceback
-        after = plain[plain.index("Traceback (most recent call last):") + 1:]
-        state.error = next((x.strip() for x in after if _EXCEPTION_LINE.match(x)), "")
-    if not state.error:  # a C++ abort leaves no traceback but a message
-        state.error = next((x.strip() for x in reversed(state.lines)
-                            if "terminate called" in x or "what():" in x or "Fatal Python error" in x), "")
-    return state
+    lines = _rank_log(run_dir, rank).splitlines()
+    plain = [_RANK_PREFIX.sub("", x) for x in lines]
+    traceback = "Traceback (most recent call last):"  # the exception line of its first Python traceback
+    after = plain[plain.index(traceback) + 1:] if traceback in plain else []
+    error = (next((x.strip() for x in after if _EXCEPTION_LINE.match(x)), "")
+             or next((x.strip() for x in reversed(lines)  # a C++ abort leaves no traceback but a message
+                      if "terminate called" in x or "what():" in x or "Fatal Python error" in x), ""))
+    return _RankState(rank, lines, error, bool(_PEER_ERROR.search(error)))
 
 
 def _tail(lines: list[str], n: int = 12) -> str:

@@ -202,9 +202,7 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
     """Return `preferred` if this machine has it, else $LESSONS_DEVICE, else the best here (CUDA > MPS > CPU)."""
     preferred = preferred if preferred is not None else os.environ.get("LESSONS_DEVICE") or None
     if preferred is None:
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        return torch.device("mps" if _mps_available() else "cpu")
+        return torch.device("cuda" if torch.cuda.is_available() else "mps" if _mps_available() else "cpu")
     names = available_devices()
     device = as_device(preferred, "preferred", ", ".join(names))
     if device.type == "cpu" or str(device) in names or (

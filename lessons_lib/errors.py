@@ -55,7 +55,6 @@ class _Rule:
     key: str
     pattern: str
     hint: str
-    name_devices: bool = False  # add "(ở đây: cuda:0 và cpu)" with the devices named in the message
 
 
 _DEVICE_NAME = re.compile(r"\b(cuda:\d+|cuda|cpu|mps(?::\d+)?|meta|xpu(?::\d+)?|hpu(?::\d+)?)\b")
@@ -80,8 +79,7 @@ _RULES = (
         r"Input type \(MPS\w+\) and weight type \(torch\.\w+\)|Input type \(torch\.\w+\) and weight type \(MPS\w+\)",
         "Các tensor trong cùng một phép tính nằm trên các thiết bị khác nhau. Cách sửa: đưa model và mọi "
         "input/target về cùng `device`: `x = x.to(device)` (nhớ gán lại), `model.to(device)`; tensor tạo "
-        "trong forward dùng `device=x.device` hoặc `register_buffer`. Xem tensor nào lệch: `describe(model)`.",
-        name_devices=True),
+        "trong forward dùng `device=x.device` hoặc `register_buffer`. Xem tensor nào lệch: `describe(model)`."),
     _Rule("numpy_from_gpu",
         r"can't convert (\w+)(:\d+)? device type tensor to numpy",
         "NumPy chỉ làm việc với dữ liệu trong RAM của CPU. Cách sửa: `x.detach().cpu().numpy()` "
@@ -170,7 +168,7 @@ def explain(exc: BaseException) -> str | None:
         from .device import explain_cuda, gather_cuda_facts
 
         body = " ".join([body, *explain_cuda(gather_cuda_facts(probe_gpus=False))])
-    if rule.name_devices:
+    if rule.key == "device_mismatch":  # add "(ở đây: cuda:0 và cpu)" with the devices named in the message
         names = list(dict.fromkeys(m.group(1) for m in _DEVICE_NAME.finditer(str(exc))))
         first, _, rest = body.partition(". ")
         body = first + (f" (ở đây: {' và '.join(names)})" if len(names) >= 2 else "") + ". " + rest

@@ -42,11 +42,6 @@ class TorchReport:
         return self.cuda.count if self.cuda is not None else 0
 
     @property
-    def available(self) -> bool:
-        """Return torch.cuda.is_available() as read."""
-        return self.cuda is not None and self.cuda.available
-
-    @property
     def build(self) -> str:
         """Return the build in words: "CUDA 13.0", "ROCm/HIP 6.4" or "CPU-only"."""
         cuda, hip = (self.cuda.cuda_build, self.cuda.hip_build) if self.cuda is not None else (None, None)
@@ -106,25 +101,6 @@ def _torch_pin() -> str:
     return next((line.split(";")[0].strip() for line in lines if line.startswith("torch==")), "torch")
 
 
-def _torch_cannot_use_gpus(smi: SmiReport, report: TorchReport) -> str | None:
-    """Return why this Python's torch cannot use the GPUs nvidia-smi lists, with the fix; None if it can."""
-    if not smi.gpus or report.count > 0:
-        return None
-    n, names = len(smi.gpus), ", ".join(smi.gpus)
-    if report.error is not None or report.cuda is None:
-        return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng {sys.executable} không import được torch: "
-                f"{report.error}")
-    from .device import explain_cuda
-
-    facts = replace(report.cuda, driver_found=True, driver_version=smi.driver or report.cuda.driver_version)
-    fix = ("Cách sửa trong repo: (1) dùng torch có sẵn của máy, hợp với driver của nó (vd. image GPU): "
-           "`COURSE_SYSTEM_TORCH=1 bash tools/course.sh test`; hoặc (2) xoá .venv rồi chạy lại `bash tools/course.sh "
-           f"test` để cài {_torch_pin()} từ https://pypi.org/simple (trên Linux là bản có CUDA).")
-    return (f"❌ Máy có {n} GPU NVIDIA ({names}) nhưng torch {report.version} ({report.build}) trong "
-            f"{sys.executable} không dùng được chúng: torch.cuda.is_available() là False, mọi ô %%gpu sẽ bị bỏ qua "
-            f"và phép kiểm tra GPU sẽ 'xanh' mà không chạy gì. {' '.join(explain_cuda(facts))} {fix}")
-
-
 def no_usable_cuda(smi: SmiReport, report: TorchReport, init_error: str | None = None) -> str | None:
     """Return why no CUDA GPU is usable here (with the fix), or None when torch can compute on one.
 
@@ -139,7 +115,18 @@ def no_usable_cuda(smi: SmiReport, report: TorchReport, init_error: str | None =
                 "cài lại driver hoặc khởi động lại máy.")
     if not smi.gpus:
         return "❌ nvidia-smi không liệt kê GPU nào (container không được cấp GPU?)."
-    problem = _torch_cannot_use_gpus(smi, report)
-    if problem is None and init_error is not None:
-        return f"❌ torch thấy {report.count} GPU nhưng phép tính đầu tiên trên GPU lỗi: {init_error}"
-    return problem
+    if report.count > 0:
+        return None if init_error is None else (f"❌ torch thấy {report.count} GPU nhưng phép tính đầu tiên trên "
+                                                f"GPU lỗi: {init_error}")
+    listed = f"❌ Máy có {len(smi.gpus)} GPU NVIDIA ({', '.join(smi.gpus)}) nhưng"
+    if report.cuda is None:
+        return f"{listed} {sys.executable} không import được torch: {report.error}"
+    from .device import explain_cuda
+
+    facts = replace(report.cuda, driver_found=True, driver_version=smi.driver or report.cuda.driver_version)
+    fix = ("Cách sửa trong repo: (1) dùng torch có sẵn của máy, hợp với driver của nó (vd. image GPU): "
+           "`COURSE_SYSTEM_TORCH=1 bash tools/course.sh test`; hoặc (2) xoá .venv rồi chạy lại `bash tools/course.sh "
+           f"test` để cài {_torch_pin()} từ https://pypi.org/simple (trên Linux là bản có CUDA).")
+    return (f"{listed} torch {report.version} ({report.build}) trong {sys.executable} không dùng được chúng: "
+            "torch.cuda.is_available() là False, mọi ô %%gpu sẽ bị bỏ qua và phép kiểm tra GPU sẽ 'xanh' mà không "
+            f"chạy gì. {' '.join(explain_cuda(facts))} {fix}")

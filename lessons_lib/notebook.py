@@ -39,22 +39,17 @@ def _drop_cpp_extension_noise(record: logging.LogRecord) -> bool:
         return True
 
 
-def _import_quietly(name: str) -> None:
-    """Import module `name` now, dropping what its import prints to stderr (nothing else is silenced)."""
-    if name not in sys.modules:
-        with contextlib.redirect_stderr(io.StringIO()):
-            importlib.import_module(name)
-
-
 def _quiet_known_noise() -> None:
     """Hide the false alarms above by their exact text, so every other line still shows (idempotent)."""
     logger = logging.getLogger(_CPP_EXTENSION_LOGGER)
-    if _drop_cpp_extension_noise not in logger.filters:
+    # by name: %reload_ext re-imports this module, so the filter an earlier load added is another function object
+    if not any(getattr(f, "__name__", "") == _drop_cpp_extension_noise.__name__ for f in logger.filters):
         logger.addFilter(_drop_cpp_extension_noise)
-    if torch.version.cuda and not torch.cuda.is_available():
+    if torch.version.cuda and not torch.cuda.is_available() and _CPP_EXTENSION_LOGGER not in sys.modules:
         # torch 2.4 print()s the cpp_extension line, past the logging filter, when the module is first imported
         # (torch.utils.benchmark and torch.compile import it): import it here, where that one print is dropped.
-        _import_quietly(_CPP_EXTENSION_LOGGER)
+        with contextlib.redirect_stderr(io.StringIO()):
+            importlib.import_module(_CPP_EXTENSION_LOGGER)
     warnings.filterwarnings("ignore", message=_PROFILER_FALSE_ALARM, category=UserWarning)
     warnings.filterwarnings("ignore", message=_CHECKPOINT_OWN_DEPRECATION, category=FutureWarning,
                             module=r"torch\.utils\.checkpoint")

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from lessons_lib import ddp as ddp_module
 from lessons_lib.ddp import (
     DDPRun,
     DDPRunError,
@@ -49,17 +48,6 @@ def notebook_files(folder: Path) -> dict[str, Path]:
 # --------------------------------------------------------------------------- real launches
 
 
-def test_notebook_writes_the_ddp_scripts(tmp_path):
-    files = notebook_files(tmp_path)
-    assert {"ddp_setup.py", "train_ddp.py", "broken_ddp.py"} <= set(files)
-    script = files["train_ddp.py"].read_text()
-    for needed in ("choose_backend()", "torch.cuda.set_device(device)", "dist.init_process_group(backend)",
-                   "DistributedSampler(data, shuffle=True, seed=0, drop_last=True)", "DistributedDataParallel(",
-                   "rec.save()", "dist.barrier()", "dist.destroy_process_group()", "exit_rank()"):
-        assert needed in script, needed
-    assert script.index("rec.save()") < script.index("dist.barrier()") < script.index("exit_rank()")
-
-
 @pytest.fixture(scope="module")
 def notebook_run(tmp_path_factory):
     """Run the notebook's train_ddp.py as launch() does there on 2 GPUs: NCCL first (it fails on a CPU)."""
@@ -75,19 +63,12 @@ def notebook_run(tmp_path_factory):
     return run, folder, time.monotonic() - start
 
 
-@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="with 2 GPUs NCCL works and there is no fallback")
 @pytest.mark.slow
-def test_launch_falls_back_to_gloo_when_nccl_fails(notebook_run):
+def test_launch_falls_back_from_nccl_and_the_notebook_script_matches_one_process(notebook_run):
     run, folder, elapsed = notebook_run
-    assert run.ok and run.error is None and run.backend == "gloo"
-    assert len(run.notes) == 1 and "NCCL" in run.notes[0] and "gloo" in run.notes[0]
-    assert elapsed < 240
-    assert find_processes(str(folder)) == []
-
-
-@pytest.mark.slow
-def test_launch_of_the_notebook_script_matches_one_process(notebook_run):
-    run, folder, _ = notebook_run
+    assert run.ok and run.error is None and elapsed < 240 and find_processes(str(folder)) == []
+    if torch.cuda.device_count() < 2:  # NCCL failed on this machine: one note, then gloo
+        assert run.backend == "gloo" and len(run.notes) == 1 and "NCCL" in run.notes[0] and "gloo" in run.notes[0]
     assert run.world_size == 2 and [r["rank"] for r in run.ranks] == [0, 1]
     pids = {r["pid"] for r in run.ranks}
     assert len(pids) == 2 and os.getpid() not in pids  # two real processes
@@ -147,13 +128,6 @@ def test_launch_stops_a_hanging_script_and_says_it_hung(tmp_path):
     assert find_processes(str(tmp_path)) == []
 
 
-def test_launch_returns_a_failed_run_without_raising(monkeypatch, tmp_path):
-    (tmp_path / "x.py").write_text("")
-    failed = DDPRun("torchrun x.py", ok=False, error=DDPRunError("Rank 0 chết", rank=0))
-    monkeypatch.setattr(ddp_module, "_launch_once", lambda *a: failed)
-    assert launch("torchrun --nproc_per_node=1 x.py", cwd=tmp_path, echo=False) is failed
-
-
 def _launch(command="torchrun --nproc_per_node=1 x.py", **kwargs):
     return lambda folder: launch(command, **{"cwd": folder, **kwargs})
 
@@ -169,7 +143,6 @@ def _compare(data=None, model=None, lr=0.1):
     (_launch(timeout=0), ValueError, "timeout"),
     (_launch(timeout="60"), TypeError, "timeout"),
     (_launch(["torchrun", "x.py"]), TypeError, "command"),
-    (_launch("python train.py"), ValueError, "'torchrun'"),
     (_launch("python -m torch.distributed.run x.py"), ValueError, "'torchrun'"),
     (_launch("torchrun --standalone"), ValueError, "torchrun --standalone"),  # no script
     (_launch("torchrun --nproc_per_node=0 x.py"), ValueError, "--nproc_per_node"),
@@ -250,31 +223,16 @@ def _run(grad1=(1.0, 2.0)):
     return DDPRun("torchrun x.py", ranks=ranks, wall_s=1.25, comparison=_compare_ranks(ranks, reference))
 
 
-def test_compare_ranks_on_matching_data():
-    c = _run().comparison
-    assert c.ok and c.grads_allclose and c.shards_disjoint
-    assert c.grad_diff_between_ranks == 0.0 and c.mean_local_vs_allreduced == 0.0
-    assert c.local_grad_diff_between_ranks == pytest.approx(2.0)
-    assert c.init_diff_before_ddp == 1.0 and c.init_diff_after_ddp == 0.0
-    assert c.grad_diff_vs_single == pytest.approx(1e-9)
-
-
-def test_compare_ranks_detects_mismatch():
-    c = _run(grad1=(1.0, 2.5)).comparison
-    assert not c.ok and not c.grads_allclose
-    assert c.grad_diff_between_ranks == pytest.approx(0.5)
+def test_a_mismatch_is_found_and_the_summary_is_built_from_values():
+    run, wrong = _run(), _run(grad1=(1.0, 2.5))
+    assert not wrong.comparison.ok and not wrong.comparison.grads_allclose
+    assert wrong.comparison.grad_diff_between_ranks == pytest.approx(0.5)
     ranks, reference = _synthetic()
     ranks[1]["shard"] = [0, 3]
     assert not _compare_ranks(ranks, reference).shards_disjoint
-
-
-def test_ddp_run_summary_is_built_from_values():
-    run = _run()
     text = run.summary()
-    assert "1.2 s" in text or "1.3 s" in text
-    assert "✅" in text and "gloo" in text and "1.0e-09" in text
-    assert "rank 1" in run.rank_table() and "pid 101" in run.rank_table()
-    assert "❌" in _run(grad1=(1.0, 2.5)).summary()
+    assert ("1.2 s" in text or "1.3 s" in text) and "✅" in text and "gloo" in text and "1.0e-09" in text
+    assert "pid 101" in run.rank_table() and "❌" in wrong.summary()
 
 
 # --------------------------------------------------------------------------- diagnosis (synthetic torchrun logs)
@@ -303,12 +261,6 @@ def test_diagnose_blames_the_cause_not_the_peer_that_lost_its_connection(tmp_pat
     _log(tmp_path, 1, "Traceback (most recent call last):\nValueError: bad shape\n")
     err = _diagnose(tmp_path, 2, "", timed_out=False, timeout=60, returncode=1)
     assert err.rank == 1 and "ValueError: bad shape" in str(err) and "Rank 0 cũng báo lỗi kết nối" in str(err)
-    # A rank that vanished without a traceback (os._exit, kill -9) is the cause; the peer error is the echo.
-    _log(tmp_path, 1, "step 0\n")
-    summary = ("  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 8)\n"
-               "  rank      : 1 (local_rank: 1)\n  exitcode  : 17 (pid: 9)\n")
-    err = _diagnose(tmp_path, 2, summary, timed_out=False, timeout=60, returncode=1)
-    assert err.rank == 1 and "exit code 17" in str(err) and "không có traceback" in str(err) and "'step 0'" in str(err)
 
 
 def test_diagnose_reads_a_cpp_abort(tmp_path):
@@ -324,17 +276,10 @@ def test_diagnose_when_no_rank_started(tmp_path):
     assert err.rank is None and "trước khi rank nào chạy" in str(err) and "EADDRINUSE boom" in str(err)
 
 
-def test_diagnose_timeout_names_no_rank_and_shows_every_log(tmp_path):
-    _log(tmp_path, 1, "rank 1 ngủ\n")
-    err = _diagnose(tmp_path, 2, "", timed_out=True, timeout=9, returncode=None)
-    assert err.kind == "timeout" and err.rank is None and "9 s" in str(err)
-    assert "rank 0:\n    (log trống)" in str(err) and "rank 1:\n    rank 1 ngủ" in str(err)
-
-
 # --------------------------------------------------------------------------- plots
 
 
-def test_plots_draw_and_reject_bad_input():
+def test_plots_draw_say_when_there_is_nothing_to_draw_and_reject_bad_input():
     import matplotlib.pyplot as plt
 
     run = _run()
@@ -346,12 +291,6 @@ def test_plots_draw_and_reject_bad_input():
         plot_ddp_shards({"ranks": []})
     with pytest.raises(TypeError, match="DDPRun"):
         plot_ddp_differences(run.comparison)
-    plt.close("all")
-
-
-def test_failed_run_plots_say_there_is_nothing_to_draw():
-    import matplotlib.pyplot as plt
-
     failed = DDPRun("torchrun x.py", ok=False, error=DDPRunError("boom"))
     assert failed.backend is None and failed.world_size == 0 and failed.comparison is None
     assert "không thành công" in plot_ddp_shards(failed).texts[0].get_text()

@@ -13,40 +13,30 @@ A100 = GpuInfo(0, "NVIDIA A100-SXM4-40GB", (8, 0), 40 * 2**30, 108)
 ARCHS_128 = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120")
 
 
-def test_pick_device_defaults_to_cpu_without_accelerators(monkeypatch):
+@pytest.mark.parametrize("devices, env, preferred, expected", [
+    (["cpu"], None, None, "cpu"),
+    (["cpu", "mps"], None, None, "mps"),
+    (["cpu", "cuda:0", "mps"], None, None, "cuda"),
+    (["cpu", "cuda:0"], "cpu", None, "cpu"),  # $LESSONS_DEVICE
+    (["cpu", "cuda:0"], None, torch.device("cpu"), "cpu"),
+    (["cpu", "cuda:0"], None, "cuda:0", "cuda:0"),
+    (["cpu", "cuda:0"], None, "cuda", "cuda"),
+])
+def test_pick_device_takes_what_is_asked_for_else_cuda_then_mps_then_cpu(monkeypatch, devices, env, preferred,
+                                                                         expected):
+    monkeypatch.setattr(dev, "available_devices", lambda: devices)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: "cuda:0" in devices)
+    monkeypatch.setattr(dev, "_mps_available", lambda: "mps" in devices)
     monkeypatch.delenv("LESSONS_DEVICE", raising=False)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(dev, "_mps_available", lambda: False)
-    assert dev.pick_device() == torch.device("cpu")
-
-
-def test_pick_device_prefers_cuda_then_mps(monkeypatch):
-    monkeypatch.delenv("LESSONS_DEVICE", raising=False)
-    monkeypatch.setattr(dev, "_mps_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert dev.pick_device() == torch.device("mps")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert dev.pick_device() == torch.device("cuda")
-
-
-def test_pick_device_accepts_explicit_cpu_and_env_override(monkeypatch):
-    assert dev.pick_device("cpu") == torch.device("cpu")
-    assert dev.pick_device(torch.device("cpu")) == torch.device("cpu")
-    monkeypatch.setenv("LESSONS_DEVICE", "cpu")
-    assert dev.pick_device() == torch.device("cpu")
-
-
-def test_pick_device_rejects_missing_gpu_listing_what_exists(monkeypatch):
-    monkeypatch.setattr(dev, "available_devices", lambda: ["cpu", "cuda:0"])
-    with pytest.raises(ValueError, match=r"cuda:3.*cpu, cuda:0"):
-        dev.pick_device("cuda:3")
-    assert dev.pick_device("cuda:0") == torch.device("cuda:0")
-    assert dev.pick_device("cuda") == torch.device("cuda")
+    if env:
+        monkeypatch.setenv("LESSONS_DEVICE", env)
+    assert dev.pick_device(preferred) == torch.device(expected)
 
 
 @pytest.mark.parametrize("call, error, named", [
     *[((dev.pick_device, name), ValueError, "cpu") for name in ("cdua", "gpu", "cuda:x", "meta")],
     *[((dev.pick_device, bad), TypeError, "preferred") for bad in (0, 1.5, ["cpu"])],
+    ((dev.pick_device, "cuda:3"), ValueError, "Các thiết bị có ở đây: cpu"),
     ((dev.has_native_bf16, 3.5), TypeError, "float"),
     ((dev.has_native_bf16, "tpu"), ValueError, "'tpu'"),
     ((dev.as_device, "cuda:x", "device", "'cuda'"), ValueError, "'cuda'"),
@@ -58,8 +48,10 @@ def test_argument_checks_name_what_to_pass(call, error, named):
     assert named in str(raised.value)
 
 
-def test_available_devices_always_has_cpu_first():
+def test_available_devices_has_cpu_first_and_the_facts_name_the_platform(monkeypatch):
     assert dev.available_devices()[0] == "cpu"
+    monkeypatch.setattr(dev, "detect_platform", lambda: "kaggle")
+    assert dev.gather_cuda_facts().platform == "kaggle"
 
 
 @pytest.mark.parametrize(
@@ -132,16 +124,11 @@ def test_driver_version_is_read_from_the_kernel_modules_line(tmp_path, text, ver
     assert dev._driver_version(str(tmp_path / "absent")) is None
 
 
-def test_gather_cuda_facts_records_the_platform(monkeypatch):
-    monkeypatch.setattr(dev, "detect_platform", lambda: "kaggle")
-    assert dev.gather_cuda_facts().platform == "kaggle"
-
-
-def test_environment_report_on_this_machine_has_verdict():
+def test_environment_report_on_this_machine_has_verdict_and_displays_its_table_in_ipython():
     report = dev.environment_report()
     text = str(report)
-    assert report.device in ("cpu", "cuda", "mps")
-    assert "Kết luận" in text and report.verdict in text
+    assert report.device in ("cpu", "cuda", "mps") and pretty(report) == text
+    assert text.startswith("Báo cáo môi trường\n") and ("Kết luận: " + report.verdict) in text
     if not torch.cuda.is_available():
         assert report.reasons, "without CUDA the report must say why"
 
@@ -159,61 +146,40 @@ def test_environment_report_shows_fake_gpu_rows(monkeypatch):
     assert "bf16 gốc: có" in str(dev.environment_report())
 
 
-def test_environment_report_displays_its_table_in_ipython():
-    report = dev.environment_report()
-    assert pretty(report) == str(report) and str(report).startswith("Báo cáo môi trường\n")
-
-
 def test_banner_is_one_line():
     line = notebook._banner()
     assert "\n" not in line and torch.__version__ in line
 
 
-def test_has_native_bf16_on_fake_gpus(monkeypatch):
-    monkeypatch.setattr(dev, "available_devices", lambda: ["cpu", "cuda:0"])
+def test_has_native_bf16_on_fake_gpus_and_mps(monkeypatch):
+    monkeypatch.setattr(dev, "available_devices", lambda: ["cpu", "cuda:0", "mps"])
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (7, 5))
     assert dev.has_native_bf16("cuda") is False
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (8, 0))
     assert dev.has_native_bf16("cuda:0") is True
+    assert dev.has_native_bf16("mps") is None
 
 
-@pytest.mark.parametrize(
-    ("caps", "expected"),
-    [({"avx512_bf16": True, "amx_bf16": False}, True), ({"avx512_bf16": False, "amx_bf16": True}, True),
-     ({"avx512_bf16": False, "amx_bf16": False}, False), ({"bf16": True}, True), ({"bf16": False}, False)],
-)
-def test_has_native_bf16_on_a_cpu_reads_the_cpu_flags(monkeypatch, caps, expected):
+@pytest.mark.parametrize(("caps", "flags", "expected"), [
+    ({"avx512_bf16": True, "amx_bf16": False}, None, True), ({"avx512_bf16": False, "amx_bf16": True}, None, True),
+    ({"avx512_bf16": False, "amx_bf16": False}, None, False), ({"bf16": True}, None, True), ({"bf16": False}, None, False),
+    # a torch without torch.cpu.get_capabilities: what Linux lists, or unknown
+    ({}, {"sse2", "avx2", "avx512f"}, False), ({}, {"sse2", "avx512_bf16"}, True), ({}, {"asimd", "bf16"}, True),
+    ({}, {"asimd"}, False), ({}, None, None), ({}, set(), None),
+])
+def test_has_native_bf16_on_a_cpu_reads_its_capabilities_then_the_linux_flags(monkeypatch, caps, flags, expected):
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: caps, raising=False)
-    assert dev.has_native_bf16("cpu") is expected
-
-
-@pytest.mark.parametrize(
-    ("flags", "expected"),
-    [({"sse2", "avx2", "avx512f"}, False), ({"sse2", "avx512_bf16"}, True), ({"asimd", "bf16"}, True),
-     ({"asimd"}, False), (None, None), (set(), None)],
-)
-def test_has_native_bf16_falls_back_to_linux_flags_or_says_unknown(monkeypatch, flags, expected):
-    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {}, raising=False)
     monkeypatch.setattr(dev, "_cpu_flags", lambda: flags)
     assert dev.has_native_bf16("cpu") is expected
 
 
-def test_has_native_bf16_is_unknown_on_mps(monkeypatch):
-    monkeypatch.setattr(dev, "pick_device", lambda device=None: torch.device("mps"))
-    assert dev.has_native_bf16("mps") is None
-
-
-def test_detect_platform(monkeypatch):
+def test_detect_platform_and_its_own_gpu_menu(monkeypatch):
     monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
     assert platforms.detect_platform() == "kaggle"
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab")
-    assert platforms.detect_platform() == "colab"
-
-
-def test_how_to_get_gpu_mentions_kaggle_for_two():
-    assert "T4 ×2" in platforms.how_to_get_gpu(2)
+    assert platforms.detect_platform() == "colab" and "Kaggle" not in platforms.how_to_get_gpu()
 
 
 def test_how_to_get_gpu_names_the_platforms_own_menu():
@@ -222,8 +188,3 @@ def test_how_to_get_gpu_names_the_platforms_own_menu():
     assert "Accelerator → GPU T4 ×2" in kaggle and "Colab" not in kaggle and "từ đầu" in kaggle
     assert "Colab" in local and "Kaggle" in local
     assert "Colab chỉ cho 1 GPU" in platforms.how_to_get_gpu(2, platform="colab")
-
-
-def test_how_to_get_gpu_detects_the_platform(monkeypatch):
-    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab")
-    assert "Kaggle" not in platforms.how_to_get_gpu()

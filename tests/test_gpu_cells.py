@@ -28,28 +28,20 @@ def test_argument_checks_name_what_to_pass(source, error, named):
     assert named in str(raised.value)
 
 
-@pytest.mark.parametrize("needed, available, named", [
-    (1, 0, ["GPU CUDA", "không có", "Colab", "Kaggle"]),
-    (2, 1, ["2 GPU", "chỉ có 1", "Kaggle"]),
-    (2, 0, ["2 GPU", "không có GPU nào"]),
+@pytest.mark.parametrize("needed, available, platform, named, not_named", [
+    (1, 0, "local", ["GPU CUDA", "không có", "Colab", "Kaggle"], []),
+    (2, 1, "local", ["2 GPU", "chỉ có 1", "Kaggle"], []),
+    (2, 0, "local", ["2 GPU", "không có GPU nào"], []),
+    (1, 0, "colab", ["Runtime → Change runtime type → T4 GPU"], ["Kaggle"]),  # the menu of a Colab CPU runtime
+    (2, 1, "colab", ["Colab chỉ cho 1 GPU"], []),  # 2 GPUs: Kaggle, said plainly
 ])
-def test_missing_hardware_is_one_skip_line_naming_what_the_cell_needs(monkeypatch, needed, available, named):
-    monkeypatch.setattr("lessons_lib.platforms.detect_platform", lambda: "local")
+def test_missing_hardware_is_one_skip_line_naming_what_the_cell_needs(monkeypatch, needed, available, platform,
+                                                                      named, not_named):
+    monkeypatch.setattr("lessons_lib.platforms.detect_platform", lambda: platform)
     notice = gpu_cells.missing_hardware(needed, available)
     assert notice.startswith(gpu_cells.SKIP_MARK + " ") and "\n" not in notice
-    assert all(part in notice for part in named), notice
-
-
-def test_missing_hardware_on_a_colab_cpu_runtime_names_colabs_menu_only(monkeypatch):
-    monkeypatch.setattr("lessons_lib.platforms.detect_platform", lambda: "colab")
-    one = gpu_cells.missing_hardware(1, 0)
-    assert "Runtime → Change runtime type → T4 GPU" in one and "Kaggle" not in one
-    assert "Colab chỉ cho 1 GPU" in gpu_cells.missing_hardware(2, 1), "2 GPUs: Kaggle, said plainly"
-
-
-def test_missing_hardware_none_when_enough():
-    assert gpu_cells.missing_hardware(1, 1) is None
-    assert gpu_cells.missing_hardware(2, 4) is None
+    assert all(part in notice for part in named) and not any(part in notice for part in not_named), notice
+    assert gpu_cells.missing_hardware(needed, needed) is None and gpu_cells.missing_hardware(needed, 4) is None
 
 
 def test_cuda_gpu_count_matches_torch():

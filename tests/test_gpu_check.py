@@ -36,15 +36,10 @@ def _runner(monkeypatch, stdout="", returncode=0, stderr="", raises=None):
 
 
 def test_read_nvidia_smi_parses_names_and_driver(monkeypatch):
-    calls = _runner(monkeypatch, "NVIDIA H200, 580.95.05\nTesla T4, 580.95.05\n")
+    calls = _runner(monkeypatch, "NVIDIA H200, 580.95.05\nOdd, GPU name, 580.95.05\n")
     report = gpu_check.read_nvidia_smi()
-    assert report == SmiReport(gpus=("NVIDIA H200", "Tesla T4"), driver="580.95.05")
+    assert report == SmiReport(gpus=("NVIDIA H200", "Odd, GPU name"), driver="580.95.05")  # commas inside names
     assert calls[0][0][0] == "nvidia-smi" and calls[0][1]["timeout"] == 30
-
-
-def test_read_nvidia_smi_keeps_commas_inside_names(monkeypatch):
-    _runner(monkeypatch, "Odd, GPU name, 580.1\n")
-    assert gpu_check.read_nvidia_smi().gpus == ("Odd, GPU name",)
 
 
 @pytest.mark.parametrize("answer, missing, error", [
@@ -62,17 +57,9 @@ def test_read_nvidia_smi_says_why_it_could_not_list(monkeypatch, answer, missing
 def test_read_torch_reports_this_machines_torch():
     report = gpu_check.read_torch()
     assert report.version == torch.__version__ and report.cuda.cuda_build == torch.version.cuda
-    assert report.available == torch.cuda.is_available() and report.error is None
-    assert report.count == (torch.cuda.device_count() if report.available else 0)
+    assert report.cuda.available == torch.cuda.is_available() and report.error is None
+    assert report.count == (torch.cuda.device_count() if report.cuda.available else 0)
     assert report.cuda.gpus == (), "no GPU properties read: no CUDA context"
-
-
-@pytest.mark.parametrize("report, build", [(CUDA_TORCH, "CUDA 13.0"),
-                                           (TorchReport("2.9.0", CudaFacts(cuda_build=None, hip_build="6.4")),
-                                            "ROCm/HIP 6.4"),
-                                           (CPU_TORCH, "CPU-only")])
-def test_build_in_words(report, build):
-    assert report.build == build
 
 
 # --------------------------------------------------------------------------- the header
@@ -93,13 +80,10 @@ def test_header_on_a_machine_without_gpu_or_torch():
     assert lines[1] == "nvidia-smi: not found (no NVIDIA driver here)"
     cpu = gpu_check.header_lines(SmiReport(), CPU_TORCH, "0.2.0")
     assert "CPU-only build" in cpu[0] and cpu[0].endswith("%%gpu cells are skipped") and "0 GPU(s) [none]" in cpu[1]
+    assert TorchReport("2.9.0", CudaFacts(cuda_build=None, hip_build="6.4")).build == "ROCm/HIP 6.4"
 
 
 # --------------------------------------------------------------------------- torch cannot use the GPUs listed
-
-
-def test_no_message_when_torch_uses_the_gpus():
-    assert gpu_check.no_usable_cuda(H200, GOOD) is None
 
 
 _OLD_WARNING = "CUDA initialization: The NVIDIA driver on your system is too old (found version 12080)."

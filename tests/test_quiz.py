@@ -2,7 +2,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from lessons_lib import quiz, widget_display
+from lessons_lib import quiz
 
 
 def make_choice():
@@ -83,12 +83,6 @@ def test_static_html_hides_the_answer_behind_a_click(monkeypatch):
     assert checker.open == []
     _, plain = shown_forms(monkeypatch, quiz.yes_no("GPU?", answer=True, explanation="yes"))
     assert "Vì sao không phải" not in plain and "✅ <b>A. Có</b> — yes" in plain
-
-
-def test_display_outside_kernel_prints_text(capsys):
-    make_choice()._ipython_display_()
-    assert "A. red" in capsys.readouterr().out
-    assert widget_display.STATIC_HTML_KEY == "lessons_lib"
 
 
 def _choice(**changes):

@@ -5,9 +5,10 @@ import pytest
 from lessons_lib._validate import check_int, check_number
 
 
-def test_check_int_returns_the_value():
-    assert check_int("n", 3) == 3
-    assert check_int("n", 0, minimum=0) == 0
+def test_the_checks_return_what_they_accept():
+    assert check_int("n", 3) == 3 and check_int("n", 0, minimum=0) == 0
+    assert check_number("x", 0) == 0 and check_number("x", 2.5, positive=True) == 2.5
+    assert check_number("x", -1.0, minimum=-2) == -1.0
 
 
 @pytest.mark.parametrize("value, minimum, error, match", [
@@ -18,12 +19,6 @@ def test_check_int_returns_the_value():
 def test_check_int_rejects(value, minimum, error, match):
     with pytest.raises(error, match=match):
         check_int("n", value, minimum)
-
-
-def test_check_number_accepts_ints_and_floats():
-    assert check_number("x", 0) == 0
-    assert check_number("x", 2.5, positive=True) == 2.5
-    assert check_number("x", -1.0, minimum=-2) == -1.0
 
 
 @pytest.mark.parametrize("value, kwargs, error, match", [

@@ -1,3 +1,5 @@
+import pytest
+
 from lessons_lib import widget_display
 
 
@@ -8,7 +10,8 @@ def test_outside_a_kernel_prints_text_and_builds_nothing(capsys):
     assert built == [] and widget_display._widget_frontend_possible() is False
 
 
-def test_in_a_kernel_displays_a_widget_bundle(monkeypatch):
+@pytest.mark.parametrize("static_html", [None, "<p>static</p>"])
+def test_in_a_kernel_displays_a_widget_bundle_and_static_html_as_metadata(monkeypatch, static_html):
     import IPython.display
     import ipywidgets
 
@@ -17,25 +20,13 @@ def test_in_a_kernel_displays_a_widget_bundle(monkeypatch):
     monkeypatch.setattr(IPython.display, "display",
                         lambda obj, raw=False, metadata=None: shown.append((obj, raw, metadata)))
     box = ipywidgets.VBox([])
-    widget_display.show_widget(lambda: box, "fallback")
+    widget_display.show_widget(lambda: box, "fallback", static_html=static_html)
     (bundle, raw, metadata), = shown
-    assert raw and bundle["text/plain"] == "fallback" and metadata is None
+    assert raw and bundle["text/plain"] == "fallback"
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == box.model_id
+    # no text/html in the bundle: Jupyter, Colab and VS Code keep choosing between the same two forms
     assert set(bundle) == {"text/plain", "application/vnd.jupyter.widget-view+json"}
-
-
-def test_static_html_goes_to_metadata_not_to_the_bundle(monkeypatch):
-    import IPython.display
-    import ipywidgets
-
-    shown = []
-    monkeypatch.setattr(widget_display, "_widget_frontend_possible", lambda: True)
-    monkeypatch.setattr(IPython.display, "display",
-                        lambda obj, raw=False, metadata=None: shown.append((obj, metadata)))
-    widget_display.show_widget(lambda: ipywidgets.VBox([]), "fallback", static_html="<p>static</p>")
-    (bundle, metadata), = shown
-    assert "text/html" not in bundle  # Jupyter/Colab/VS Code keep choosing between the same two forms
-    assert metadata == {widget_display.STATIC_HTML_KEY: {"static_html": "<p>static</p>"}}
+    assert metadata == (static_html and {widget_display.STATIC_HTML_KEY: {"static_html": static_html}})
 
 
 def test_static_html_in_a_real_kernel_shell_output(monkeypatch):
