@@ -79,7 +79,7 @@ def _evaluate_shard(report: Report, shard_indices=None) -> None:
 
 
 task2 = Exercise("task2", "Bài 14.8 · Nhiệm vụ 2 · Mỗi rank một phần dữ liệu", _evaluate_shard,
-                 cases=_SHARD_CASES, wrongs=SHARD_WRONGS, hints=[
+                 wrongs=SHARD_WRONGS, hints=[
     "Không xáo (shuffle=False), thứ tự là 0, 1, …, n-1. Rank r lấy các vị trí r, r + world_size, "
     "r + 2·world_size, … Thử với n=64, world_size=2: rank 0 lấy 0, 2, 4, …",
     "Mọi rank phải có cùng số mẫu: total = ceil(n / world_size) · world_size. Khi n không chia hết, kéo dài danh "
