@@ -107,6 +107,8 @@ def _formula_gb(n: int, g: int, stage: int, *, p: float = 2, gr: float = 2, o: f
 
 _ADAM_12 = ("trạng thái Adam với mixed precision là 12 byte mỗi tham số: bản fp32 của tham số (4) + "
             "momentum (4) + ")
+
+
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-6)
 
