@@ -60,26 +60,11 @@ def lines_of(feedback: Feedback) -> str:
     return "\n".join(feedback.lines)
 
 
-def assert_passes(feedback: Feedback) -> None:
-    """Assert the feedback accepts the answer."""
-    assert feedback.status == "pass", str(feedback)
-    assert str(feedback).startswith("✅")
-
-
-def assert_fails(feedback: Feedback, *fragments: str, in_lines: bool = False) -> None:
-    """Assert the feedback fails and names every fragment (in its own lines only when `in_lines`)."""
-    text = str(feedback)
-    searched = lines_of(feedback) if in_lines else text
-    assert feedback.status == "fail", text
+def assert_fails(feedback: Feedback, *fragments: str, row: str | None = None) -> None:
+    """Assert the feedback fails (showing the misconception `row` when given) and its lines name every fragment."""
+    assert feedback.status == "fail" and (row is None or row in feedback.causes), str(feedback)
     for fragment in fragments:
-        assert fragment in searched, f"{fragment!r} not in:\n{text}"
-
-
-def assert_shows(feedback: Feedback, wrong: str, *names: str) -> None:
-    """Assert the feedback fails with the misconception `wrong` (a row of the checker's table) and names each of `names`."""
-    assert feedback.status == "fail" and wrong in feedback.causes, str(feedback)
-    for name in names:
-        assert name in lines_of(feedback), f"{name!r} not in:\n{feedback}"
+        assert fragment in lines_of(feedback), f"{fragment!r} not in:\n{feedback}"
 
 
 def rows(exercise) -> list[str]:
@@ -117,11 +102,6 @@ def code_cells(path: Path) -> list[str]:
     """Return the source of every code cell of the notebook at `path`."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-
-
-def normalised(code: str) -> str:
-    """Return `code` dedented and stripped, without trailing spaces, to find a solution's code in a notebook."""
-    return "\n".join(line.rstrip() for line in textwrap.dedent(code).strip().splitlines())
 
 
 def run_notebook(path: Path, skip: Callable[[str], bool] = lambda source: False) -> tuple[str, dict]:

@@ -19,8 +19,6 @@ from _lesson_tasks import (
     assert_checks_never_raise,
     assert_fails,
     assert_missing,
-    code_cells,
-    normalised,
     notebook_pair,
     rows,
     run_cell,
@@ -29,12 +27,11 @@ from _lesson_tasks import (
 
 from lessons_lib.device import pick_device
 from lessons_lib.exercises import _core, lesson10, progress
-from lessons_lib.exercises._tracking import MoveTracker
 from tools import build_course
 
 ROOT = Path(__file__).resolve().parent.parent
 
-LEARNER_NB, SOLUTION_NB = notebook_pair("10_exercises")
+_, SOLUTION_NB = notebook_pair("10_exercises")
 HAS_CUDA = torch.cuda.is_available()
 TASKS = _core.GROUPS["lesson10"]
 #: The functions each task's check() takes, in order.
@@ -69,7 +66,8 @@ def test_solution_passes_and_blank_and_unchanged_starter_are_not_done(key, tmp_p
     feedback = task.evaluate(*answers(key, task.solution_code, tmp_path))
     assert feedback.passed and str(feedback).startswith("✅"), str(feedback)
     assert_missing(task.evaluate(*[None] * len(ANSWERS[key])))
-    assert_missing(task.evaluate(*answers(key, task.starter_code, tmp_path)), "bản có lỗi")
+    commented = task.starter_code.replace("\n", "  # a comment changes nothing\n", 1)
+    assert_missing(task.evaluate(*answers(key, commented, tmp_path)), "y như bản có sẵn")
 
 
 #: The shared odd answers, plus nan, a huge int, functions that return odd results, and a type.
@@ -160,24 +158,20 @@ WRONG_FIXES = [
 ]
 
 
-@pytest.mark.parametrize(("key", "old", "new", "starter", "row", "names"), WRONG_FIXES)
-def test_each_wrong_fix_fails_naming_the_fix(key, old, new, starter, row, names, tmp_path):
-    feedback = edited(key, old, new, tmp_path, starter)
-    assert_fails(feedback, *names)
-    assert row is None or row in feedback.causes, feedback.causes
-
-
 @pytest.mark.parametrize("key", list(ANSWERS))
-def test_every_row_has_a_wrong_fix_and_each_wrong_fix_its_own_message(key, tmp_path):
+def test_each_wrong_fix_fails_with_its_own_message_naming_the_fix_and_every_row_has_one(key, tmp_path):
     fixes = [fix for fix in WRONG_FIXES if fix[0] == key]
     assert set(rows(TASKS[key])) <= {fix[4] for fix in fixes}
-    found = [edited(key, old, new, tmp_path, starter).lines for _, old, new, starter, *_ in fixes]
-    assert len(set(found)) == len(found), found
+    found = []
+    for _, old, new, starter, row, names in fixes:
+        found.append(edited(key, old, new, tmp_path, starter))
+        assert_fails(found[-1], *names, row=row)
+    assert len({feedback.lines for feedback in found}) == len(found), found
 
 
 def test_task1_reports_every_device_bug_of_a_half_fixed_starter(tmp_path):
     feedback = edited("task1", "losses.append(loss)", "losses.append(loss.item())", tmp_path, starter=True)
-    assert_fails(feedback, "model.to(device)", "xb = xb.to(device)", "yb = yb.to(device)", in_lines=True)
+    assert_fails(feedback, "model.to(device)", "xb = xb.to(device)", "yb = yb.to(device)")
     assert len(feedback.lines) == 3
 
 
@@ -213,42 +207,6 @@ def test_task6_writes_only_in_a_temporary_folder(tmp_path, monkeypatch):
     assert paths and not Path(paths[0]).exists() and list(tmp_path.iterdir()) == list(tmp_path.glob("answer_*.py"))
 
 
-# --------------------------------------------------------------------------- the tools the checkers use
-
-
-def test_move_tracker_sees_unused_results():
-    with MoveTracker() as tracker:
-        x = torch.arange(4)
-        x.to("cpu")                       # thrown away
-        y = x.to("cpu")                   # kept
-        tracker.mark_used(y + 1)
-    thrown, kept = tracker.moves
-    assert not tracker.used_after(thrown.result, thrown.index) and tracker.used_after(kept.result, kept.index)
-    assert tracker.moves_of(x) == tracker.moves
-    assert tracker.factories == [("arange", torch.device("cpu"))]
-    assert torch.equal(y, x) and y is not x          # an alias: same values, a new object
-
-
-def test_same_code_compares_functions_and_classes(tmp_path):
-    ns = load("def f(a):\n    return a + 1  # comment\n\nclass C:\n    def m(self):\n        return 2\n", tmp_path)
-    assert _core.same_code(ns["f"], "def f(a):\n    return a+1\n")
-    assert not _core.same_code(ns["f"], "def f(a):\n    return a + 2\n")
-    assert _core.same_code(ns["C"], "class C:\n    def m(self):  # x\n        return 2\n")
-    assert not _core.same_code(ns["C"], "class C:\n    def m(self):\n        return 3\n")
-    assert not _core.same_code(len, "def len(x): pass")
-    assert not _core.same_code(ns["f"], None)
-
-
-def test_helpers():
-    assert _core.is_blank(None) and _core.is_blank(...) and not _core.is_blank(0)
-    assert _core.as_device("cuda:1") == torch.device("cuda:1") and _core.as_device("nope") is None
-    assert _core.as_device(3) is None
-    assert _core.same_device(torch.device("cuda"), torch.device("cuda:0"))
-    assert not _core.same_device(torch.device("cuda:1"), torch.device("cuda:0"))
-    assert _core.number(torch.tensor(2.5)) == 2.5 and _core.number(True) is None
-    assert _core.number(torch.zeros(1, device="meta")) is None
-
-
 # --------------------------------------------------------------------------- the Exercise API
 
 
@@ -266,14 +224,8 @@ def test_check_prints_and_hints_progress(capsys, monkeypatch):
         assert "2/2" in out and "gợi ý hai" in out and "tmp_ex.solution()" in out
         exercise.hint()
         assert "2/2" in capsys.readouterr().out
-        exercise.hint(1)
-        assert "gợi ý một" in capsys.readouterr().out
         exercise.solution()
         assert "x = 1" in capsys.readouterr().out
-        with pytest.raises(ValueError, match="from 1 to 2"):
-            exercise.hint(3)
-        with pytest.raises(TypeError, match="int from 1 to 2"):
-            exercise.hint("1")
         assert exercise.evaluate().passed and "tmp_ex" in repr(exercise)
     finally:
         del _core.GROUPS["lesson99"]
@@ -358,24 +310,6 @@ def test_every_solution_prints_the_solution_region_of_its_lesson(capsys):
             assert capsys.readouterr().out == f"📖 {exercise.title} — lời giải:\n\n{built['solution'][group][key]}\n", key
 
 
-def test_learner_notebook_holds_every_starter_and_both_every_check():
-    solutions = "\n".join(code_cells(SOLUTION_NB))
-    learner = "\n".join(code_cells(LEARNER_NB))
-    for task in TASKS.values():
-        assert f"{task.key}.check(" in solutions and f"{task.key}.check(" in learner
-        assert normalised(task.starter_code) in normalised(learner), f"{task.key} starter differs"
-
-
-def test_badges_open_both_notebooks_on_colab_and_kaggle():
-    badges = (ROOT / "colab_badges.md").read_text(encoding="utf-8")
-    for path in (LEARNER_NB, SOLUTION_NB):
-        rel = path.relative_to(ROOT).as_posix()
-        first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
-        assert f"blob/main/{rel}" in first and "kaggle.com/kernels/welcome?src=" in first
-        assert rel.replace("/", "%2F") in first
-        assert f"blob/main/{rel})" in badges and rel.replace("/", "%2F") + ")" in badges
-
-
 @pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
 @pytest.mark.slow
 def test_solutions_notebook_passes_every_check(fresh_statuses):
@@ -384,12 +318,3 @@ def test_solutions_notebook_passes_every_check(fresh_statuses):
     assert len(re.findall(r"^✅ Nhiệm vụ ", out, re.M)) == len(TASKS), out
     assert all(task.last_status == "pass" for task in TASKS.values())
     assert f"Tiến độ: {len(TASKS)}/{len(TASKS)} nhiệm vụ đạt" in out
-
-
-@pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
-@pytest.mark.slow
-def test_learner_notebook_runs_and_reports_not_done(fresh_statuses):
-    out, _ = run_notebook(LEARNER_NB)
-    assert "✅ Nhiệm vụ" not in out and "❌" not in out, out
-    assert all(task.last_status == "missing" for task in TASKS.values())
-    assert "Tiến độ: 0/" in out

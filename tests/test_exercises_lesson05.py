@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _lesson_tasks import assert_checks_never_raise, assert_missing, assert_shows, lines_of, load, rows
+from _lesson_tasks import assert_checks_never_raise, assert_fails, assert_missing, lines_of, load, rows
 
-from lessons_lib.exercises.lesson05 import _MAX_NORM, task1
+from lessons_lib.exercises.lesson05 import task1
 
 HEAD = '''
 def amp_step(model, x, y, optimizer, scaler, amp_dtype, max_norm):
@@ -56,7 +56,7 @@ WRONG = {
 @pytest.mark.parametrize("row", rows(task1))
 def test_each_misconception_has_its_message(row, tmp_path):
     lines, names = WRONG[row]
-    assert_shows(task1.evaluate(answer(tmp_path, lines)), row, *names)
+    assert_fails(task1.evaluate(answer(tmp_path, lines)), *names, row=row)
 
 
 @pytest.mark.parametrize(("lines", "named"), [
@@ -89,18 +89,5 @@ def test_the_scaler_is_restored_after_a_check(tmp_path):
     assert {name: getattr(torch.amp.GradScaler, name) for name in before} == before
 
 
-def test_the_clip_really_matters_for_the_test_data():
-    from lessons_lib.exercises.lesson05 import _device_and_dtype, _grad_norm
-    from lessons_lib.training import make_classification_data, make_mlp
-
-    device, _ = _device_and_dtype()
-    model = make_mlp(16, 4, hidden=32, depth=1, seed=0, device=device)
-    x, y = make_classification_data(64, 16, 4, seed=0, device=device)
-    torch.nn.functional.cross_entropy(model(x), y).backward()
-    assert _grad_norm(model) > 2 * _MAX_NORM
-
-
 def test_never_raises(capsys):
     assert_checks_never_raise(task1, capsys)
-
-

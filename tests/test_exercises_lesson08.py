@@ -9,12 +9,7 @@ import pytest
 import torch
 from _lesson_tasks import assert_checks_never_raise, assert_fails, assert_missing, lines_of, rows, solution_of
 
-from lessons_lib.exercises import _core
 from lessons_lib.exercises.lesson08 import _expected_gb, _expected_shard, task1, task2
-
-
-def test_the_group_lists_both_tasks():
-    assert _core.GROUPS["lesson08"] == {"task1": task1, "task2": task2}
 
 
 @pytest.mark.parametrize("task", [task1, task2], ids=lambda t: t.key)
@@ -30,7 +25,6 @@ def test_blank_is_not_done_and_nothing_raises(task, capsys):
 def test_task2_solution_passes_and_matches_torch():
     shard_indices = solution_of(task2, "shard_indices", {})
     assert task2.evaluate(shard_indices).passed
-    assert [shard_indices(*case.args) for case in task2.cases] == [case.want for case in task2.cases]
     assert task2.evaluate(lambda n, w, r: torch.tensor(shard_indices(n, w, r))).passed
     assert task2.evaluate(lambda n, w, r: tuple(shard_indices(n, w, r))).passed
 
@@ -55,15 +49,11 @@ SHARD_EXAMPLES = {
 }
 
 
-def test_task2_every_row_has_an_example():
-    assert rows(task2) == list(SHARD_EXAMPLES)
-
-
-@pytest.mark.parametrize("name", list(SHARD_EXAMPLES))
+@pytest.mark.parametrize("name", rows(task2))  # a row without an example fails (KeyError)
 def test_task2_each_wrong_split_is_found_and_named(name):
     answer, names = SHARD_EXAMPLES[name]
     feedback = task2.evaluate(answer)
-    assert_fails(feedback, names, in_lines=True)
+    assert_fails(feedback, names)
     assert feedback.causes == (name,)
 
 
@@ -74,7 +64,7 @@ def test_task2_each_wrong_split_is_found_and_named(name):
     (lambda n: [0], "TypeError"),
 ])
 def test_task2_odd_answers_name_what_they_are(answer, names):
-    assert_fails(task2.evaluate(answer), names, in_lines=True)
+    assert_fails(task2.evaluate(answer), names)
 
 
 def test_task2_long_lists_are_shortened_in_messages():
@@ -112,11 +102,7 @@ MEMORY_EXAMPLES = {
 }
 
 
-def test_task1_every_row_has_an_example():
-    assert rows(task1) == list(MEMORY_EXAMPLES)
-
-
-@pytest.mark.parametrize("name", list(MEMORY_EXAMPLES))
+@pytest.mark.parametrize("name", rows(task1))  # a row without an example fails (KeyError)
 def test_task1_each_wrong_rule_is_found_with_a_concrete_case(name):
     feedback = task1.evaluate(MEMORY_EXAMPLES[name])
     assert feedback.status == "fail" and feedback.causes == (name,)
@@ -125,7 +111,7 @@ def test_task1_each_wrong_rule_is_found_with_a_concrete_case(name):
 
 def test_task1_other_wrong_answers_get_a_concrete_case():
     feedback = task1.evaluate(lambda n, g, s: 1.0)
-    assert_fails(feedback, "per_gpu_gb(7_000_000_000, 8, 0)", "112 GB", in_lines=True)
+    assert_fails(feedback, "per_gpu_gb(7_000_000_000, 8, 0)", "112 GB")
     assert feedback.causes == ()
 
 
@@ -133,4 +119,4 @@ def test_task1_other_wrong_answers_get_a_concrete_case():
     (lambda n, g, s: int("x"), "ValueError"), (lambda n, g, s: [1.0], "list"), (lambda n, g, s: float("nan"), "float"),
 ])
 def test_task1_odd_answers_name_what_they_are(answer, names):
-    assert_fails(task1.evaluate(answer), names, in_lines=True)
+    assert_fails(task1.evaluate(answer), names)

@@ -9,7 +9,6 @@ import re
 import pytest
 from _lesson_tasks import assert_checks_never_raise, assert_fails, code_cells, notebook_pair, rows, run_cell
 
-from lessons_lib.exercises import _core, progress
 from lessons_lib.exercises.lesson09 import task1, task2
 
 LEARNER_NB, SOLUTION_NB = notebook_pair("09_profiling")
@@ -86,20 +85,11 @@ def test_task1_other_correct_filters_pass():
     assert task1.evaluate(by_annotation).passed
 
 
-def test_task1_hard_coded_answer_fails_on_the_second_profile_only():
-    assert "profile 1" not in str(task1.evaluate(lambda p: "aten::mm"))
-
-
 def test_task1_hides_kineto_log_lines(capfd):
     task1.evaluate(lambda p: None)
     task1.evaluate(lambda p: ops(p)[0].key)
     err = capfd.readouterr().err
     assert "profiler_start" not in err and "STAGE:" not in err
-
-
-def test_task2_each_case_is_answered_by_the_solution(tmp_path):
-    pick = run_cell(task2.solution_code, tmp_path, {})["pick_num_workers"]
-    assert [pick(dict(case.args[0]), case.args[1]) for case in task2.cases] == [case.want for case in task2.cases]
 
 
 WEIRD = [0, "x", 3.5, [], {}, object(), lambda *a, **k: 1 / 0, lambda *a: [1, 2]]
@@ -111,13 +101,6 @@ def test_blanks_are_not_done_and_checkers_never_raise(task, capsys):
     assert task.evaluate(lambda *a: None).status == "missing"
     assert_fails(task.evaluate("aten::mm"), "phải là một hàm")
     assert_checks_never_raise(task, capsys, WEIRD, keyword=True)
-
-
-def test_progress_lists_the_lesson(capsys):
-    progress("lesson09")
-    out = capsys.readouterr().out
-    assert task1.title in out and task2.title in out
-    assert set(_core.GROUPS["lesson09"]) == {"task1", "task2"}
 
 
 def norm(code: str) -> str:

@@ -2,7 +2,7 @@
 
 A checker is best declared as tables, as Kaggle learntools' ``_test_cases``: `Case` rows (a call and its right
 answer) run by the one loop `run_cases`, and `Wrong` rows (a misconception: its name, how an answer shows it, its
-message) that `Report.diagnose` reads. The tests iterate the same tables (``Exercise.cases`` and ``.wrongs``).
+message) that `Report.diagnose` reads. The tests find a wrong answer for each row of ``Exercise.wrongs``.
 """
 
 from __future__ import annotations
@@ -31,11 +31,8 @@ _HEADS = {PASS: "✅ đạt", FAIL: "❌ chưa đúng", MISSING: "⏳ chưa làm
 
 #: Every exercise by group (its lesson module's name, "lesson01"…), then by key.
 GROUPS: dict[str, dict[str, Exercise]] = {}
-REGISTRY: dict[str, Exercise] = GROUPS.setdefault("exercises", {})
 #: A file named here gets every ``check()`` result as one JSON line (read by ``tools/grade.py``).
 GRADE_LOG_ENV = "LESSONS_GRADE_LOG"
-
-
 
 
 def first_true(rules: Iterable[tuple[object, str]]) -> str | None:
@@ -151,13 +148,6 @@ class Report:
             self.problem(row.text(answer), stop=stop)
         return row is not None
 
-    def first(self, rules: Iterable[tuple[object, str]], stop: bool = True) -> bool:
-        """Record the message of the first ``(wrong, message)`` rule that holds; return True when one did."""
-        message = first_true(rules)
-        if message is not None:
-            self.problem(message, stop=stop)
-        return message is not None
-
     def error(self, what: str, exc: BaseException, stop: bool = True) -> None:
         """Record that the learner's code (`what`) raised `exc`, with an explanation; with `stop`, end here."""
         hint = explain(exc)
@@ -180,9 +170,6 @@ class Feedback:
     def passed(self) -> bool:
         """Return True when the answer is accepted."""
         return self.status == PASS
-
-    def __bool__(self) -> bool:
-        return self.passed
 
     def __str__(self) -> str:
         icon, head = _HEADS[self.status].split(" ", 1)
@@ -218,25 +205,19 @@ def run_cases(report: Report, fn, signature: str, cases: Iterable[Case], wrongs:
                                                              f"{a.got!r}.")], Attempt(case, got, fn, seen))
 
 
-def _group_of(evaluate: Callable) -> str:
-    """Return the group of a checker: the name of the module defining `evaluate` ("lesson04"), else "exercises"."""
-    name = getattr(evaluate, "__module__", "").rsplit(".", 1)[-1]
-    return name if re.fullmatch(r"lesson\d+", name) else "exercises"
-
-
 class Exercise:
     """One checked exercise: ``check(...)`` prints feedback, ``hint()`` the next hint, ``solution()`` the code.
 
-    ``evaluate(report, *answer)`` fills the `Report`, running the tables `cases` and `wrongs`; the group is the
+    ``evaluate(report, *answer)`` fills the `Report`, running its tables (`wrongs`: every row); the group is the
     module's name unless given. The solution is the task's SOLUTION region of the lesson source; a debugging task's
     (`starter`) buggy code is its LEARNER region, "chưa làm" if handed in unchanged (both from ``solutions.json``).
     """
 
     def __init__(self, key: str, title: str, evaluate: Callable, hints: list[str], *, starter: bool = False,
-                 group: str | None = None, cases: Iterable[Case] = (), wrongs: Iterable[Wrong] = ()):
-        group = group or _group_of(evaluate)
+                 group: str | None = None, wrongs: Iterable[Wrong] = ()):
+        group = group or evaluate.__module__.rsplit(".", 1)[-1]
         self.key, self.group, self.title = key, group, title
-        self.cases, self.wrongs = tuple(cases), tuple(wrongs)
+        self.wrongs = tuple(wrongs)
         self._evaluate, self._hints, self._starter = evaluate, list(hints), starter
         self._hints_shown, self.last_status = 0, None
         GROUPS.setdefault(group, {})[key] = self
@@ -267,18 +248,26 @@ class Exercise:
         exec(compile(source, filename, "exec"), scope)  # noqa: S102 - the lesson's own solution
         return scope[name]
 
+    def _unchanged(self, answers: tuple) -> bool:
+        """Return True when the answers (functions) are the starter's functions, up to comments and formatting."""
+        parts = self.starter_code.split("\ndef ")
+        starters = [parts[0], *("def " + part for part in parts[1:])]
+        return len(answers) == len(starters) and all(map(same_code, answers, starters))
+
     def evaluate(self, *args, **kwargs) -> Feedback:
         """Return the feedback for an answer without printing it; never raises because of the answer."""
-        report = Report()
+        report, signature = Report(), inspect.signature(self._evaluate)
         try:
-            inspect.signature(self._evaluate).bind(report, *args, **kwargs)
+            answers = signature.bind(report, *args, **kwargs).args[1:]
         except TypeError:
-            params = list(inspect.signature(self._evaluate).parameters)[1:]
+            params = list(signature.parameters)[1:]
             report.problem(f"check() cần đúng các đối số: {self.key}.check({', '.join(params)}).")
         else:
             threads = torch.get_num_threads()
             torch.set_num_threads(1)  # tiny models: one thread is fastest and not slowed by a busy machine
             try:
+                if self._starter and self._unchanged(answers):
+                    report.missing_part("code vẫn y như bản có sẵn trong bài: sửa nó rồi chạy lại ô này.", stop=True)
                 self._evaluate(report, *args, **kwargs)
             except Stop:
                 pass
@@ -301,16 +290,10 @@ class Exercise:
         print(feedback)
         record_check(self.group, feedback)
 
-    def hint(self, number: int | None = None) -> None:
-        """Print the next hint (or hint `number`, counting from 1)."""
+    def hint(self) -> None:
+        """Print the next hint (the last one again once all were shown)."""
         count = len(self._hints)
-        if number is None:
-            number = min(self._hints_shown + 1, count)
-        if isinstance(number, bool) or not isinstance(number, int):
-            raise TypeError(f"number must be an int from 1 to {count} or None, got {type(number).__name__}")
-        if not 1 <= number <= count:
-            raise ValueError(f"number must be from 1 to {count}, got {number}")
-        self._hints_shown = max(self._hints_shown, number)
+        number = self._hints_shown = min(self._hints_shown + 1, count)
         more = (f" (gọi lại {self.key}.hint() để xem gợi ý tiếp)" if number < count
                 else f" (hết gợi ý; xem {self.key}.solution())")
         print(f"💡 {self.title} — gợi ý {number}/{count}{more}:")
@@ -361,7 +344,7 @@ def progress(group: str) -> None:
             pass
     if group not in GROUPS:
         raise ValueError(f"group phải là một trong {sorted(GROUPS)}; nhận {group!r}")
-    exercises = sorted(GROUPS[group].values(), key=_order)
+    exercises = list(GROUPS[group].values())  # in the order the lesson module defines them
     core = set(_solutions().get("core", {}).get(group, []))
     width = max((len(ex.title) for ex in exercises), default=0)
     done = sum(ex.last_status == PASS for ex in exercises)
@@ -373,30 +356,11 @@ def progress(group: str) -> None:
         print(f"  {'⭐' if ex.key in core else '  '} {ex.title:<{width}}  {label}")
 
 
-def _order(exercise: Exercise) -> tuple[int, str]:
-    digits = re.search(r"\d+", exercise.key)
-    return (int(digits.group()) if digits else 0, exercise.key)
-
-
-def same_code(fn_or_cls: object, code: str | None) -> bool:
-    """Return True when `fn_or_cls` is the function or class in `code`, up to comments and formatting.
-
-    A class is compared method by method: ``inspect.getsource`` finds a notebook class's functions, not the class.
-    """
-    def tree(source: str) -> ast.Module:
-        return ast.parse(textwrap.dedent(source))
-
-    if code is None:
-        return False
+def same_code(fn: object, code: str) -> bool:
+    """Return True when `fn` is the function in `code`, up to comments and formatting."""
     try:
-        if not isinstance(fn_or_cls, type):
-            return ast.dump(tree(inspect.getsource(fn_or_cls))) == ast.dump(tree(code))
-        starter = next(node for node in tree(code).body if isinstance(node, ast.ClassDef))
-        want = {node.name: ast.dump(node) for node in starter.body if isinstance(node, ast.FunctionDef)}
-        have = {name: ast.dump(tree(inspect.getsource(value)).body[0]) for name, value in vars(fn_or_cls).items()
-                if inspect.isfunction(value)}
-        return want == have
-    except (OSError, TypeError, SyntaxError, StopIteration, IndexError):
+        return ast.dump(ast.parse(textwrap.dedent(inspect.getsource(fn)))) == ast.dump(ast.parse(code))
+    except (OSError, TypeError, SyntaxError):
         return False
 
 
@@ -406,21 +370,6 @@ def source_has(fn: object, pattern: str) -> bool:
         return re.search(pattern, inspect.getsource(fn)) is not None
     except (OSError, TypeError):
         return False
-
-
-def as_device(value: object) -> torch.device | None:
-    """Return `value` as a torch.device, or None when it is not a device or a device name."""
-    if isinstance(value, torch.device):
-        return value
-    try:
-        return torch.device(value) if isinstance(value, str) else None
-    except (RuntimeError, ValueError):
-        return None
-
-
-def same_device(a: torch.device, b: torch.device) -> bool:
-    """Return True when two devices are the same place ("cuda" and "cuda:0" count as the same here)."""
-    return a.type == b.type and (a.type != "cuda" or None in (a.index, b.index) or a.index == b.index)
 
 
 def on_gpu_note(report: Report, device: torch.device, message: str) -> None:

@@ -1,4 +1,4 @@
-"""`MoveTracker`: record moves, tensor factories and tensor uses, so device bugs show on a CPU too.
+"""`MoveTracker`: record moves and tensor uses, so device bugs show on a CPU too.
 
 A move that returns its input (``x.to("cpu")`` on a CPU) returns an alias instead, so an unused result shows.
 """
@@ -11,8 +11,6 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 _MOVES = ("to", "cuda", "cpu")
-_FACTORIES = frozenset(
-    "arange empty eye full linspace logspace ones rand randint randn randperm tensor zeros normal as_tensor".split())
 
 
 @dataclass(eq=False)
@@ -33,21 +31,19 @@ def _tensors(obj) -> list[torch.Tensor]:
 
 
 class MoveTracker(TorchFunctionMode):
-    """Record moves, factories (name, device) and tensor uses while active (``with MoveTracker() as t: ...``)."""
+    """Record moves and tensor uses while active (``with MoveTracker() as t: ...``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.moves: list[Move] = []
-        self.factories: list[tuple[str, torch.device]] = []
-        self.calls: list[str] = []
+        self.calls = 0
         self._last_use: dict[int, int] = {}
         self._keep: list[torch.Tensor] = []  # keeps ids unique while we look at them
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        index = len(self.calls)
-        name = getattr(func, "__name__", str(func))
-        self.calls.append(name)
+        index, name = self.calls, getattr(func, "__name__", "")
+        self.calls += 1
         for t in _tensors(args) + _tensors(kwargs):
             self._last_use[id(t)] = index
         out = func(*args, **kwargs)
@@ -60,8 +56,6 @@ class MoveTracker(TorchFunctionMode):
                     pass
             self.moves.append(Move(index, source, out, out.device))
             self._keep += [source, out]
-        elif name in _FACTORIES and isinstance(out, torch.Tensor):
-            self.factories.append((name, out.device))
         return out
 
     def used_after(self, tensor: torch.Tensor, index: int) -> bool:
@@ -71,8 +65,4 @@ class MoveTracker(TorchFunctionMode):
     def mark_used(self, obj) -> None:
         """Count the tensors inside `obj` (e.g. the returned value) as used."""
         for t in _tensors(obj):
-            self._last_use[id(t)] = len(self.calls)
-
-    def moves_of(self, tensor: torch.Tensor) -> list[Move]:
-        """Return the moves whose source is `tensor` (by identity)."""
-        return [m for m in self.moves if m.source is tensor]
+            self._last_use[id(t)] = self.calls

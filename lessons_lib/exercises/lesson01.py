@@ -10,7 +10,8 @@ from unittest import mock
 
 import torch
 
-from ._core import Case, Exercise, Report, Wrong, as_device, on_gpu_note, raised, run_cases, source_has
+from ..device import as_device
+from ._core import Case, Exercise, Report, Wrong, on_gpu_note, raised, run_cases, source_has
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,9 @@ def _simulated(machine: _Machine):
 def _as_result(report: Report, value) -> torch.device:
     """Return the learner's result as a device, or record why it is not one and stop."""
     report.require_return(value, "choose_device()", "device")
-    if (device := as_device(value)) is None:
+    try:
+        device = as_device(value)
+    except (TypeError, ValueError):
         report.problem(f"choose_device() phải trả về torch.device, không phải {type(value).__name__} {value!r}.",
                        stop=True)
     if isinstance(value, str) and not any(n.startswith("choose_device trả về chuỗi") for n in report.notes):
@@ -149,7 +152,7 @@ def _evaluate(report: Report, choose_device=None, x=None) -> None:
     on_gpu_note(report, here, "choose_device() trả về cuda và x nằm ở cuda:0, cùng một đoạn code không sửa dòng nào.")
 
 
-task1 = Exercise("task1", "Bài 14.1 · Nhiệm vụ 1 · Viết choose_device()", _evaluate, cases=_CASES, wrongs=_WRONGS,
+task1 = Exercise("task1", "Bài 14.1 · Nhiệm vụ 1 · Viết choose_device()", _evaluate, wrongs=_WRONGS,
                  hints=["prefer không phải None thì trả về torch.device(prefer); không thì hỏi cuda, rồi mps, rồi cpu.",
                         "if prefer is not None: return torch.device(prefer)\n"
                         "if torch.cuda.is_available(): return torch.device('cuda')\n"

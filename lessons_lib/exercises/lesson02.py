@@ -116,9 +116,9 @@ def _compare(report: Report, before, after, path: str = "batch") -> None:
             report.problem(f"{path} đổi dtype hay shape: chỉ đổi thiết bị, .to(device).", stop=True)
     elif isinstance(before, (dict, list, tuple)):
         if type(after) is not type(before):
-            report.first([(hasattr(before, "_fields") and isinstance(after, tuple), f"{path} là {_kind(before)} "
-                            "nhưng kết quả là tuple thường: dựng lại bằng type(batch)(*các phần tử), có dấu *."),
-                           (True, f"{path} là {_kind(before)} nhưng kết quả là {_kind(after)}: giữ nguyên kiểu.")])
+            fix = ("dựng lại bằng type(batch)(*các phần tử), có dấu *" if hasattr(before, "_fields")
+                   and isinstance(after, tuple) else "giữ nguyên kiểu")
+            report.problem(f"{path} là {_kind(before)} nhưng kết quả là {_kind(after)}: {fix}.", stop=True)
         if (size := _size(before)) != _size(after):
             report.problem(f"{path} có {size}, kết quả có {_size(after)}: giữ nguyên mọi khoá, mọi phần tử.", stop=True)
         fields = getattr(before, "_fields", None)

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from ..device import pick_device
-from ._core import Case, Exercise, Report, Wrong, on_gpu_note, raised, run_cases, same_device
+from ._core import Case, Exercise, Report, Wrong, on_gpu_note, raised, run_cases
 from ._tracking import MoveTracker
 
 
@@ -86,9 +86,10 @@ _MISPLACED_WRONGS = (
 
 def _read_names(report: Report, got) -> set:
     """Return the learner's answer as a set of names, or record why it is not one and stop."""
-    report.first([(any(isinstance(n, torch.Tensor) for n in got),
-                   "misplaced trả về tensor; hãy trả về TÊN của chúng, như named_parameters() cho."),
-                  (not all(isinstance(n, str) for n in got), "mỗi phần tử phải là tên dạng str, vd 'head.bias'.")])
+    if not all(isinstance(n, str) for n in got):
+        report.problem("misplaced trả về tensor; hãy trả về TÊN của chúng, như named_parameters() cho."
+                       if any(isinstance(n, torch.Tensor) for n in got)
+                       else "mỗi phần tử phải là tên dạng str, vd 'head.bias'.", stop=True)
     return set(got)
 
 
@@ -133,7 +134,8 @@ _LOAD_WRONGS = (
           lambda x: f"hãy trả về chính model được truyền vào, không phải {type(x.result).__name__}."),
     Wrong("model not moved", lambda x: not x.moved,
           "chưa đưa mô hình lên device (map_location chỉ nói nơi tensor của FILE được nạp vào): model.to(device)."),
-    Wrong("wrong device", lambda x: any(not same_device(p.device, x.device) for p in x.model.parameters()),
+    Wrong("wrong device", lambda x: any(p.device != torch.empty(0, device=x.device).device
+                                        for p in x.model.parameters()),
           lambda x: f"sau load_weights, mô hình không nằm trên {x.device}: model.to(device)."),
     Wrong("never loads", lambda x: _mismatch(x) is not None, lambda x: (
         f"trọng số {_mismatch(x)} không khớp file: gọi model.load_state_dict(torch.load(path, ...)).")),

@@ -79,7 +79,7 @@ def _evaluate_shard(report: Report, shard_indices=None) -> None:
 
 
 task2 = Exercise("task2", "Bài 14.8 · Nhiệm vụ 2 · Mỗi rank một phần dữ liệu", _evaluate_shard,
-                 cases=_SHARD_CASES, wrongs=SHARD_WRONGS, hints=[
+                 wrongs=SHARD_WRONGS, hints=[
     "Không xáo (shuffle=False), thứ tự là 0, 1, …, n-1. Rank r lấy các vị trí r, r + world_size, "
     "r + 2·world_size, … Thử với n=64, world_size=2: rank 0 lấy 0, 2, 4, …",
     "Mọi rank phải có cùng số mẫu: total = ceil(n / world_size) · world_size. Khi n không chia hết, kéo dài danh "
@@ -107,6 +107,8 @@ def _formula_gb(n: int, g: int, stage: int, *, p: float = 2, gr: float = 2, o: f
 
 _ADAM_12 = ("trạng thái Adam với mixed precision là 12 byte mỗi tham số: bản fp32 của tham số (4) + "
             "momentum (4) + ")
+
+
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-6)
 

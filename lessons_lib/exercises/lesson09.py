@@ -199,7 +199,7 @@ def _evaluate_workers(report: Report, pick_num_workers=None) -> None:
 
 
 task2 = Exercise("task2", "Nhiệm vụ 2 · Chọn num_workers từ số đo", _evaluate_workers,
-                 cases=_WORKER_CASES, wrongs=WORKER_WRONGS, hints=[
+                 wrongs=WORKER_WRONGS, hints=[
     "Duyệt số worker từ nhỏ đến lớn (sorted(loader_sps)); số đầu tiên có loader_sps[w] >= step_sps là đáp án.",
     "Nếu không số nào đủ nhanh, trả về số worker nhanh nhất: max(loader_sps, key=loader_sps.get).",
 ])

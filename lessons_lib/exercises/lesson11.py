@@ -25,14 +25,15 @@ _BATCH_SIZE, _LR, _MAX_EPOCHS, _TARGET_ACCURACY = 64, 1e-2, 10, 0.95
 _DIGITS: dict[str, torch.Tensor] = {}
 
 
-def _digits_tensors(device: torch.device) -> tuple[torch.Tensor, ...]:
+def _data(report: Report, device: torch.device) -> tuple[torch.Tensor, ...]:
     """Return fresh ``X_train, y_train, X_test, y_test`` of load_digits (pixels 0..1) split as in notebook 11."""
     if not _DIGITS:
-        try:  # an optional dependency (tests/test_python310.py allows only imports guarded like this)
+        try:  # an optional dependency, imported only when a check runs
             from sklearn.datasets import load_digits
             from sklearn.model_selection import train_test_split
         except ImportError:
-            raise  # _data tells the learner how to install it
+            report.problem("bài 14.11 cần scikit-learn (Colab và Kaggle có sẵn): chạy `pip install scikit-learn` rồi "
+                           "khởi động lại kernel.", stop=True)
         digits = load_digits()
         parts = train_test_split(digits.data, digits.target, test_size=_TEST_SIZE, stratify=digits.target,
                                  random_state=_SPLIT_SEED)
@@ -47,14 +48,6 @@ def _make_digits_model(dropout: float = 0.2) -> nn.Sequential:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Dropout(dropout), nn.Linear(128, 10))
-
-
-def _data(report: Report, device: torch.device) -> tuple[torch.Tensor, ...]:
-    try:
-        return _digits_tensors(device)
-    except ImportError:
-        report.problem("bài 14.11 cần scikit-learn (Colab và Kaggle có sẵn): chạy `pip install scikit-learn` rồi "
-                       "khởi động lại kernel.", stop=True)
 
 
 def _rng_guard(device: torch.device):
@@ -314,8 +307,7 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
                 with torch.enable_grad(), _item_calls() as items:
                     value = report.call(what, train_epoch, model, optimizer, scaler, X_train, y_train, _BATCH_SIZE,
                                         amp_dtype)
-                if value is None:
-                    report.missing_part("train_epoch chưa trả về loss trung bình của epoch (thiếu return).", stop=True)
+                report.require_return(value, "train_epoch", "loss trung bình của epoch")
                 report.diagnose(LOSS_WRONGS, value)
                 run.losses.append(number(value))
                 if epoch == 1:
