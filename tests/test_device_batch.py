@@ -184,6 +184,12 @@ def test_describe_flags_the_attribute_that_model_to_leaves_behind():
     odd = report.odd_ones[0]
     assert odd.odd_device and not odd.odd_dtype and odd.device == "cpu"
     assert collections.Counter(row.device for row in report.rows) == {"meta": 8, "cpu": 1}
+    text = str(report)  # the text table marks the odd row and explains plain attributes
+    assert "9 tensor · thiết bị chính: meta · dtype chính: float32" in text
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("plain"))
+    assert "cpu ⚠️" in line and "thuộc tính*" in line
+    assert "register_buffer" in text
+    assert "⚠️ 1 tensor lệch: plain (ở cpu, không phải meta)" in text
 
 
 def test_describe_flags_a_floating_point_dtype_outlier_but_not_integer_labels():
@@ -218,16 +224,6 @@ def test_describe_a_single_tensor_and_an_empty_container():
     assert "Không tìm thấy tensor nào" in str(empty)
 
 
-def test_describe_text_table_marks_odd_rows_and_explains_attributes():
-    text = str(describe(Net().to("meta")))
-    assert "9 tensor · thiết bị chính: meta · dtype chính: float32" in text
-    line = next(ln for ln in text.splitlines() if ln.strip().startswith("plain"))
-    assert "cpu ⚠️" in line and "thuộc tính*" in line
-    assert "register_buffer" in text
-    assert "⚠️ 1 tensor lệch: plain (ở cpu, không phải meta)" in text
-    assert "✅" in str(describe(nn.Linear(2, 2)))
-
-
 def test_describe_html_highlights_only_odd_rows_and_escapes_names():
     html = describe({"<x>": torch.ones(1), "y": torch.ones(1, device="meta"), "z": torch.ones(1, device="meta")})._repr_html_()
     assert "&lt;x&gt;" in html and "<x>" not in html
@@ -238,7 +234,7 @@ def test_describe_html_highlights_only_odd_rows_and_escapes_names():
 def test_describe_returns_a_report_usable_by_ipython():
     report = describe(nn.Linear(2, 2))
     assert isinstance(report, DeviceReport)
-    assert pretty(report) == str(report) == repr(report)
+    assert pretty(report) == str(report) == repr(report) and "✅" in str(report)
 
 
 _LOOP = [torch.ones(1)]
