@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .device import as_device
 from .display import Printable
 
 
@@ -54,12 +55,7 @@ def _dynamo_problem() -> str | None:
 
 def compile_support(device: str | torch.device = "cpu") -> CompileSupport:
     """Return whether ``torch.compile`` with Inductor can run on `device` ("cpu" or "cuda"), and why."""
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device phải là 'cpu' hoặc 'cuda', không phải {type(device).__name__}")
-    try:
-        dev = torch.device(device)
-    except RuntimeError as exc:
-        raise ValueError(f"device phải là 'cpu' hoặc 'cuda', không phải {device!r}") from exc
+    dev = as_device(device, "device", "'cpu' hoặc 'cuda'")
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"bài này kiểm tra torch.compile trên 'cpu' hoặc 'cuda', không phải {dev.type!r}")
     problem = _dynamo_problem()

@@ -8,20 +8,18 @@ import torch
 
 from .display import Printable
 
-# The course's short names, and the other names accepted for each.
+# The course's short names; torch's names ("float16", "torch.float16") are accepted too.
 FORMATS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-_ALIASES = {"float32": "fp32", "float": "fp32", "single": "fp32", "float16": "fp16", "half": "fp16",
-            "bfloat16": "bf16"} | {name: name for name in FORMATS}
+_ALIASES = {str(dtype).removeprefix("torch."): name for name, dtype in FORMATS.items()} | {n: n for n in FORMATS}
 
 
 def format_name(dtype: str | torch.dtype) -> str:
-    """Return "fp32", "fp16" or "bf16" for a torch dtype or a name such as "half" or "torch.bfloat16"."""
+    """Return "fp32", "fp16" or "bf16" for a torch dtype or a name such as "fp16" or "torch.bfloat16"."""
     if isinstance(dtype, torch.dtype):
-        if dtype in FORMATS.values():
-            return next(name for name, value in FORMATS.items() if value == dtype)
-        raise ValueError(f"dtype phải là torch.float32, torch.float16 hoặc torch.bfloat16, "
-                         f"không phải {dtype}")
-    if not isinstance(dtype, str):
+        if dtype not in FORMATS.values():
+            raise ValueError(f"dtype phải là torch.float32, torch.float16 hoặc torch.bfloat16, không phải {dtype}")
+        dtype = str(dtype)
+    elif not isinstance(dtype, str):
         raise TypeError(f"dtype phải là torch.dtype hoặc tên dạng str như 'fp16', "
                         f"không phải {type(dtype).__name__}")
     key = dtype.strip().lower().removeprefix("torch.")

@@ -51,11 +51,6 @@ def test_cpu_threads_is_what_this_process_may_use_capped_by_omp_num_threads(monk
         assert bench.cpu_threads() == expected, asked
 
 
-def test_synchronize_cpu_is_a_no_op():
-    bench.synchronize("cpu")
-    bench.synchronize(torch.device("cpu"))
-
-
 # --------------------------------------------------------------------------- measure
 
 
@@ -68,9 +63,10 @@ def test_measure_counts_warmup_and_repeats_exactly():
     assert timing.min_s <= timing.median_s <= timing.max_s
 
 
-def test_measure_reports_seconds_per_call():
-    timing = bench.measure(lambda: time.sleep(0.01), device="cpu", repeats=3, warmup=1, number=2)
+def test_measure_reports_seconds_per_call_and_the_throughput():
+    timing = bench.measure(lambda: time.sleep(0.01), device="cpu", repeats=3, warmup=1, number=2, flops=2e9)
     assert 0.0095 <= timing.median_s < 0.05
+    assert timing.flops_per_s == pytest.approx(2e9 / timing.median_s) and "FLOP/s" in str(timing)
 
 
 def test_measure_picks_a_block_size_for_tiny_work():
@@ -92,19 +88,11 @@ def test_measure_uses_all_threads_by_default_and_restores_the_setting():
         bench.measure(lambda: seen.append(torch.get_num_threads()), device="cpu", threads=1, repeats=1, warmup=0,
                       number=1)
         assert seen == [1]
+        with pytest.raises(ZeroDivisionError):  # the work raises: the setting is restored all the same
+            bench.measure(lambda: 1 / 0, device="cpu", threads=2)
+        assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
-
-
-def test_measure_restores_threads_when_the_work_raises():
-    before = torch.get_num_threads()
-
-    def boom():
-        raise RuntimeError("boom")
-
-    with pytest.raises(RuntimeError, match="boom"):
-        bench.measure(boom, device="cpu", threads=1)
-    assert torch.get_num_threads() == before
 
 
 def test_measure_max_time_cuts_repeats_of_slow_work():
@@ -119,12 +107,6 @@ def test_measure_max_time_cuts_repeats_of_slow_work():
     assert time.perf_counter() - start < 0.4
     assert 1 <= timing.repeats <= 3 and timing.number == 1
     assert len(calls) == timing.warmup + timing.repeats
-
-
-def test_measure_flops_give_throughput():
-    timing = bench.measure(lambda: time.sleep(0.002), device="cpu", repeats=2, warmup=0, number=1, flops=2e9)
-    assert timing.flops_per_s == pytest.approx(2e9 / timing.median_s)
-    assert "FLOP/s" in str(timing)
 
 
 def test_timing_repr_states_the_conditions():
@@ -211,23 +193,20 @@ def test_sweep_measures_every_size_when_the_budget_allows(monkeypatch):
     assert result.sizes == [8, 16, 32] and result.dtype == "bf16" and result.is_cpu
     assert result.threads == bench.cpu_threads() and result.label.startswith("CPU bf16")
     assert result.time_at(16) == result.records[1].seconds and result.time_at(999) is None
+    assert all(isinstance(note, str) for note in result.notes)
 
 
 def test_sweep_checks_memory_before_allocating(monkeypatch):
+    allocated = []
     monkeypatch.setattr(bench_sweep, "fits_in_memory", lambda n, device, dtype: n <= 64)
+    monkeypatch.setattr(bench_sweep, "matmul_inputs", lambda n, *a: allocated.append(n) or bench_matmul.matmul_inputs(n, *a))
     result = sweep_over(monkeypatch, [32, 64, 128, 256], "cpu", budget_s=10)
-    assert result.sizes == [32, 64] and result.stop_reason == "memory" and result.next_size == 128
-
-
-def test_sweep_allocates_nothing_when_the_first_size_does_not_fit(monkeypatch):
+    assert result.sizes == [32, 64] and set(allocated) == {32, 64}
+    assert result.stop_reason == "memory" and result.next_size == 128
+    allocated.clear()
     monkeypatch.setattr(bench_sweep, "fits_in_memory", lambda n, device, dtype: False)
-
-    def no_alloc(*args, **kwargs):
-        raise AssertionError("allocated although it does not fit")
-
-    monkeypatch.setattr(bench_sweep, "matmul_inputs", no_alloc)
     result = sweep_over(monkeypatch, [64, 128], "cpu", budget_s=5)
-    assert result.records == [] and result.stop_reason == "memory" and result.next_size == 64
+    assert result.records == allocated == [] and result.stop_reason == "memory" and result.next_size == 64
 
 
 # --------------------------------------------------------------------------- speedup and crossover
@@ -324,7 +303,7 @@ BAD_ARGUMENTS = {
         ("threads", 0, ValueError), ("flops", -1.0, ValueError), ("label", 5, TypeError), ("max_time_s", 0, ValueError)]},
     "matmul_bytes n": (lambda: bench.matmul_bytes(0), ValueError, "n"),
     **{f"sweep {k}={v!r}": (lambda k=k, v=v: _sweep(**{k: v}), error, names) for k, v, error, names in [
-        ("budget_s", 0, ValueError, "budget_s"), ("budget_s", -3, ValueError, "budget_s"),
+        ("budget_s", 0, ValueError, "budget_s"),
         ("budget_s", "10", TypeError, "budget_s"), ("dtype", "int8", ValueError, "fp16"), ("dtype", 8, TypeError, "dtype"),
         ("device", "tpu", ValueError, "cpu"), ("repeats", 0, ValueError, "repeats"), ("threads", 0, ValueError, "threads")]},
     "crossover baseline": (lambda: bench.crossover([1.0], _SWEEP), TypeError, "matmul_sweep"),
@@ -341,14 +320,12 @@ BAD_ARGUMENTS = {
     **{f"threads_verdict {args}": (lambda args=args: bench.threads_verdict(*args), error, _THREADS[i])
        for args, error, i in [(("1", 1e-3, 2), TypeError, 0), ((0, 1e-3, 2), ValueError, 0),
                               ((1e-3, math.nan, 2), ValueError, 1), ((1e-3, 1e-3, 2.0), TypeError, 2),
-                              ((1e-3, 1e-3, 0), ValueError, 2), ((1e-3, 1e-3, True), TypeError, 2)]},
+                              ((1e-3, 1e-3, 0), ValueError, 2)]},
     **{f"noise times {bad!r}": (lambda bad=bad: bench.noise_warning(bad), error, "times_s") for bad, error in [
-        ("0.1 0.2", TypeError), (0.1, TypeError), (None, TypeError), ({0.1}, TypeError), ([], ValueError),
-        ([0.1, -0.2], ValueError), ([0.1, 0.0], ValueError), ([0.1, math.nan], ValueError),
-        ([0.1, math.inf], ValueError), ([0.1, "0.2"], TypeError), ([True, 0.1], TypeError)]},
+        ("0.1 0.2", TypeError), ({0.1}, TypeError), ([], ValueError), ([0.1, 0.0], ValueError),
+        ([0.1, "0.2"], TypeError)]},
     **{f"noise expected {bad!r}": (lambda bad=bad: bench.noise_warning([0.1], expected_s=bad), error, "expected_s")
-       for bad, error in [(0, ValueError), (-1.0, ValueError), (math.nan, ValueError), ("1 ms", TypeError),
-                          (True, TypeError)]},
+       for bad, error in [(0, ValueError), ("1 ms", TypeError)]},
 }
 
 

@@ -20,32 +20,33 @@ def _local(monkeypatch):
     monkeypatch.setattr(bench_timing, "detect_platform", lambda: "local")
 
 
-def test_consistent_repeats_give_none():
-    assert noise_warning([0.010, 0.011, 0.012]) is None
-    assert noise_warning((0.010,)) is None  # one repeat: no spread to judge
-    assert noise_warning([0.010, 0.0199]) is None  # just under 2×
+_WARNED = "⚠️ số đo nhiễu"
+# (seconds of each repeat, expected_s, platform, said (None: no warning), not said)
+WARNINGS = {
+    "consistent": ([0.010, 0.011, 0.012], None, "local", None, ()),
+    "one repeat": ((0.010,), None, "local", None, ()),  # no spread to judge
+    "just under 2x": ([0.010, 0.0199], None, "local", None, ()),
+    "spread": ([0.010, 0.011, 0.030], None, "local", (_WARNED, "3.0×", "3 lần đo", "chạy lại", "repeats="),
+               ("vCPU", "cả trung vị")),  # the Colab sentence only where it applies
+    "median far above expected": ([0.010, 0.011, 0.012], 0.001, "local", (_WARNED, "mức dự kiến", "11.0×"), ()),
+    "within the limit": ([0.010, 0.011, 0.012], 0.005, "local", None, ()),  # 2.2×
+    "both": ([0.010, 0.011, 0.050], 0.001, "local", ("lần nhanh nhất", "mức dự kiến"), ()),
+    "colab": ([0.01, 0.05], None, "colab", ("2 vCPU",), ()),
+    "kaggle": ([0.01, 0.05], None, "kaggle", ("2 vCPU",), ()),
+    "median dragged": ([0.010, 0.080, 0.085, 0.090, 0.011], None, "local",  # median 80 ms, min 10 ms
+                       ("cả trung vị cũng gấp 8.0× lần nhanh nhất", "min"), ()),
+    "a few slow repeats": ([0.010, 0.011, 0.012, 0.050, 0.060], None, "local", (_WARNED,), ("cả trung vị",)),
+}
 
 
-def test_spread_above_two_is_reported_with_what_to_do():
-    line = noise_warning([0.010, 0.011, 0.030])
-    assert line.startswith("⚠️ số đo nhiễu")
-    assert "3.0×" in line and "3 lần đo" in line
-    assert "chạy lại" in line and "repeats=" in line
-    assert "vCPU" not in line  # the Colab sentence only where it applies
-
-
-def test_median_far_above_expected_is_reported():
-    line = noise_warning([0.010, 0.011, 0.012], expected_s=0.001)
-    assert line.startswith("⚠️ số đo nhiễu") and "mức dự kiến" in line and "11.0×" in line
-    assert noise_warning([0.010, 0.011, 0.012], expected_s=0.005) is None  # 2.2×: within the limit
-    both = noise_warning([0.010, 0.011, 0.050], expected_s=0.001)
-    assert "lần nhanh nhất" in both and "mức dự kiến" in both
-
-
-def test_colab_and_kaggle_name_the_shared_two_vcpus(monkeypatch):
-    for platform in ("colab", "kaggle"):
-        monkeypatch.setattr(bench_timing, "detect_platform", lambda platform=platform: platform)
-        assert "2 vCPU" in noise_warning([0.01, 0.05])
+@pytest.mark.parametrize(("times", "expected", "platform", "said", "unsaid"), WARNINGS.values(), ids=WARNINGS)
+def test_noise_warning(monkeypatch, times, expected, platform, said, unsaid):
+    monkeypatch.setattr(bench_timing, "detect_platform", lambda: platform)
+    line = noise_warning(times, expected_s=expected)
+    if said is None:
+        assert line is None
+    else:
+        assert line.startswith(_WARNED) and all(s in line for s in said) and not any(s in line for s in unsaid)
 
 
 def _scripted_blocks(monkeypatch, seconds):
@@ -119,13 +120,6 @@ def test_sweep_says_when_there_is_no_time_left_to_measure_again(monkeypatch):
     assert notes == ["Không còn thời gian trong ngân sách để đo lại N=32."]
 
 
-def test_real_sweep_records_stay_in_order_and_checked(monkeypatch):
-    monkeypatch.setattr(bench_sweep, "_SIZES", (16, 32, 64))
-    result = bench.matmul_sweep("cpu", budget_s=5)
-    assert result.sizes == [16, 32, 64]
-    assert all(isinstance(note, str) for note in result.notes)
-
-
 def test_a_stalled_size_does_not_end_the_sweep_early(monkeypatch):
     """N=16 fast (one thread), every larger call 50 ms (a busy machine's wait for the second thread, as seen on the
     Colab replica): N³ from 50 ms would stop before N=64; the sweep goes on."""
@@ -139,12 +133,6 @@ def test_a_stalled_size_does_not_end_the_sweep_early(monkeypatch):
 
 
 # --------------------------------------------------------------------------- uniform stalls: median/min, expected_s
-
-
-def test_noise_warning_says_when_even_the_median_is_dragged():
-    line = noise_warning([0.010, 0.080, 0.085, 0.090, 0.011])  # median 80 ms, min 10 ms
-    assert "cả trung vị cũng gấp 8.0× lần nhanh nhất" in line and "min" in line
-    assert "cả trung vị" not in noise_warning([0.010, 0.011, 0.012, 0.050, 0.060])  # a few slow repeats only
 
 
 @pytest.fixture()

@@ -20,41 +20,30 @@ def _local(monkeypatch):
     monkeypatch.setitem(sys.modules, "psutil", None)  # not installed: the reasons cannot name the cores
 
 
-def test_more_threads_faster_says_by_how_much_without_excuses():
-    text = bench.threads_verdict(8e-3, 4e-3, 2)
-    assert text.startswith("→ 2 luồng nhanh hơn 1 luồng 2.0×") and "= 2.00" in text
-    assert "Lý do" not in text
+# (1 thread s, all threads s, threads, platform, physical cores psutil reports (None: no psutil), said, not said)
+VERDICTS = {
+    "faster": (8e-3, 4e-3, 2, "local", None, ("→ 2 luồng nhanh hơn 1 luồng 2.0×", "= 2.00"), ("Lý do",)),
+    # 1 thread 4.22 ms, 2 threads 11.02 ms: two vCPUs on one core
+    "one thread wins": (4.22e-3, 11.02e-3, 2, "local", None, (
+        "→ 1 luồng NHANH hơn 2 luồng 2.6×", "ngược với điều thường thấy", "lõi vật lý", "bận", "Chạy lại",
+        "!lscpu"), ("Colab",)),
+    "tie": (8e-3, 7.5e-3, 2, "local", None, ("gần như bằng nhau", "không giúp", "Lý do"), ()),
+    "psutil names the cores": (4e-3, 8e-3, 2, "local", 1, ("chỉ có 1 lõi vật lý cho 2 luồng",), ("!lscpu",)),
+    "more cores than threads": (4e-3, 8e-3, 2, "local", 8, ("!lscpu",), ()),  # a container limited to 2 of 8
+    "psutil does not know": (4e-3, 8e-3, 2, "local", 0, ("!lscpu",), ()),
+    "colab": (4e-3, 11e-3, 2, "colab", None, ("2 vCPU",), ()),
+    "a single cpu": (1e-3, 1e-3, 1, "local", None, ("Chỉ có 1 CPU",), ("Lý do",)),
+}
 
 
-def test_one_thread_winning_is_said_with_the_reasons():
-    text = bench.threads_verdict(4.22e-3, 11.02e-3, 2)  # 1 thread 4.22 ms, 2 threads 11.02 ms: two vCPUs on one core
-    assert text.startswith("→ 1 luồng NHANH hơn 2 luồng 2.6×") and "ngược với điều thường thấy" in text
-    assert "lõi vật lý" in text and "bận" in text and "Chạy lại" in text
-    assert "Colab" not in text
-
-
-def test_a_tie_is_not_called_a_speedup():
-    text = bench.threads_verdict(8e-3, 7.5e-3, 2)
-    assert "gần như bằng nhau" in text and "không giúp" in text and "Lý do" in text
-
-
-@pytest.mark.parametrize(("cores", "said"), [
-    (1, "chỉ có 1 lõi vật lý cho 2 luồng"),
-    (8, "!lscpu"),  # e.g. a container limited to 2 of 8 cores
-    (None, "!lscpu"),  # psutil does not know
-])
-def test_the_reason_names_the_physical_cores_when_psutil_knows_them(monkeypatch, cores, said):
-    monkeypatch.setitem(sys.modules, "psutil", types.SimpleNamespace(cpu_count=lambda logical=True: cores))
-    assert said in bench.threads_verdict(4e-3, 8e-3, 2)
-
-
-def test_colab_and_kaggle_get_their_two_shared_vcpus(monkeypatch):
-    monkeypatch.setattr(bench_matmul, "detect_platform", lambda: "colab")
-    assert "2 vCPU" in bench.threads_verdict(4e-3, 11e-3, 2)
-
-
-def test_a_single_cpu_has_nothing_to_compare():
-    assert "Chỉ có 1 CPU" in bench.threads_verdict(1e-3, 1e-3, 1)
+@pytest.mark.parametrize(("one", "many", "threads", "platform", "cores", "said", "unsaid"), VERDICTS.values(),
+                         ids=VERDICTS)
+def test_threads_verdict(monkeypatch, one, many, threads, platform, cores, said, unsaid):
+    monkeypatch.setattr(bench_matmul, "detect_platform", lambda: platform)
+    if cores is not None:
+        monkeypatch.setitem(sys.modules, "psutil", types.SimpleNamespace(cpu_count=lambda logical=True: cores))
+    text = bench.threads_verdict(one, many, threads)
+    assert all(s in text for s in said) and not any(s in text for s in unsaid), text
 
 
 def _timing(times, threads, device="cpu"):
@@ -63,13 +52,12 @@ def _timing(times, threads, device="cpu"):
 
 def test_cpu_comparison_where_more_threads_lose_gives_the_reason():
     slow = Comparison(500, "fp32", _timing([4e-3] * 3, 1), _timing([8e-3] * 3, 2), (0.0, 0.0), False)
-    assert slow.more_threads_not_faster
     verdict = slow.verdict()
     assert "CPU 2 luồng CHẬM hơn 2.0× so với CPU 1 luồng" in verdict and "lõi vật lý" in verdict
     fast = Comparison(500, "fp32", _timing([8e-3] * 3, 1), _timing([4e-3] * 3, 2), (0.0, 0.0), False)
-    assert not fast.more_threads_not_faster and "Lý do" not in fast.verdict()
+    assert "Lý do" not in fast.verdict()
     gpu = Comparison(500, "fp32", _timing([8e-3] * 3, 2), _timing([9e-3] * 3, 2, "cuda:0"), (0.0, 0.0), False)
-    assert not gpu.more_threads_not_faster
+    assert "Lý do" not in gpu.verdict()  # the threads' reasons are for 1 CPU thread against several only
 
 
 def test_comparison_shows_the_noise_line_of_a_noisy_side():

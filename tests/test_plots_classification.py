@@ -26,13 +26,6 @@ def test_accepts_tensors_and_arrays(cm):
     assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "1", "2"] and "đúng 15/18" in ax.get_title()
 
 
-def test_uses_given_axes():
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots()
-    assert plot_confusion_matrix(CM, ax=ax) is ax
-
-
 def test_all_zero_matrix_has_no_title():
     assert plot_confusion_matrix([[0, 0], [0, 0]]).get_title() == ""
 

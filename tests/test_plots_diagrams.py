@@ -16,13 +16,6 @@ def test_cuda_stack_sends_only_matmul_and_conv_to_nvidia_libraries():
     assert "NCCL" not in texts  # collectives between GPUs are not on the a @ b path
 
 
-def test_cuda_stack_uses_given_axes():
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots()
-    assert cuda_stack(ax=ax) is ax
-
-
 def test_cuda_stack_rejects_bad_ax():
     with pytest.raises(TypeError, match="Axes"):
         cuda_stack(ax="left")

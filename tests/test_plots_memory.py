@@ -35,22 +35,10 @@ def test_measured_peak_is_drawn_beside():
     assert ax.get_ylabel() == "bộ nhớ (KiB)"
 
 
-def test_skips_empty_parts_and_keeps_extra_ones():
-    ax = plot_memory_breakdown({"a": {"params": 100, "kv_cache": 50}}, title="x")
-    assert len(ax.patches) == 2 and ax.get_title() == "x" and ax.get_ylabel() == "bộ nhớ (B)"
-
-
-def test_extra_parts_get_their_own_colours():
-    ax = plot_memory_breakdown({"a": {"params": 100, "workspace": 50, "batch": 25}})
-    colours = [tuple(p.get_facecolor()) for p in ax.patches]
-    assert len(set(colours)) == 3
-
-
-def test_uses_given_axes():
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots()
-    assert plot_memory_breakdown(ROWS, ax=ax) is ax
+def test_skips_empty_parts_and_gives_extra_ones_their_own_colours():
+    ax = plot_memory_breakdown({"a": {"params": 100, "workspace": 50, "batch": 25}}, title="x")
+    assert len(ax.patches) == 3 and ax.get_title() == "x" and ax.get_ylabel() == "bộ nhớ (B)"
+    assert len({tuple(p.get_facecolor()) for p in ax.patches}) == 3
 
 
 # --------------------------------------------------------------------------- plot_activation_timeline

@@ -4,19 +4,10 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pytest
+from test_bench import make_sweep
 
 from lessons_lib import bench, gpu_specs, plots
 from lessons_lib.bench import sweep as bench_sweep
-from lessons_lib.bench.sweep import MatmulRecord, SweepResult
-
-
-def make_sweep(times, sizes=(64, 128, 256, 512), device="cpu", dtype="fp32", name=""):
-    records = [
-        MatmulRecord(n, bench.Timing((t,), device, 2, 1, 1, flops=bench.matmul_flops(n)), 0.0)
-        for n, t in zip(sizes, times, strict=True)
-    ]
-    return SweepResult(device, dtype, 2, 10.0, 1.0, "all_sizes", None, records, name)
-
 
 CPU = make_sweep([1e-5, 1e-4, 1e-3, 1e-2])
 GPU32 = make_sweep([1e-4, 2e-4, 5e-4, 1e-3], device="cuda:0", name="Tesla T4")
@@ -27,10 +18,6 @@ GPU16 = make_sweep([1e-4, 1e-4, 1.5e-4, 2.5e-4], device="cuda:0", dtype="fp16", 
 def close_figures():
     yield
     plt.close("all")
-
-
-def test_plots_are_reexported_from_the_package():
-    assert plots.plot_time_vs_n is not None and plots.plot_speedup is not None and plots.plot_tflops is not None
 
 
 def test_time_vs_n_is_log_log_with_units_and_a_cubic_guide():

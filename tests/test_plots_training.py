@@ -52,7 +52,7 @@ BAD_ARGUMENTS = {
     "bars unit": (plot_bar_comparison, {"values": {"a": 1.0}, "unit": 5}, TypeError, "unit"),
     "bar negative": (plot_bar_comparison, {"values": {"a": -1.0}, "unit": "ms"}, ValueError, "'a'"),
     "bar inf": (plot_bar_comparison, {"values": {"a": math.inf}, "unit": "ms"}, ValueError, "'a'"),
-    "bar text": (plot_bar_comparison, {"values": {"a": "1"}, "unit": "ms"}, ValueError, "'a'"),
+    "bar text": (plot_bar_comparison, {"values": {"a": "1"}, "unit": "ms"}, TypeError, "'a'"),
 }
 
 

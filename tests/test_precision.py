@@ -6,7 +6,7 @@ from lessons_lib.precision import Table, format_name, to_dtype
 
 @pytest.mark.parametrize(
     ("given", "name"),
-    [("fp16", "fp16"), ("half", "fp16"), ("torch.float16", "fp16"), (" BF16 ", "bf16"), ("bfloat16", "bf16"),
+    [("fp16", "fp16"), ("torch.float16", "fp16"), (" BF16 ", "bf16"), ("bfloat16", "bf16"),
      ("float32", "fp32"), (torch.float32, "fp32"), (torch.bfloat16, "bf16"), (torch.float16, "fp16")],
 )
 def test_format_name_accepts_aliases_and_dtypes(given, name):

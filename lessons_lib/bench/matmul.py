@@ -180,12 +180,6 @@ class Comparison(Printable):
         return self.baseline.median_s / self.other.median_s
 
     @property
-    def more_threads_not_faster(self) -> bool:
-        """Whether 1 thread vs all found all threads no faster (within 1.2×) or slower."""
-        return (self.speedup is not None and self.baseline.device.startswith("cpu")
-                and self.other.device.startswith("cpu") and self.other.threads > 1 and self.speedup < _CLOSE)
-
-    @property
     def noise(self) -> str | None:
         """The "⚠️ số đo nhiễu" line when either side's repeats disagree or its median is far above expected."""
         return noise_line([f"{_who(t)}: {sign}" for t in (self.baseline, self.other) if t is not None
@@ -199,7 +193,7 @@ class Comparison(Printable):
         s = self.speedup
         speed = f"nhanh hơn {s:.1f}×" if s >= 1 else f"CHẬM hơn {1 / s:.1f}×"
         text = f"N={self.n} {self.dtype}: {_who(self.other)}{copy} {speed} so với {_who(self.baseline)}."
-        if self.more_threads_not_faster:
+        if self.other.device.startswith("cpu") and self.other.threads > 1 and s < _CLOSE:  # 1 thread vs all
             text += " " + _threads_reason(self.other.threads)
         return text
 

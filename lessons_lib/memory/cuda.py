@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import check_int
+from ..device import as_device
+from ..display import Printable
 from .sizes import format_bytes
 
 _cuda = torch.cuda  # every CUDA call goes through this name; tests replace it with a fake
@@ -26,13 +28,7 @@ def _get_fraction(index: int) -> float:
 
 def _cuda_index(device) -> int | None:
     """Return the CUDA index `device` names (None = current), or None when it is not a usable CUDA device."""
-    if device is not None and not isinstance(device, (str, torch.device)):
-        raise TypeError("device phải là None, 'cuda', 'cuda:0' hoặc torch.device, không phải "
-                        f"{type(device).__name__}")
-    try:
-        dev = torch.device("cuda" if device is None else device)
-    except (RuntimeError, ValueError) as exc:
-        raise ValueError(f"Không hiểu thiết bị {device!r}; dùng 'cuda', 'cuda:0' hoặc 'cpu'.") from exc
+    dev = as_device("cuda" if device is None else device, "device", "'cuda', 'cuda:0', 'cpu'")
     if dev.type != "cuda" or not _cuda.is_available():
         return None
     index = _cuda.current_device() if dev.index is None else dev.index
@@ -102,8 +98,8 @@ def cuda_memory_cap(room_bytes: int):
     return _capped(room_bytes, _need_cuda("cuda_memory_cap"))
 
 
-@dataclass(frozen=True)
-class OomDemoResult:
+@dataclass(frozen=True, repr=False)
+class OomDemoResult(Printable):
     """What `oom_demo` saw: how many tensors fitted, memory before the error, and after cleaning up."""
 
     device: str

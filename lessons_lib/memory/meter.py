@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
+from ..display import Printable
 from .sizes import check_module, format_bytes, storage_key_and_bytes
 
 
@@ -36,7 +37,7 @@ class _Packed:
         self.version = version
 
 
-class SavedTensorMeter:
+class SavedTensorMeter(Printable):
     """Count the bytes autograd saves for backward (the activations) while the ``with`` block runs."""
 
     TIMELINE_LIMIT = 100_000
@@ -49,7 +50,7 @@ class SavedTensorMeter:
         self.live_bytes = self.peak_bytes = 0
         self.timeline: list[int] = [0]
 
-    def __repr__(self) -> str:
+    def __str__(self) -> str:
         return (f"SavedTensorMeter(live={format_bytes(self.live_bytes)}, "
                 f"peak={format_bytes(self.peak_bytes)})")
 

@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 import torch
 
 from .._validate import check_int
+from ..display import Printable
 from .cuda import release_cached_memory
 from .meter import SavedTensorMeter
 from .oom import MemoryBudgetExceeded, is_oom_error
 from .sizes import check_module, check_optimizer, format_bytes, trainable_bytes, training_state_sizes
 
 
-@dataclass
-class BatchSizeSearch:
+@dataclass(repr=False)
+class BatchSizeSearch(Printable):
     """The result of `find_max_batch_size`: the batch size found and every attempt (size, fitted)."""
 
     batch_size: int | None
@@ -83,15 +84,12 @@ def _check_step_args(model, loss_fn, x, y, optimizer) -> None:
 
 
 def oom_safe_train_step(model: torch.nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor,
-                        optimizer: torch.optim.Optimizer | None = None, *, micro_batch_size: int | None = None,
-                        budget_bytes: int | None = None) -> float:
+                        optimizer: torch.optim.Optimizer | None = None, *, budget_bytes: int | None = None) -> float:
     """Run one training step; on out-of-memory, free the gradients and the cache, then re-raise."""
     _check_step_args(model, loss_fn, x, y, optimizer)
-    if micro_batch_size is not None:
-        check_int("micro_batch_size", micro_batch_size, 1)
     if budget_bytes is not None:
         check_int("budget_bytes", budget_bytes, 1)
-    return _safe_step(model, loss_fn, x, y, optimizer, micro_batch_size or len(x), budget_bytes)
+    return _safe_step(model, loss_fn, x, y, optimizer, len(x), budget_bytes)
 
 
 def _safe_step(model, loss_fn, x, y, optimizer, micro: int, budget_bytes: int | None) -> float:
@@ -135,8 +133,8 @@ def _safe_step(model, loss_fn, x, y, optimizer, micro: int, budget_bytes: int | 
         raise  # the caller lowers the batch and retries (after leaving its except block)
 
 
-@dataclass
-class RetryLog:
+@dataclass(repr=False)
+class RetryLog(Printable):
     """What `train_with_oom_retry` did: each step's loss and micro-batch, and each OOM (step from 0, size, message)."""
 
     batch_size: int

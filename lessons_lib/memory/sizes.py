@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .._validate import check_int, check_number
+from ..display import Printable
 
 # Binary units and their bytes, smallest first.
 UNIT_BYTES = {unit: 1024**i for i, unit in enumerate(("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"))}
@@ -72,8 +73,8 @@ def _optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> dict[str, int]:
     return {key: _unique_bytes(tensors) for key, tensors in by_key.items()}
 
 
-@dataclass(frozen=True)
-class StateSizes:
+@dataclass(frozen=True, repr=False)
+class StateSizes(Printable):
     """Bytes of a model's training state, counted from the real tensors (see `training_state_sizes`)."""
 
     params: int
@@ -127,8 +128,8 @@ _STAGE_NAMES = {0: "DDP (không shard)", 1: "ZeRO-1 (shard optimizer)", 2: "ZeRO
                 3: "ZeRO-3 / FSDP full shard (+ tham số)"}
 
 
-@dataclass(frozen=True)
-class ShardedMemory:
+@dataclass(frozen=True, repr=False)
+class ShardedMemory(Printable):
     """Per-GPU bytes of the model state (params, grads, optimizer) under one sharding stage."""
 
     num_gpus: int

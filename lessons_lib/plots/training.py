@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
+from .._validate import check_number
 from ..bench.timing import format_count
 from ._axes import PALETTE, add_facts, get_ax, series_style
 
@@ -47,11 +47,7 @@ def plot_bar_comparison(values: Mapping[str, float], unit: str, ax=None, title: 
     _check_mapping("values", values)
     if not isinstance(unit, str):
         raise TypeError("unit phải là chuỗi đơn vị như 'ms' hoặc 'MiB'.")
-    numbers = []
-    for label, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"values[{label!r}] phải là số hữu hạn ≥ 0, nhận {value!r}.")
-        numbers.append(float(value))
+    numbers = [float(check_number(f"values[{label!r}]", value, 0)) for label, value in values.items()]
     if fmt is not None and not isinstance(fmt, str):
         raise TypeError("fmt phải là chuỗi định dạng như '{:.0f}', hoặc None.")
     show = fmt.format if fmt is not None else _course_number

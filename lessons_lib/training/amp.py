@@ -14,6 +14,7 @@ from torch import nn
 from .._validate import check_number
 from ..bench import noise_warning
 from ..device import has_native_bf16, pick_device
+from ..display import Printable
 from ..precision import Table
 from .data import make_mlp
 
@@ -83,8 +84,8 @@ def recommend_amp(device: str | torch.device | None = None) -> str:
     return _recommend(pick_device(device))
 
 
-@dataclass(frozen=True)
-class AmpPlan:
+@dataclass(frozen=True, repr=False)
+class AmpPlan(Printable):
     """A checked AMP configuration: device, autocast dtype (None = off) and whether a GradScaler is used."""
 
     device: torch.device

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 from dataclasses import dataclass, field
 
 import torch
@@ -11,7 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import check_int, check_number
-from ..bench import Timing, measure, noise_warning, synchronize
+from ..bench import Timing, noise_warning, synchronize
+from ..bench.timing import measure_unchecked
+from ..display import Printable
 from .amp import AmpPlan, expected_step_s, plan_amp
 
 _PROFILE_WARMUP, _PROFILE_REPEATS, _PROFILE_LR = 2, 10, 1e-3
@@ -81,8 +81,8 @@ def _check_batch(model, inputs, targets) -> torch.device:
     return where
 
 
-@dataclass
-class TrainResult:
+@dataclass(repr=False)
+class TrainResult(Printable):
     """The record of a training run: the loss of every step, the skipped steps and the GradScaler scales."""
 
     plan: AmpPlan
@@ -126,8 +126,8 @@ def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, step
     return result
 
 
-@dataclass(frozen=True)
-class StepProfile:
+@dataclass(frozen=True, repr=False)
+class StepProfile(Printable):
     """Median time of one training step (a ``bench.Timing``) and the peak CUDA memory it needed (None elsewhere)."""
 
     plan: AmpPlan
@@ -165,9 +165,9 @@ def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
         torch.cuda.reset_peak_memory_stats(where)
         baseline = torch.cuda.memory_allocated(where)
     label = f"train step {plan.amp if plan.enabled else 'fp32'}"
-    with contextlib.redirect_stdout(io.StringIO()):   # the warning is shown once, labelled, by StepProfile
-        timing = measure(lambda: trainer.step(inputs, targets), device=where, repeats=_PROFILE_REPEATS,
-                         warmup=_PROFILE_WARMUP, number=1, label=label)
+    # not printed while measuring: StepProfile shows the noise warning once, labelled
+    timing = measure_unchecked(lambda: trainer.step(inputs, targets), where, repeats=_PROFILE_REPEATS,
+                               warmup=_PROFILE_WARMUP, number=1, label=label)
     if where.type == "cuda":
         peak = torch.cuda.max_memory_allocated(where)
     expected_s = None
