@@ -17,47 +17,35 @@ from dataclasses import dataclass
 
 import pytest
 
-_LAST_LINE = re.compile(r"(\d+) s thời gian thực, (\d+) s CPU")
-
 
 @dataclass
 class Graded:
-    """What one run of the grade command printed, and how long it took."""
+    """What one run of the grade command printed, its seconds by the clock and of an idle machine, and the (wall,
+    CPU) seconds its last line reports (None without that line)."""
 
     returncode: int
     stdout: str
     stderr: str
-    wall_s: float  # by the clock
-    idle_s: float  # in the time of an idle machine (what the limit counts)
-    reported: tuple[int, int] | None  # (wall, CPU) seconds from the command's last line
-
-
-def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    wall_s: float
+    idle_s: float
+    reported: tuple[int, int] | None
 
 
 def slowness() -> float:
     """Return how many times slower than idle this machine runs one more busy process now (≥ 1)."""
-    return max(1.0, os.getloadavg()[0] / cores()) if hasattr(os, "getloadavg") else 1.0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1.0, os.getloadavg()[0] / cores) if hasattr(os, "getloadavg") else 1.0
 
 
-def run_grader(args: list[str], env: dict, cwd, limit_s: float = 600.0, poll_s: float = 5.0) -> Graded:
-    """Run the grade command; fail the test when it runs past `limit_s` seconds of an idle machine.
-
-    Args:
-        args: The command line.
-        env: Its environment.
-        cwd: Its working folder.
-        limit_s: The limit, in seconds of an idle machine.
-        poll_s: How often the load is measured.
-    """
+def run_grader(args: list[str], env: dict, cwd, limit_s: float = 600.0) -> Graded:
+    """Run the grade command; fail the test (after a Ctrl+C to it) past `limit_s` seconds of an idle machine."""
     started = last = time.monotonic()
     idle = 0.0
     proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
     while True:
         try:
-            out, err = proc.communicate(timeout=poll_s)
+            out, err = proc.communicate(timeout=5)
             break
         except subprocess.TimeoutExpired:
             now = time.monotonic()
@@ -74,6 +62,5 @@ def run_grader(args: list[str], env: dict, cwd, limit_s: float = 600.0, poll_s: 
                             f"clock, load {os.getloadavg()[0]:.1f})\n{out}\n{err}")
     now = time.monotonic()
     idle += (now - last) / slowness()
-    found = _LAST_LINE.findall(out.strip().splitlines()[-1]) if out.strip() else []
-    reported = (int(found[0][0]), int(found[0][1])) if found else None
-    return Graded(proc.returncode, out, err, now - started, idle, reported)
+    found = re.search(r"(\d+) s thời gian thực, (\d+) s CPU", out.strip().splitlines()[-1] if out.strip() else "")
+    return Graded(proc.returncode, out, err, now - started, idle, (int(found[1]), int(found[2])) if found else None)

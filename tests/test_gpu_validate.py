@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_run import GPU_DEMO, write_notebook
 
 from lessons_lib import gpu_check
 from tools import gpu_validate
@@ -27,18 +28,6 @@ case "$*" in
   *) echo "Fake GPU, 580.95.05" ;;
 esac
 """
-
-
-def _demo_notebook(path: Path) -> Path:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell("%load_ext lessons_lib.notebook"),
-                nbformat.v4.new_markdown_cell("text"),
-                nbformat.v4.new_code_cell("%%gpu\nprint('GPU BODY RAN')"),
-                nbformat.v4.new_code_cell("%%gpu 2\nprint('TWO GPU BODY RAN')"),
-                nbformat.v4.new_code_cell("x = 1")]
-    nbformat.write(nb, path)
-    return path
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
@@ -80,7 +69,7 @@ def test_one_gpu_present_but_its_cell_skipped_fails(tmp_path, course_env_vars):
     shims.mkdir()
     (shims / "nvidia-smi").write_text(FAKE_SMI, encoding="utf-8")
     (shims / "nvidia-smi").chmod(0o755)
-    notebook = _demo_notebook(tmp_path / "demo.ipynb")
+    notebook = write_notebook(tmp_path / "demo.ipynb", *GPU_DEMO)
     out = tmp_path / "out"
     env = {**course_env_vars, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
     proc = _validate(["-o", str(out), "--keep-going", str(notebook)], env, tmp_path)
@@ -92,5 +81,5 @@ def test_one_gpu_present_but_its_cell_skipped_fails(tmp_path, course_env_vars):
     assert f"{notebook}::Cell 1 (cần 1 GPU)" in problems
     assert "Cell 2" not in problems, "the %%gpu 2 cell is rightly skipped on a one-GPU machine"
     executed = nbformat.read(out / "executed" / "demo.ipynb", as_version=4)
-    assert "Bỏ qua ô này" in executed.cells[2].outputs[0]["text"], "the executed notebook keeps its outputs"
+    assert "Bỏ qua ô này" in executed.cells[1].outputs[0]["text"], "the executed notebook keeps its outputs"
     assert "| 0 / 1 (cần 1 GPU, máy có 1), 1 (cần 2 GPU, máy có 1) |" in (out / "notebooks.log").read_text(encoding="utf-8")

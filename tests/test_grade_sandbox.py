@@ -6,9 +6,11 @@ writes into the repository, into /tmp and into the submissions folder, one leave
 kernel, one fills its disk. The grader runs from a copy of the repository (the course root it trusts) with HOME a
 temporary folder, so nothing here can touch the real checkout or the real home even where a sandbox fails.
 
-With the sandbox (``--sandbox required``) every attack fails and the honest learner's grades are intact. With
-``--sandbox off`` the same attacks succeed: those tests document what the README says is not protected, and clean
-up after them (the processes left running are killed, the files written are removed).
+With the sandbox (``--sandbox required``) every attack fails and the honest learner's grades are intact: each one
+proves a part of the bwrap command (no network, the grader's HOME unseen, the repository and the submissions read-only,
+its own PID namespace, a tmpfs of --disk-mb). With ``--sandbox off`` the same attacks succeed: those tests document
+what docs/INSTRUCTORS.md says is not protected (and that the attacks work), and clean up after them (the processes
+left running are killed, the files written are removed).
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -61,15 +63,20 @@ def test_off_needs_no_bwrap():
     assert box is None and "--sandbox off" in line
 
 
-@pytest.mark.parametrize("platform, which, why", [
-    ("linux", lambda name: None, "chưa có bubblewrap"),
-    ("darwin", lambda name: "/usr/bin/bwrap", "chỉ có trên Linux"),
-])
-def test_without_bwrap_auto_says_so_in_one_line_and_required_refuses(platform, which, why):
-    box, line = grade.prepare_sandbox("auto", 64, which=which, platform=platform)
-    assert box is None and why in line and "\n" not in line and "--sandbox off" in line
+@pytest.mark.parametrize("platform, bwrap, why", [
+    ("linux", None, "chưa có bubblewrap"),
+    ("darwin", "/usr/bin/bwrap", "chỉ có trên Linux"),
+    ("linux", "bwrap: No permissions to creating new namespace", "No permissions to creating new namespace.*userns"),
+], ids=["no-bwrap", "not-linux", "no-user-namespaces"])
+def test_without_a_working_bwrap_auto_says_why_in_one_line_and_required_refuses(tmp_path, platform, bwrap, why):
+    if bwrap and not bwrap.startswith("/"):  # a bwrap that says this and fails, as where user namespaces are disabled
+        (tmp_path / "bwrap").write_text(f"#!/bin/sh\n[ \"$1\" = --help ] && exit 0\necho '{bwrap}' >&2\nexit 1\n")
+        (tmp_path / "bwrap").chmod(0o755)
+        bwrap = str(tmp_path / "bwrap")
+    box, line = grade.prepare_sandbox("auto", 64, which=lambda name: bwrap, platform=platform)
+    assert box is None and re.search(why, line) and "\n" not in line and "--sandbox off" in line
     with pytest.raises(grade.GradeError, match=f"--sandbox required.*{why}"):
-        grade.prepare_sandbox("required", 64, which=which, platform=platform)
+        grade.prepare_sandbox("required", 64, which=lambda name: bwrap, platform=platform)
 
 
 def test_the_command_refuses_to_grade_without_a_sandbox_when_one_is_required(tmp_path, monkeypatch, capsys):
@@ -82,41 +89,6 @@ def test_the_command_refuses_to_grade_without_a_sandbox_when_one_is_required(tmp
     assert not (tmp_path / "kq").exists()
 
 
-def test_a_bwrap_that_cannot_start_is_named_with_the_fix(tmp_path):
-    fake = tmp_path / "bwrap"  # what bwrap says where user namespaces are disabled
-    fake.write_text("#!/bin/sh\n[ \"$1\" = --help ] && exit 0\n"
-                    "echo 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    box, line = grade.prepare_sandbox("auto", 64, which=lambda name: str(fake), platform="linux")
-    assert box is None and "No permissions to creating new namespace" in line and "userns" in line
-    with pytest.raises(grade.GradeError, match="No permissions"):
-        grade.prepare_sandbox("required", 64, which=lambda name: str(fake), platform="linux")
-
-
-def test_bad_sandbox_arguments_are_refused(tmp_path):
-    with pytest.raises(grade.GradeError, match="auto, required, off"):
-        grade.prepare_sandbox("yes", 64)
-    with pytest.raises(grade.GradeError, match="disk_mb"):
-        grade.grade(tmp_path, tmp_path / "out", disk_mb=1)
-
-
-def test_the_command_seals_the_worker_off():
-    box = grade.Sandbox("/usr/bin/bwrap", ("/opt/py", "/srv/khoa"), hidden=("/srv/khoa/bai_nop",), disk_mb=64)
-    cmd = box.command(Path("/tmp/bai14-grade-x"), ["python", "grade.py", "--worker", "job.json"])
-    text = " ".join(cmd)
-    for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--proc /proc", "--dev /dev",
-                 "--ro-bind /opt/py /opt/py", "--ro-bind /srv/khoa /srv/khoa", f"--tmpfs {grade.SANDBOX_HOME}",
-                 f"--size {64 * 2**20} --tmpfs /tmp/bai14-grade-x", "--chdir /tmp/bai14-grade-x/work",
-                 "--bind /tmp/bai14-grade-x/checks.jsonl", "--ro-bind /tmp/bai14-grade-x/job.json",
-                 "--tmpfs /srv/khoa/bai_nop", "--remount-ro /srv/khoa/bai_nop", "--remount-ro /"):
-        assert flag in text, flag
-    assert "--share-net" not in text and "--bind /tmp/bai14-grade-x /tmp" not in text
-    assert cmd[-5:] == ["--", "python", "grade.py", "--worker", "job.json"]
-    # the hidden folder is emptied after the repository is bound, the read-only root comes last
-    assert text.index("--ro-bind /srv/khoa ") < text.index("--tmpfs /srv/khoa/bai_nop")
-    assert cmd[-9:-7] == ["--remount-ro", "/"]
-
-
 def test_read_only_paths_never_hold_the_home_or_the_whole_machine(tmp_path):
     home = tmp_path / "home"
     (home / ".pyenv").mkdir(parents=True)
@@ -127,49 +99,21 @@ def test_read_only_paths_never_hold_the_home_or_the_whole_machine(tmp_path):
     assert not any(p.startswith("/usr/") for p in paths)  # /usr is bound whole already
 
 
-def test_the_sandboxed_kernel_gets_its_own_home():
-    env = grade.kernel_env(Path("/tmp/r"), 1, {"HOME": "/root", "XDG_CACHE_HOME": "/root/.cache", "PATH": "/usr/bin"},
-                           sandboxed=True)
-    assert env["HOME"] == grade.SANDBOX_HOME and "XDG_CACHE_HOME" not in env
-    assert grade.kernel_env(Path("/tmp/r"), 1, {"HOME": "/root"})["HOME"] == "/root"
-
-
 # --------------------------------------------------------------------------- the hostile class, graded for real
 
 
-class Listener:
-    """A TCP listener on 127.0.0.1 that records who connects, until stopped (accept times out every 0.2 s)."""
-
-    def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.received: list[bytes] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(2)
-                try:
-                    self.received.append(conn.recv(4096))
-                except OSError:
-                    self.received.append(b"")
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(timeout=5)
-        self.sock.close()
+def _received(listener: socket.socket) -> list[bytes]:
+    """Return what each connection the listener queued sent (the kernel completes connections no one accepted)."""
+    listener.settimeout(0.2)
+    received = []
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            return received
+        with conn:
+            conn.settimeout(2)
+            received.append(conn.recv(4096))
 
 
 def _marked_processes(markers: list[str]) -> dict[int, str]:
@@ -276,8 +220,8 @@ def hostile(request, tmp_path_factory):
     (home / ".ssh" / "id_rsa").write_text(f"-----BEGIN KEY-----\n{token}\n", encoding="utf-8")
     tmp_file = Path("/tmp") / f"bai14-hostile-{secrets.token_hex(8)}.txt"
     markers = [f"{300 + secrets.randbelow(10**6) / 10**6:.6f}" for _ in range(2)]  # `sleep 300.123456`
-    listener = Listener()
-    make_hostile_class(folder, home / ".ssh" / "id_rsa", listener.port, tmp_file, markers)
+    listener = socket.create_server(("127.0.0.1", 0))
+    make_hostile_class(folder, home / ".ssh" / "id_rsa", listener.getsockname()[1], tmp_file, markers)
     before = {"repo": _tree(repo), "folder": _tree(folder), "home": _tree(home)}
     env = {name: os.environ[name] for name in ("PATH", "LANG", "LC_ALL") if name in os.environ}
     env.update(HOME=str(home), TMPDIR=str(tmp), TEMP=str(tmp), TMP=str(tmp))  # no PYTHONPATH: the copy is the course
@@ -286,6 +230,7 @@ def hostile(request, tmp_path_factory):
                           "--jobs", "2", "--timeout", "60", "--memory-mb", "1500", "--disk-mb", str(DISK_MB),
                           "--sandbox", "required" if mode == "sandbox" else "off"], env, repo)
         survivors = _marked_processes(markers)
+        received = _received(listener)
     finally:
         listener.close()
         for pid in _marked_processes(markers):  # without the sandbox they outlive grading: end them here
@@ -304,7 +249,7 @@ def hostile(request, tmp_path_factory):
     everything = "\n".join([run.stdout, run.stderr, *logs.values(), (out / "grades.csv").read_text(encoding="utf-8-sig"),
                             (out / "grades.html").read_text(encoding="utf-8")])
     return {"mode": mode, "run": run, "rows": rows, "logs": logs, "everything": everything, "token": token,
-            "received": listener.received, "survivors": sorted(survivors.values()), "markers": markers, "tmp_file_written": tmp_file_written,
+            "received": received, "survivors": sorted(survivors.values()), "markers": markers, "tmp_file_written": tmp_file_written,
             "before": before, "after": {"repo": _tree(repo), "folder": _tree(folder), "home": _tree(home)},
             "tmp": tmp}
 

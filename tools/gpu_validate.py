@@ -1,24 +1,14 @@
 """Validate the course on a machine with an NVIDIA GPU, keep the evidence, and fail unless the GPU cells ran.
 
-Run it through ``bash tools/gpu_validate.sh`` (which uses the course environment). It fails (exit 1), saying why
-in Vietnamese, when:
-
-- no CUDA GPU is usable: no nvidia-smi, nvidia-smi lists no GPU, a CPU-only torch, a driver too old for torch's
-  CUDA build (torch.cuda.is_available() is False with a warning), or a first computation on the GPU fails;
-- pytest fails (the whole test suite, when no notebook is named);
-- a notebook fails in tools/run.py (a cell raises, its outputs break the lesson's promises) or any `%%gpu` cell
-  that this machine's GPU count (nvidia-smi's) allows was skipped (run.py counts each one run or skipped).
+Run it through ``bash tools/gpu_validate.sh [-o OUT] [--keep-going] [NOTEBOOK ...]`` (the course environment). It
+fails (exit 1), saying why in Vietnamese, when no CUDA GPU is usable (no nvidia-smi or no GPU listed, a CPU-only
+torch, a driver too old for torch's CUDA build, or a first computation on the GPU fails; ``--keep-going`` runs the
+rest anyway), when pytest fails (the whole suite, when no notebook is named), or when a notebook fails in
+tools/run.py or skips a `%%gpu` cell that the machine's GPU count (nvidia-smi's) allows.
 
 Evidence in OUT (default ``gpu-validation-<date>-<time>/``, ignored by git): environment.txt (GPU, driver, CUDA,
-torch), pytest.log, notebooks.log (run.py's table: %%gpu cells run / skipped, time, peak memory per notebook),
-problems.txt, and the executed notebooks with their outputs under ``OUT/executed/<notebook path relative to the
-repository>`` (the curves to look at; a website build can reuse them; the test suite's re-run test fills it).
-
-Usage:
-    bash tools/gpu_validate.sh [-o OUT] [--keep-going] [NOTEBOOK ...]
-        NOTEBOOK ...   validate only these notebooks (default: the README's whole test command, then every
-                       notebook under notebooks/ through tools/run.py)
-        --keep-going   run pytest and the notebooks even when no CUDA GPU is usable (the exit status stays 1)
+torch), pytest.log, notebooks.log (run.py's table), problems.txt, and the executed notebooks with their outputs
+under ``OUT/executed/<notebook path relative to the repository>`` (a website build can reuse them).
 """
 
 from __future__ import annotations

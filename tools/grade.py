@@ -1,16 +1,9 @@
 """Grade a class's notebooks with the course's own checkers: learner, lesson, task, result, the checker's message.
 
-Each submission (a learner's ``.ipynb`` downloaded from Colab/Kaggle, under any name) is recognised by its content
-(the cell ids and cell texts the course build writes, or its ``# Bài 14.N`` title), then run top to bottom as
-"Run all" does, in its own kernel process, in its own temporary folder, with a time limit and a memory limit.
-Every ``taskN.check(...)`` / ``exN.check(...)`` the notebook runs appends its result to a log
-(``lessons_lib.exercises._core.record_check``), which survives the kernel dying. The results go to
-``grades.csv`` and ``grades.html`` (and each submission's capped output to ``logs/``).
-
-This executes the learners' code. On Linux with bubblewrap (``bwrap``) each submission runs sealed off by default:
-no network, the repository read-only, its own empty HOME and /tmp, nothing else of the machine's files, every
-process it starts ended with it (``--sandbox auto|required|off``; README, "Chấm bài cả lớp", says what it does not
-stop). Without it, run the command in a container or as a throwaway user, with no secrets around.
+Each submission is recognised by its content and run top to bottom as "Run all" does, in its own worker, kernel and
+temporary folder, under a time and a memory limit, sealed off with bubblewrap where it runs; every ``taskN.check(...)``
+it runs logs its result (``lessons_lib.exercises._core.record_check``), which survives the kernel dying. This runs
+the learners' code: docs/INSTRUCTORS.md, "Chấm bài cả lớp", says what goes in and out and what the sandbox stops.
 
 Usage:
     bash tools/course.sh grade FOLDER [--out DIR] [--timeout S] [--memory-mb M] [--jobs N] [--sandbox MODE]
@@ -32,9 +25,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,10 +68,10 @@ class Lesson:
 
     name: str  # e.g. "02_moving_tensors"
     number: int
-    tasks: tuple[str, ...]  # keys of the tasks it checks, in notebook order, e.g. ("task1", "task2")
-    module: str  # the lessons_lib module its tasks come from, e.g. "lessons_lib.exercises.lesson02"
-    ids: frozenset[str] = field(default_factory=frozenset)
-    texts: frozenset[str] = field(default_factory=frozenset)
+    group: str  # its checkers' group, the lessons_lib.exercises module they come from, e.g. "lesson02"
+    tasks: dict[str, str]  # key -> title of each task it checks, in notebook order
+    ids: frozenset[str]
+    texts: frozenset[str]
 
 
 def cell_text(cell: Mapping) -> str:
@@ -95,7 +89,11 @@ _IMPORT = re.compile(r"^from (lessons_lib\.exercises(?:\.\w+)?) import .*\b(?:ta
 
 
 def load_lessons(notebooks: Path = NOTEBOOKS) -> dict[str, Lesson]:
-    """Return the course's lessons by name, read from the generated learner and solutions notebooks."""
+    """Return the course's lessons by name, read from the generated notebooks, their tasks' titles from lessons_lib."""
+    import importlib
+
+    from lessons_lib.exercises import _core
+
     found: dict[str, dict] = {}
     for path in sorted([*notebooks.glob("[0-9][0-9]_*.ipynb"), *notebooks.glob("solutions/[0-9][0-9]_*.ipynb")]):
         name = path.stem.removesuffix("_solutions")
@@ -115,13 +113,15 @@ def load_lessons(notebooks: Path = NOTEBOOKS) -> dict[str, Lesson]:
                     entry["module"] = imported.group(1)
     if not found:
         raise GradeError(f"không thấy notebook nào của khoá học trong {notebooks} (chạy python -m tools.build_course)")
-    shared = set()  # texts in several lessons (the setup cell, common sentences) identify none of them
-    names = list(found)
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            shared |= found[a]["texts"] & found[b]["texts"]
-    return {name: Lesson(name, int(name[:2]), tuple(e["tasks"]), e["module"], frozenset(e["ids"] - {""}),
-                         frozenset(e["texts"] - shared)) for name, e in found.items()}
+    lessons_of = Counter(text for e in found.values() for text in e["texts"])  # the setup cell is in every lesson
+    lessons = {}
+    for name, e in found.items():
+        importlib.import_module(e["module"])  # its tasks register on import
+        group = e["module"].rsplit(".", 1)[-1]
+        tasks = {key: getattr(_core.GROUPS.get(group, {}).get(key), "title", key) for key in e["tasks"]}
+        texts = frozenset(text for text in e["texts"] if lessons_of[text] == 1)  # a shared text identifies none
+        lessons[name] = Lesson(name, int(name[:2]), group, tasks, frozenset(e["ids"] - {""}), texts)
+    return lessons
 
 
 _TITLE = re.compile(r"^#\s*(?:🔭\s*)?Bài 14\.(\d+)\b", re.M)  # 🔭: a lesson that is all extension
@@ -134,35 +134,15 @@ def identify(nb: Mapping, lessons: Mapping[str, Lesson]) -> str | None:
     that lesson; the lesson with most such cells wins if it has at least 3 and no other has as many. Without
     that (every cell rewritten), a ``# Bài 14.N`` title decides. The file name is never used.
     """
-    scores = {}
-    for name, lesson in lessons.items():
-        scores[name] = sum(1 for cell in nb["cells"] if isinstance(cell, Mapping) and (
-            cell.get("id") in lesson.ids or _norm(cell_text(cell)) in lesson.texts))
+    scores = {name: sum(1 for cell in nb["cells"] if cell.get("id") in lesson.ids
+                        or _norm(cell_text(cell)) in lesson.texts) for name, lesson in lessons.items()}
     ranked = sorted(scores.items(), key=lambda item: -item[1])
     if ranked and ranked[0][1] >= 3 and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
         return ranked[0][0]
-    numbers = {int(m) for cell in nb["cells"] if isinstance(cell, Mapping) and cell.get("cell_type") == "markdown"
+    numbers = {int(m) for cell in nb["cells"] if cell.get("cell_type") == "markdown"
                for m in _TITLE.findall(cell_text(cell))}
     by_number = [name for name, lesson in lessons.items() if lesson.number in numbers]
     return by_number[0] if len(by_number) == 1 else None
-
-
-def task_info(lessons: Mapping[str, Lesson]) -> dict[str, tuple[str, dict[str, str]]]:
-    """Return, per lesson, its exercise group and each task's title, from lessons_lib itself."""
-    import importlib
-
-    from lessons_lib.exercises import _core
-
-    info = {}
-    for name, lesson in lessons.items():
-        importlib.import_module(lesson.module)  # registers its exercises
-        group = lesson.module.rsplit(".", 1)[-1]  # the group is the module's name ("exercises" for lesson 10)
-        tasks = {}
-        for key in lesson.tasks:
-            exercise = _core.GROUPS.get(group, {}).get(key)
-            tasks[key] = exercise.title if exercise else key
-        info[name] = (group, tasks)
-    return info
 
 
 # --------------------------------------------------------------------------- submissions
@@ -214,29 +194,23 @@ def learner_name(path: Path, folder: Path, lesson: str | None = None) -> str:
 
 def read_submission(path: Path, folder: Path, lessons: Mapping[str, Lesson]) -> Submission:
     """Read one file: a notebook of a known lesson, or a Submission whose `problem` says why it is not one."""
-    import nbformat
-
     sub = Submission(path, learner_name(path, folder))
     if path.suffix.lower() != ".ipynb":
         sub.problem = "không phải notebook (.ipynb): không chấm được"
-        return sub
-    if path.stat().st_size > MAX_SUBMISSION_BYTES:
+    elif path.stat().st_size > MAX_SUBMISSION_BYTES:
         sub.problem = f"file quá lớn ({path.stat().st_size / 2**20:.0f} MiB): không chấm"
-        return sub
-    try:
-        with open(path, encoding="utf-8") as handle:
-            nb = nbformat.read(handle, as_version=4)
-        nb = json.loads(json.dumps(nb))  # a plain dict
-        if not isinstance(nb.get("cells"), list):
-            raise ValueError("no cells")
-    except Exception as exc:  # noqa: BLE001 - anything a broken file raises is "not a notebook"
-        sub.problem = f"không đọc được như một notebook ({type(exc).__name__}): file hỏng hoặc không phải .ipynb"
-        return sub
-    sub.nb = nb
-    sub.lesson = identify(nb, lessons)
-    sub.learner = learner_name(path, folder, sub.lesson)
-    if sub.lesson is None:
-        sub.problem = "không nhận ra đây là bài nào của khoá (không có ô nào giống notebook của khoá): không chấm"
+    else:
+        try:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            if not all(isinstance(cell, dict) for cell in nb["cells"]):
+                raise ValueError("a cell is not an object")
+        except Exception as exc:  # noqa: BLE001 - anything a broken file raises is "not a notebook"
+            sub.problem = f"không đọc được như một notebook ({type(exc).__name__}): file hỏng hoặc không phải .ipynb"
+            return sub
+        sub.nb, sub.lesson = nb, identify(nb, lessons)
+        sub.learner = learner_name(path, folder, sub.lesson)
+        if sub.lesson is None:
+            sub.problem = "không nhận ra đây là bài nào của khoá (không có ô nào giống notebook của khoá): không chấm"
     return sub
 
 
@@ -248,32 +222,8 @@ def _first_line(code: str, width: int = 60) -> str:
     return line if len(line) <= width else line[:width - 1] + "…"
 
 
-def cpu_seconds() -> float:
-    """Return the CPU time of this process and of every child it has waited for (the workers and their kernels)."""
-    try:
-        import resource
-    except ImportError:  # Windows: this process only
-        return time.process_time()
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-class _Capped:
-    """Text kept up to a limit; the rest is counted."""
-
-    def __init__(self, limit: int):
-        self.limit, self.parts, self.size, self.dropped = limit, [], 0, 0
-
-    def add(self, text: str, cell_budget: list[int]) -> None:
-        keep = max(0, min(len(text), self.limit - self.size, cell_budget[0]))
-        if keep:
-            self.parts.append(text[:keep])
-            self.size += keep
-            cell_budget[0] -= keep
-        self.dropped += len(text) - keep
-
-    def text(self) -> str:
-        return "".join(self.parts)
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def run_cells(job: dict) -> dict:
@@ -331,21 +281,24 @@ def run_cells(job: dict) -> dict:
 
 
 def _collect(cells: list, result: dict) -> None:
-    """Record each cell's error and its capped output (stream and text results) in `result`."""
-    log = _Capped(LOG_CHARS)
+    """Record each cell's error and its output (stream and text results), capped per cell and in all, in `result`."""
+    parts, dropped = [], 0
     for cell in cells:
         index, line = cell.metadata["index"], _first_line(cell.source)
-        log.add(f"\n── ô {index}: {line}\n", [200])
-        budget = [CELL_OUTPUT_CHARS]
+        texts = []
         for out in cell.get("outputs", []):
             if out.output_type == "stream":
-                log.add(out.get("text", ""), budget)
+                texts.append(out.get("text", ""))
             elif out.output_type in ("execute_result", "display_data"):
-                log.add(str(out.get("data", {}).get("text/plain", "")) + "\n", budget)
+                texts.append(str(out.get("data", {}).get("text/plain", "")) + "\n")
             elif out.output_type == "error":
                 result["errors"].append({"cell": index, "line": line, "ename": str(out.get("ename", "")),
                                          "evalue": str(out.get("evalue", ""))[:500]})
-    result["log"], result["dropped"] = log.text(), log.dropped
+        text = "".join(texts)
+        parts.append(f"\n── ô {index}: {line}\n{text[:CELL_OUTPUT_CHARS]}")
+        dropped += max(0, len(text) - CELL_OUTPUT_CHARS)
+    log = "".join(parts)
+    result["log"], result["dropped"] = log[:LOG_CHARS], dropped + max(0, len(log) - LOG_CHARS)
 
 
 def _kill_group(pgid: int) -> None:
@@ -364,7 +317,8 @@ def worker_main(job_path: str) -> int:
     warning = run.set_limits(job["memory_mb"])
     result = run_cells(job)
     result["warning"] = warning
-    result["cpu"] = round(cpu_seconds(), 2)  # the worker and its kernel (reaped by now): a sandbox does not pass it on
+    spent = os.times()  # the worker's and its kernel's (reaped by now): a sandbox does not pass them on
+    result["cpu"] = round(spent.user + spent.system + spent.children_user + spent.children_system, 2)
     Path(job["result_file"]).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
     return 0
 
@@ -384,6 +338,7 @@ _ETC = ("alternatives", "ca-certificates", "ca-certificates.conf", "crypto-polic
         "os-release", "passwd", "pki", "protocols", "resolv.conf", "services", "ssl", "timezone", "xdg")
 _DEVICES = ("/dev/nvidia*", "/dev/kfd", "/dev/dri")  # GPUs (NVIDIA, AMD), passed through when the machine has them
 _SANDBOX_FILES = ("job.json", "checks.jsonl", "result.json")  # all a sandboxed worker shares with the grader
+_SUB_DIRS = ("work", "tmp", "runtime", "ipython", "no-wheels")  # a submission's own folders (kernel_env names them)
 
 
 def _inside(path: str, parent: str) -> bool:
@@ -392,14 +347,8 @@ def _inside(path: str, parent: str) -> bool:
 
 @dataclass(frozen=True)
 class Sandbox:
-    """How each submission's worker (and the kernel it starts) runs under bubblewrap.
-
-    The worker sees the system's programs and libraries, the Python installation, the environment and this
-    repository read-only at their own paths, and nothing else of the machine: no network (its own network
-    namespace), no other process (its own PID namespace: all its processes end with it), an empty HOME and /tmp,
-    and its temp folder as a tmpfs of `disk_mb` MiB; only the job, the check log and the result file are shared
-    with the grader.
-    """
+    """How each submission's worker (and the kernel it starts) runs under bubblewrap: what ``command`` seals off is
+    what docs/INSTRUCTORS.md's "Sandbox" lists; only the job, the check log and the result file are shared."""
 
     bwrap: str
     read_only: tuple[str, ...]  # host paths seen at the same place, read-only
@@ -436,7 +385,7 @@ class Sandbox:
                     args += ["--ro-bind", path, path]
         where = str(root)
         args += self._tmpfs(where, self.disk_mb)
-        for sub_dir in ("work", "tmp", "runtime", "ipython", "no-wheels"):
+        for sub_dir in _SUB_DIRS:
             args += ["--dir", f"{where}/{sub_dir}"]
         args += ["--ro-bind", f"{where}/job.json", f"{where}/job.json"]
         for name in _SANDBOX_FILES[1:]:
@@ -488,19 +437,10 @@ def _probe(sandbox: Sandbox) -> str | None:
     return (lines[-1] if lines else f"mã thoát {proc.returncode}")[:300]
 
 
-def prepare_sandbox(mode: str, disk_mb: int, hidden: Iterable[Path] = (), environ: Mapping[str, str] = os.environ,
-                    which=shutil.which, platform: str = sys.platform) -> tuple[Sandbox | None, str]:
-    """Return the sandbox to grade in (None: none) and the one line that says so.
-
-    Args:
-        mode: "auto" (the sandbox where bwrap runs, else none, said in the line), "required" (no sandbox is a
-            GradeError) or "off".
-        disk_mb: MiB each submission may write inside the sandbox.
-        hidden: Folders a kernel must not see even where they lie inside a read-only one (submissions, results).
-        environ: The grader's environment (HOME, PYTHONPATH, CUDA paths).
-        which: ``shutil.which`` (tests pass a fake).
-        platform: ``sys.platform``.
-    """
+def prepare_sandbox(mode: str, disk_mb: int, hidden: Iterable[Path] = (), which=shutil.which,
+                    platform: str = sys.platform) -> tuple[Sandbox | None, str]:
+    """Return the sandbox to grade in (None: none, where `mode` "auto" allows it) and the one line that says so;
+    `hidden` are folders a kernel must not see inside the read-only ones (the submissions, the results)."""
     if mode not in SANDBOX_MODES:
         raise GradeError(f"sandbox phải là một trong {', '.join(SANDBOX_MODES)}, không phải {mode!r}")
     if mode == "off":
@@ -517,8 +457,8 @@ def prepare_sandbox(mode: str, disk_mb: int, hidden: Iterable[Path] = (), enviro
             sized = "--size" in subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30).stdout
         except (OSError, subprocess.TimeoutExpired):
             sized = False
-        home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
-        read_only = _read_only_paths(environ, sys.path, home)
+        home = os.path.realpath(os.path.expanduser("~"))
+        read_only = _read_only_paths(os.environ, sys.path, home)
         masks = {os.path.realpath(p) for p in (*hidden, home, tempfile.gettempdir())}
         masks = tuple(sorted(p for p in masks if os.path.isdir(p) and p not in read_only
                              and any(_inside(p, ro) for ro in read_only)))
@@ -545,12 +485,8 @@ _ACTIVE_LOCK = threading.Lock()
 
 def kernel_env(root: Path, threads: int, environ: Mapping[str, str] = os.environ,
                sandboxed: bool = False) -> dict[str, str]:
-    """Return the environment of a grading kernel: no secrets of this shell, nothing to install, temp files in `root`.
-
-    Only a short list of this shell's variables is kept (PATH, HOME, locale, CUDA, ...). The setup cell finds
-    lessons_lib (this repository on PYTHONPATH) and installs nothing; pip and git cannot download either.
-    In the sandbox, HOME is the sandbox's own empty one and no configuration folder of this shell is named.
-    """
+    """Return the environment of a grading kernel: a few of this shell's variables (no secrets; in the sandbox its
+    own HOME, none of this shell's folders), lessons_lib on PYTHONPATH, no download, temp files in `root`."""
     env = {name: environ[name] for name in _KEEP_ENV if name in environ}
     if sandboxed:
         for name in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
@@ -572,15 +508,11 @@ def kernel_env(root: Path, threads: int, environ: Mapping[str, str] = os.environ
 
 def run_submission(sub: Submission, timeout: float, memory_mb: int, threads: int,
                    sandbox: Sandbox | None = None) -> tuple[dict | None, list[dict]]:
-    """Run one submission in its own worker, kernel and temp folder; return (run result or None, its checks).
-
-    The temp folder is removed whatever happens; the worker and the kernel's process group are killed at the end.
-    With a sandbox, the worker runs in it: only the job, the check log and the result file are in the temp folder
-    here (the rest is the sandbox's tmpfs), and the sandbox's PID namespace ends every process the kernel started.
-    """
+    """Run one submission in its own worker, kernel and temp folder (removed, their processes killed, whatever
+    happens; in the sandbox the folder is its tmpfs but for the shared files); return (run result or None, checks)."""
     root = Path(tempfile.mkdtemp(prefix="bai14-grade-"))
     if sandbox is None:
-        for sub_dir in ("work", "tmp", "runtime", "ipython", "no-wheels"):
+        for sub_dir in _SUB_DIRS:
             (root / sub_dir).mkdir()
     else:
         for name in _SANDBOX_FILES[1:]:
@@ -605,35 +537,30 @@ def run_submission(sub: Submission, timeout: float, memory_mb: int, threads: int
             proc.wait(timeout=timeout + KERNEL_START_S + 30)
         except subprocess.TimeoutExpired:
             pass
-        result = _read_json(root / "result.json")
+        try:
+            result = json.loads((root / "result.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            result = None  # the worker was killed or stopped before writing it
         return result, read_checks(root / "checks.jsonl")
     finally:
-        _cleanup(root, proc, sandbox is not None)
+        if proc is not None:
+            _stop(proc, None if sandbox else root / "kernel.pid")
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        with _ACTIVE_LOCK:
+            _ACTIVE.pop(str(root), None)
+        shutil.rmtree(root, ignore_errors=True)
 
 
-def _cleanup(root: Path, proc, sandboxed: bool = False) -> None:
-    if not sandboxed:
-        try:
-            kernel = int((root / "kernel.pid").read_text(encoding="utf-8") or 0)
-        except (OSError, ValueError):
-            kernel = 0
-        _kill_group(kernel)
-    if proc is not None:
-        _kill_group(proc.pid)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-    with _ACTIVE_LOCK:
-        _ACTIVE.pop(str(root), None)
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def _read_json(path: Path) -> dict | None:
+def _stop(proc, pid_file: Path | None) -> None:
+    """Kill the worker's process group and, outside the sandbox, the kernel's (its own session)."""
+    _kill_group(proc.pid)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        _kill_group(int(pid_file.read_text(encoding="utf-8") or 0) if pid_file else 0)
     except (OSError, ValueError):
-        return None
+        pass
 
 
 def read_checks(path: Path) -> list[dict]:
@@ -677,21 +604,19 @@ def _error_text(error: dict, memory_mb: int) -> str:
     return text
 
 
-def rows_for(sub: Submission, result: dict | None, checks: list[dict], info, timeout: float,
-             memory_mb: int) -> list[dict]:
+def rows_for(sub: Submission, result: dict | None, checks: list[dict], lessons: Mapping[str, Lesson],
+             timeout: float, memory_mb: int) -> list[dict]:
     """Return the table rows of one submission: one per task of its lesson, then one for the notebook as a whole."""
     base = {"learner": sub.learner, "file": sub.path.name, "lesson": sub.lesson or "?"}
     if sub.problem:
         return [{**base, "task": NOTEBOOK_TASK, "title": "", "status": "error", "message": sub.problem}]
-    group, tasks = info[sub.lesson]
-    last = {c["key"]: c for c in checks if c.get("group") == group}
+    lesson = lessons[sub.lesson]
+    last = {c["key"]: c for c in checks if c.get("group") == lesson.group}
     code = [(i, cell_text(cell)) for i, cell in enumerate(sub.nb["cells"], start=1) if cell.get("cell_type") == "code"]
     errors = {e["cell"]: e for e in (result or {}).get("errors", [])}
-    stop = (result or {}).get("stopped")
-    if result is None:
-        stop = {"reason": "lost", "cell": None}
+    stop = {"reason": "lost", "cell": None} if result is None else result["stopped"]
     rows = []
-    for key, title in tasks.items():
+    for key, title in lesson.tasks.items():
         row = {**base, "task": key, "title": title}
         cell = next((i for i, text in code if re.search(rf"\b{re.escape(key)}\.check\(", text)), None)
         if key in last:
@@ -741,81 +666,60 @@ def write_csv(rows: Iterable[dict], path: Path) -> None:
                              r["status"], r["message"]])
 
 
-def write_html(rows: list[dict], path: Path, seconds: float, cpu: float | None = None) -> None:
+def write_html(rows: list[dict], path: Path, seconds: float, cpu: float) -> None:
     """Write an HTML page: a summary per learner and lesson, then every row with the checker's message."""
     e = html.escape
     summary: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         summary.setdefault((r["learner"], r["lesson"]), []).append(r)
-    head = ["<!doctype html><meta charset='utf-8'><title>Kết quả chấm bài</title><style>",
-            "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}",
-            "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}",
-            "td.msg{white-space:pre-wrap;font-family:monospace;font-size:90%;max-width:60em}",
-            ".passed{background:#e6f6e6}.wrong{background:#fde8e8}.error{background:#fbe3c9}",
-            ".not_done{background:#f3f3f3}</style>",
-            "<h1>Kết quả chấm bài</h1>",
-            f"<p>{len({k[0] for k in summary})} học viên, {len(summary)} bài nộp, chấm trong {seconds:.0f} s"
-            f"{f' ({cpu:.0f} s CPU)' if cpu is not None else ''}. "
-            "Mỗi notebook chạy từ trên xuống (như “Chạy tất cả”) bằng bộ chấm của khoá; output cũ trong file bị bỏ "
-            "qua.</p>", "<h2>Tóm tắt</h2><table><tr><th>Học viên</th><th>Bài</th><th>Đạt</th><th>Nhiệm vụ</th>"
-            "<th>Notebook</th></tr>"]
-    body = []
+    lines = ["<!doctype html><meta charset='utf-8'><title>Kết quả chấm bài</title><style>",
+             "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}",
+             "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}",
+             "td.msg{white-space:pre-wrap;font-family:monospace;font-size:90%;max-width:60em}",
+             ".passed{background:#e6f6e6}.wrong{background:#fde8e8}.error{background:#fbe3c9}",
+             ".not_done{background:#f3f3f3}</style><h1>Kết quả chấm bài</h1>",
+             f"<p>{len({k[0] for k in summary})} học viên, {len(summary)} bài nộp, chấm trong {seconds:.0f} s "
+             f"({cpu:.0f} s CPU). Mỗi notebook chạy từ trên xuống (như “Chạy tất cả”) bằng bộ chấm của khoá; output "
+             "cũ trong file bị bỏ qua.</p>", "<h2>Tóm tắt</h2><table><tr><th>Học viên</th><th>Bài</th><th>Đạt</th>"
+             "<th>Nhiệm vụ</th><th>Notebook</th></tr>"]
     for (learner, lesson), items in sorted(summary.items()):
         tasks = [r for r in items if r["task"] != NOTEBOOK_TASK]
-        whole = next((r for r in items if r["task"] == NOTEBOOK_TASK), None)
+        whole = next(r["status"] for r in items if r["task"] == NOTEBOOK_TASK)  # every file has this row
         cells = " ".join(f"<span class='{r['status']}' title='{e(r['title'])}'>{e(r['task'])} "
                          f"{e(LABELS[r['status']].split()[0])}</span>" for r in tasks)
-        done = sum(r["status"] == "passed" for r in tasks)
-        body.append(f"<tr><td>{e(learner)}</td><td>{e(lesson)}</td><td>{done}/{len(tasks)}</td><td>{cells}</td>"
-                    f"<td class='{whole['status'] if whole else ''}'>{e(LABELS[whole['status']]) if whole else ''}"
-                    "</td></tr>")
-    body.append("</table><h2>Chi tiết</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in CSV_HEADER
-                                                                   if h != "mã") + "</tr>")
+        lines.append(f"<tr><td>{e(learner)}</td><td>{e(lesson)}</td><td>{sum(r['status'] == 'passed' for r in tasks)}"
+                     f"/{len(tasks)}</td><td>{cells}</td><td class='{whole}'>{e(LABELS[whole])}</td></tr>")
+    lines.append("</table><h2>Chi tiết</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in CSV_HEADER if h != "mã") + "</tr>")
     for r in rows:
-        body.append(f"<tr class='{r['status']}'><td>{e(r['learner'])}</td><td>{e(r['file'])}</td>"
-                    f"<td>{e(r['lesson'])}</td><td>{e(r['task'])}</td><td>{e(r['title'])}</td>"
-                    f"<td>{e(LABELS[r['status']])}</td><td class='msg'>{e(r['message'])}</td></tr>")
-    body.append("</table>")
-    path.write_text("\n".join(head + body) + "\n", encoding="utf-8")
+        cells = [r["learner"], r["file"], r["lesson"], r["task"], r["title"], LABELS[r["status"]]]
+        lines.append(f"<tr class='{r['status']}'>" + "".join(f"<td>{e(c)}</td>" for c in cells)
+                     + f"<td class='msg'>{e(r['message'])}</td></tr>")
+    path.write_text("\n".join([*lines, "</table>"]) + "\n", encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- the command
 
 
 def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, jobs: int = 1,
-          notebooks: Path = NOTEBOOKS, echo=print, sandbox: str = "auto", disk_mb: int = DISK_MB) -> list[dict]:
-    """Grade every file under `folder`; write grades.csv, grades.html and logs/ into `out`; return the rows.
-
-    Args:
-        folder: The learners' submissions (any layout; a first-level sub-folder names its learner).
-        out: Where the results go (created; may not be inside `folder` unless it is left out of it).
-        timeout: Seconds each notebook may run (kernel start not counted).
-        memory_mb: Private memory each kernel may use (RLIMIT_DATA).
-        jobs: Notebooks graded at the same time.
-        notebooks: The course's generated notebooks (to recognise lessons).
-        echo: Where progress lines go.
-        sandbox: "auto" (bubblewrap where it runs, else none: one line says so), "required" or "off".
-        disk_mb: MiB each notebook may write inside the sandbox.
-    """
+          sandbox: str = "auto", disk_mb: int = DISK_MB) -> list[dict]:
+    """Grade every file under `folder` as the command's options say; write grades.csv, grades.html and logs/ into
+    `out` (left out of `folder` when inside it); return the rows."""
     if not folder.is_dir():
         raise GradeError(f"thư mục bài nộp không tồn tại: {folder}")
     for name, value, low in (("timeout", timeout, 1), ("memory_mb", memory_mb, 256), ("jobs", jobs, 1),
                              ("disk_mb", disk_mb, 16)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
             raise GradeError(f"{name} phải là một số ≥ {low}, không phải {value!r}")
-    started, cpu_started = time.monotonic(), cpu_seconds()
-    lessons = load_lessons(notebooks)
-    info = task_info(lessons)
+    started, cpu_started = time.monotonic(), time.process_time()
+    lessons = load_lessons()
     folder, out = folder.resolve(), out.resolve()
     box, line = prepare_sandbox(sandbox, int(disk_mb), hidden=(folder, out))
     subs = [read_submission(path, folder, lessons) for path in find_files(folder, exclude=out)]
-    echo(f"Chấm {len(subs)} file trong {folder} ({jobs} notebook cùng lúc, tối đa {timeout:g} s và "
-         f"{memory_mb} MiB mỗi notebook)")
-    echo(line)
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    threads = max(1, cpus // int(jobs))
+    print(f"Chấm {len(subs)} file trong {folder} ({jobs} notebook cùng lúc, tối đa {timeout:g} s và "
+          f"{memory_mb} MiB mỗi notebook)\n{line}", flush=True)
+    threads = max(1, _cpus() // int(jobs))
     logs: dict[int, str] = {}
-    sandboxed_cpu: list[float] = []  # what sandboxed workers report: their CPU time does not reach this process
+    worker_cpu: list[float] = []  # each worker's and its kernel's, as it reports them (a sandbox passes on none)
     done = [0]
     lock = threading.Lock()
 
@@ -825,15 +729,14 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
         result, checks = (None, []) if sub.problem else run_submission(sub, timeout, int(memory_mb), threads, box)
         if result:
             logs[index] = result.pop("log", "")
-            if box is not None and isinstance(result.get("cpu"), (int, float)):
-                sandboxed_cpu.append(float(result["cpu"]))
-        rows = rows_for(sub, result, checks, info, timeout, int(memory_mb))
+            worker_cpu.append(result.get("cpu", 0))
+        rows = rows_for(sub, result, checks, lessons, timeout, int(memory_mb))
         passed = sum(r["status"] == "passed" for r in rows)
         tasks = sum(r["task"] != NOTEBOOK_TASK for r in rows)
         with lock:
             done[0] += 1
-            echo(f"  [{done[0]}/{len(subs)}] {sub.learner} · {sub.path.name} · {sub.lesson or '?'}: "
-                 f"đạt {passed}/{tasks} · {LABELS[rows[-1]['status']]} · {time.monotonic() - t0:.1f} s")
+            print(f"  [{done[0]}/{len(subs)}] {sub.learner} · {sub.path.name} · {sub.lesson or '?'}: "
+                  f"đạt {passed}/{tasks} · {LABELS[rows[-1]['status']]} · {time.monotonic() - t0:.1f} s", flush=True)
         return rows
 
     pool = ThreadPoolExecutor(max_workers=int(jobs))
@@ -843,11 +746,7 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
         with _ACTIVE_LOCK:
             active = list(_ACTIVE.values())
         for proc, pid_file in active:
-            _kill_group(proc.pid)
-            try:
-                _kill_group(int(pid_file.read_text(encoding="utf-8") or 0) if pid_file else 0)
-            except (OSError, ValueError):
-                pass
+            _stop(proc, pid_file)
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()
@@ -857,12 +756,11 @@ def grade(folder: Path, out: Path, timeout: float = 120, memory_mb: int = 4096, 
     for i, text in logs.items():
         slug = re.sub(r"[^\w.-]+", "_", f"{i + 1:03d}_{subs[i].learner}_{subs[i].path.stem}")[:80]
         (out / "logs" / f"{slug}.txt").write_text(text, encoding="utf-8")
-    seconds, cpu = time.monotonic() - started, cpu_seconds() - cpu_started + sum(sandboxed_cpu)
+    seconds, cpu = time.monotonic() - started, time.process_time() - cpu_started + sum(worker_cpu)
     write_csv(rows, out / "grades.csv")
     write_html(rows, out / "grades.html", seconds, cpu)
-    echo(f"Xong: {out / 'grades.csv'} · {out / 'grades.html'}")
-    echo(f"Cả lớp: {len(subs)} file, {seconds:.0f} s thời gian thực, {cpu:.0f} s CPU "
-         f"({'trong sandbox' if box else 'không sandbox'}).")
+    print(f"Xong: {out / 'grades.csv'} · {out / 'grades.html'}\nCả lớp: {len(subs)} file, {seconds:.0f} s thời gian "
+          f"thực, {cpu:.0f} s CPU ({'trong sandbox' if box else 'không sandbox'}).")
     return rows
 
 
@@ -873,14 +771,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="bash tools/course.sh grade",
         description="Chấm cả lớp: chạy từng notebook học viên nộp bằng bộ chấm của khoá, ghi grades.csv và "
-                    "grades.html. CẢNH BÁO: lệnh này chạy code của học viên (xem README, “Chấm bài cả lớp”).")
+                    "grades.html. CẢNH BÁO: lệnh này chạy code của học viên (xem docs/INSTRUCTORS.md, “Chấm bài cả lớp”).")
     parser.add_argument("folder", type=Path, help="thư mục chứa các notebook học viên nộp")
     parser.add_argument("--out", type=Path, default=Path("grades"), help="nơi ghi kết quả (mặc định ./grades)")
     parser.add_argument("--timeout", type=float, default=120, help="giây tối đa cho mỗi notebook (mặc định 120)")
     parser.add_argument("--memory-mb", type=int, default=4096, help="MiB bộ nhớ tối đa mỗi kernel (mặc định 4096)")
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    parser.add_argument("--jobs", type=int, default=max(1, cpus // 2),
-                        help=f"số notebook chấm cùng lúc (mặc định {max(1, cpus // 2)}: nửa số nhân CPU)")
+    parser.add_argument("--jobs", type=int, default=max(1, _cpus() // 2),
+                        help=f"số notebook chấm cùng lúc (mặc định {max(1, _cpus() // 2)}: nửa số nhân CPU)")
     parser.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto",
                         help="auto (mặc định): chạy mỗi notebook trong sandbox bubblewrap nếu máy có (không mạng, "
                              "không thấy thư mục nhà của bạn, repo chỉ đọc), không có thì báo một dòng và chấm như "

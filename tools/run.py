@@ -56,21 +56,15 @@ VERSIONED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "ipython
 
 # Printed by a cell appended after the notebook: where it ran and the kernel's peak memory, measured inside it.
 PROBE = r'''
-import json as _json, os as _os, platform as _platform, subprocess as _sp, sys as _sys, datetime as _dt
+import json as _json, os as _os, platform as _platform, sys as _sys, datetime as _dt
 def _cpu_model():
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as _f:
             for _line in _f:
                 if _line.lower().startswith(("model name", "hardware")):
                     return _line.split(":", 1)[1].strip()
-    except OSError:
+    except OSError:  # not Linux: what the platform module knows
         pass
-    if _sys.platform == "darwin":
-        try:
-            return _sp.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
-                           timeout=5).stdout.strip() or _platform.machine()
-        except (OSError, _sp.SubprocessError):
-            pass
     return _platform.processor() or _platform.machine()
 def _cores():
     try:
@@ -95,29 +89,25 @@ print("LESSONS_RUN", _json.dumps({
 
 
 @dataclass
-class Execution:
-    """One notebook run: the executed notebook, its wall time, the error (None if every cell ran), and the
-    text the appended probe cell printed."""
+class Executed:
+    """One notebook run: the executed notebook (None where a cached run failed), its error, whether it came from the
+    cache, its wall time."""
 
-    nb: nbformat.NotebookNode
-    wall_s: float
+    source: Path
+    nb: nbformat.NotebookNode | None
     error: str | None
-    probe_text: str
+    cached: bool
+    wall_s: float
+
+    @property
+    def run(self) -> dict:
+        """Return where and when it ran (the ``lessons_run`` metadata), or {} for a failed run."""
+        return dict(self.nb.metadata.get(RUN_KEY, {})) if self.nb is not None else {}
 
 
-def execute_notebook(path: Path, probe_source: str = "pass", timeout: int = 600, repeat: int = 1) -> Execution:
-    """Execute `path` top to bottom with nbclient, then a probe cell; the file itself is not modified.
-
-    Args:
-        path: The .ipynb file; cells run with its folder as the working directory.
-        probe_source: Code of a cell appended at the end to report on the kernel (its printed text is returned).
-        timeout: Seconds allowed per cell.
-        repeat: How many times to run all the cells in the same kernel (2 checks that every cell is safe to
-            re-run, as learners do); the executed notebook holds the last pass.
-
-    Returns:
-        The ``Execution``; the probe cell stays appended to ``.nb``. A kernel death or a timeout is an error too.
-    """
+def execute_notebook(path: Path, probe_source: str = "pass", timeout: int = 600, repeat: int = 1) -> Executed:
+    """Execute `path` (in its folder, the file unchanged) `repeat` times in one kernel, `timeout` s per cell, then a
+    cell of `probe_source` that stays appended to ``.nb``; the last pass is kept, even when a cell failed."""
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"repeat must be an int >= 1 (2 runs every cell twice), got {repeat!r}")
     nb = nbformat.read(path, as_version=4)
@@ -134,11 +124,9 @@ def execute_notebook(path: Path, probe_source: str = "pass", timeout: int = 600,
     except Exception as exc:  # noqa: BLE001 - a kernel death or a timeout is a failure of the notebook too
         error = f"{type(exc).__name__}: {exc}"
     wall = time.perf_counter() - start
-    # print() may reach the notebook as several stream outputs: join them before parsing
-    probe_text = "".join(output.get("text", "") for output in nb.cells[-1].get("outputs", []))
     keep_first_pass_streams(nb.cells[:len(last_pass)], last_pass)
     nb.cells = nb.cells[len(nb.cells) - len(last_pass) - 1:]  # keep the last pass (+ probe) only
-    return Execution(nb=nb, wall_s=wall, error=error, probe_text=probe_text)
+    return Executed(Path(path), nb, error, False, wall)
 
 
 class CourseClient(nbclient.NotebookClient):
@@ -241,22 +229,6 @@ def gpu_cell_runs(nb) -> list[tuple[int, int, bool]]:
 # --------------------------------------------------------------------------- the cache
 
 
-@dataclass
-class Executed:
-    """One notebook from the cache: the executed notebook (None if the run failed), its error and provenance."""
-
-    source: Path
-    nb: nbformat.NotebookNode | None
-    error: str | None
-    cached: bool
-    wall_s: float
-
-    @property
-    def run(self) -> dict:
-        """Return where and when it ran (the ``lessons_run`` metadata), or {} for a failed run."""
-        return dict(self.nb.metadata.get(RUN_KEY, {})) if self.nb is not None else {}
-
-
 def environment_digest(library: Path = LIBRARY, conditions: str | None = None) -> str:
     """Return a SHA-256 over lessons_lib's files, the versions of Python, torch and the kernel's packages, the
     settings, the run conditions, the CPUs and threads the kernel may use and the GPUs the kernel may see (a copy whose
@@ -313,29 +285,10 @@ def cache_key(path: Path, environment: str | None = None, repeat: int = 2) -> st
     return hashlib.sha256(Path(path).read_bytes() + f"\0repeat={repeat}\0{environment}".encode()).hexdigest()
 
 
-def _parse_probe(text: str) -> dict:
-    for line in text.splitlines():
-        if line.startswith("LESSONS_RUN "):
-            return json.loads(line.split(" ", 1)[1])
-    return {}
-
-
 def execute_cached(path: Path, cache_dir: Path = CACHE_DIR, force: bool = False, timeout: int = 600,
                    repeat: int = 2, conditions: str | None = None) -> Executed:
-    """Return the executed notebook for `path` from the cache, running it (`repeat` times in one kernel) on a miss.
-
-    Args:
-        path: The course notebook (.ipynb).
-        cache_dir: The cache folder; the executed copy is saved at ``saved_path(path, cache_dir)``.
-        force: Run even when the cache holds a copy with the same key.
-        timeout: Seconds allowed per cell.
-        repeat: Passes in one kernel (2: every cell must be safe to re-run).
-        conditions: ``run_conditions()`` (what else shares the CPU), recorded and part of the key.
-
-    Returns:
-        The ``Executed`` notebook; on a failed run ``nb`` is None, ``error`` holds the last lines of the
-        error, and nothing is written to the cache.
-    """
+    """Return the executed notebook for `path` from the cache at ``saved_path(path, cache_dir)``, running it
+    (`repeat` times in one kernel) on a miss or when `force`d; a failed run (``nb`` None) is not cached."""
     path = Path(path)
     conditions = run_conditions() if conditions is None else conditions
     key = cache_key(path, environment_digest(conditions=conditions), repeat)
@@ -355,9 +308,11 @@ def execute_cached(path: Path, cache_dir: Path = CACHE_DIR, force: bool = False,
         if run.error is not None:
             return Executed(path, None, run.error, False, run.wall_s)
         nb = run.nb
-        nb.cells = nb.cells[:-1]  # drop the probe cell
-        nb.metadata[RUN_KEY] = {"key": key, "wall_s": round(run.wall_s, 1), "repeat": repeat,
-                                "conditions": conditions, **_parse_probe(run.probe_text)}
+        # the probe cell, dropped; print() may reach it as several stream outputs: join them before parsing
+        printed = "".join(output.get("text", "") for output in nb.cells.pop().get("outputs", [])).splitlines()
+        probe = next((json.loads(line.split(" ", 1)[1]) for line in printed if line.startswith("LESSONS_RUN ")), {})
+        nb.metadata[RUN_KEY] = {"key": key, "wall_s": round(run.wall_s, 1), "repeat": repeat, "conditions": conditions,
+                                **probe}
         partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         nbformat.write(nb, partial)
         partial.replace(target)  # atomic: a reader never sees a half-written notebook
@@ -465,52 +420,24 @@ def run_all(paths: list[Path], machine_gpus: int, cache_dir: Path = CACHE_DIR, f
 # --------------------------------------------------------------------------- README's notebook table
 
 README = ROOT / "README.md"
-TABLE_START, TABLE_END = "<!-- notebook-table:start -->", "<!-- notebook-table:end -->"
-_FOOTNOTE = "Thời gian CPU đo bằng"
+_FOOTNOTE = "Thời gian CPU đo bằng"  # how the line under the table starts
 _LINK = re.compile(r"\]\((notebooks/[^)]+\.ipynb)\)")
-
-
-def _time_and_peak(result: Report) -> str:
-    peak = result.executed.run.get("peak_bytes")
-    return f"{result.executed.wall_s:.0f} s" + (f" · {peak / 2**20:.0f} MiB" if peak else "")
+_ROW = re.compile(r"^(\|.*\]\(notebooks/.*\|)[^|\n]*\|$", re.M)  # a row linking notebooks, up to its last cell
 
 
 def readme_with_times(readme: str, results: list[Report], footnote: str) -> str:
-    """Return `readme` whose notebook table shows the measured times in its last column, and `footnote` under it.
+    """Return `readme` whose notebook rows show, in their last column, the time and kernel peak memory of each
+    notebook they link (from `results`), with `footnote` as the line under the table."""
+    by_path = {r.notebook: r.executed for r in results}
 
-    Args:
-        readme: README text with the table between the notebook-table markers; each row links its notebooks.
-        results: ``run_all`` reports; every notebook the table links must be among them, without error.
-        footnote: The line saying how, where and when the times were measured.
+    def measured(path: str) -> str:
+        if path not in by_path:
+            raise ValueError(f"no measurement for {path}: run every notebook (no arguments) with --readme")
+        peak = by_path[path].run.get("peak_bytes")
+        return f"{by_path[path].wall_s:.0f} s" + (f" · {peak / 2**20:.0f} MiB" if peak else "")
 
-    Returns:
-        The new README text.
-    """
-    if TABLE_START not in readme or TABLE_END not in readme:
-        raise ValueError(f"README has no notebook table between {TABLE_START} and {TABLE_END}")
-    by_path = {r.notebook: r for r in results}
-    failed = [r.notebook for r in results if r.executed.error]
-    if failed:
-        raise ValueError(f"these notebooks failed, so their times are not written: {failed}")
-    head, rest = readme.split(TABLE_START, 1)
-    table_text, tail = rest.split(TABLE_END, 1)
-    lines, linked = [], set()
-    for line in table_text.strip("\n").splitlines():
-        paths = _LINK.findall(line)
-        if line.startswith("|") and paths:
-            missing = [p for p in paths if p not in by_path]
-            if missing:
-                raise ValueError(f"no measurement for {missing}: run every notebook (no arguments) with --readme")
-            linked.update(paths)
-            cells = line.rstrip().rstrip("|").split(" | ")
-            line = " | ".join([*cells[:-1], " / ".join(_time_and_peak(by_path[p]) for p in paths)]) + " |"
-        elif line.startswith(_FOOTNOTE):
-            line = footnote
-        lines.append(line)
-    unlisted = sorted(set(by_path) - linked)
-    if unlisted:
-        raise ValueError(f"README's notebook table has no row linking {unlisted}: add one")
-    return head + TABLE_START + "\n" + "\n".join(lines) + "\n" + TABLE_END + tail
+    readme = _ROW.sub(lambda row: f"{row[1]} {' / '.join(map(measured, _LINK.findall(row[1])))} |", readme)
+    return re.sub(rf"^{_FOOTNOTE}.*$", lambda _: footnote, readme, count=1, flags=re.M)
 
 
 def _footnote() -> str:
