@@ -56,15 +56,19 @@ VERSIONED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "ipython
 
 # Printed by a cell appended after the notebook: where it ran and the kernel's peak memory, measured inside it.
 PROBE = r'''
-import json as _json, os as _os, platform as _platform, sys as _sys, datetime as _dt
+import json as _json, os as _os, platform as _platform, subprocess as _sp, sys as _sys, datetime as _dt
 def _cpu_model():
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as _f:
             for _line in _f:
                 if _line.lower().startswith(("model name", "hardware")):
                     return _line.split(":", 1)[1].strip()
-    except OSError:  # not Linux: what the platform module knows
+    except OSError:
         pass
+    if _sys.platform == "darwin":  # "Apple M2", where platform only knows "arm"
+        _brand = _sp.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True).stdout
+        if _brand.strip():
+            return _brand.strip()
     return _platform.processor() or _platform.machine()
 def _cores():
     try:
