@@ -7,19 +7,13 @@ fonts and MathJax are local files, and notebooks are never executed by Sphinx (M
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tools.build_course import load_config
-from tools.lessons_site import course_version
-
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+from tools.build_course import load_config, package_version
 
 COURSE = load_config()
 
 project = "Bài 14: GPU và CUDA trong PyTorch"
 author = "Các tác giả khoá học"
-version = release = course_version(ROOT)
+version = release = package_version()
 language = "vi"
 extensions = ["myst_nb", "tools.lessons_site", "tools.site_epub"]  # Sphinx runs with the repository as cwd
 exclude_patterns = ["_extra", "**.ipynb_checkpoints"]

@@ -93,11 +93,8 @@ def html_of(output) -> str:
 # ----------------------------------------------------------------------------------------------- environment.txt
 
 
-def test_parse_environment_reads_gpu_and_date():
+def test_parse_environment_reads_gpu_and_date_and_counts_identical_gpus():
     assert build_site.parse_environment(ENVIRONMENT) == ("Tesla T4", "2026-11-30")
-
-
-def test_parse_environment_counts_identical_gpus():
     two = ENVIRONMENT.replace("Tesla T4, 550", "Tesla T4, 550\nTesla T4, 550", 1)
     assert build_site.parse_environment(two) == ("2× Tesla T4", "2026-11-30")
 
@@ -111,7 +108,7 @@ def make_gpu_run(folder: Path, environment: str = ENVIRONMENT, notebooks: dict |
     return folder
 
 
-def test_load_gpu_run_and_its_errors(tmp_path):
+def test_load_gpu_run_and_its_errors(tmp_path, capsys):
     run = build_site.load_gpu_run(make_gpu_run(tmp_path / "gpu-validation-20261130"))
     assert (run.gpu, run.date, run.label) == ("Tesla T4", "2026-11-30", "Tesla T4, 2026-11-30")
     assert run.notebook("notebooks/x.ipynb") == tmp_path / "gpu-validation-20261130" / "executed" / "notebooks/x.ipynb"
@@ -120,6 +117,8 @@ def test_load_gpu_run_and_its_errors(tmp_path):
         build_site.load_gpu_run(tmp_path / "empty")
     with pytest.raises(ValueError, match="no GPU"):
         build_site.load_gpu_run(make_gpu_run(tmp_path / "cpu-only", "date: 2026-11-30\nnvidia-smi: not found\n"))
+    assert build_site.main(["--gpu-run", str(tmp_path / "empty")]) == 1  # the command says why
+    assert "needs environment.txt and executed/" in capsys.readouterr().err
 
 
 def test_find_gpu_run_takes_the_newest_valid_one(tmp_path):
@@ -134,8 +133,9 @@ def test_find_gpu_run_takes_the_newest_valid_one(tmp_path):
 # ----------------------------------------------------------------------------------------------- one page
 
 
-def test_badge_cell_becomes_local_buttons_and_the_run_label_under_the_title():
-    cells = prepare().nb.cells
+def test_a_page_has_local_buttons_under_its_title_static_quizzes_and_a_visible_note_for_each_skipped_gpu_cell():
+    prepared = prepare()
+    cells = prepared.nb.cells
     assert "colab.research.google.com" not in "".join(c.source for c in cells)  # no image from another host
     assert cells[0].source == "# Bài 14.9 · Thử"
     launch = cells[1]
@@ -144,6 +144,15 @@ def test_badge_cell_becomes_local_buttons_and_the_run_label_under_the_title():
     assert "Mở trong Colab" in launch.source and "Mở trong Kaggle" in launch.source and "<img" not in launch.source
     assert "Chạy trên AMD EPYC, 2 lõi, torch 2.13.0+cpu, Python 3.11.7, 2026-12-01." in launch.source
     assert cells[2].source.startswith("Phụ đề.") and "## Mục tiêu" in cells[2].source
+    assert "widgets" not in prepared.nb.metadata
+    (quiz,) = [c for c in cells if c.cell_type == "code" and c.source == "q1"][0].outputs
+    assert set(quiz["data"]) == {"text/html", "text/plain"} and "<details>" in quiz["data"]["text/html"]
+    assert (prepared.gpu_measured, prepared.gpu_skipped) == (0, 3)  # no GPU run
+    for outputs in gpu_outputs(prepared):
+        (note,) = outputs
+        assert "lessons-gpu-skipped" in html_of(note) and SKIP_MARK in html_of(note)
+        assert "Chưa có lần chạy GPU" in html_of(note) and note["data"]["text/plain"].startswith(SKIP_MARK)
+    assert "ít nhất 2 GPU CUDA" in html_of(gpu_outputs(prepared)[1][0])
 
 
 def test_solution_title_suffix_and_deterministic_output():
@@ -155,24 +164,7 @@ def test_solution_title_suffix_and_deterministic_output():
     nbformat.validate(first)
 
 
-def test_widget_state_is_dropped_and_quizzes_show_their_static_html():
-    nb = prepare().nb
-    assert "widgets" not in nb.metadata
-    (quiz,) = [c for c in nb.cells if c.cell_type == "code" and c.source == "q1"][0].outputs
-    assert set(quiz["data"]) == {"text/html", "text/plain"} and "<details>" in quiz["data"]["text/html"]
-
-
-def test_without_a_gpu_run_every_skipped_cell_says_so_visibly():
-    prepared = prepare()
-    assert (prepared.gpu_measured, prepared.gpu_skipped) == (0, 3)
-    for outputs in gpu_outputs(prepared):
-        (note,) = outputs
-        assert "lessons-gpu-skipped" in html_of(note) and SKIP_MARK in html_of(note)
-        assert "Chưa có lần chạy GPU" in html_of(note) and note["data"]["text/plain"].startswith(SKIP_MARK)
-    assert "ít nhất 2 GPU CUDA" in html_of(gpu_outputs(prepared)[1][0])
-
-
-def test_a_gpu_run_fills_the_cells_it_ran_with_a_label_and_explains_the_others():
+def test_a_gpu_run_fills_the_cells_it_ran_with_a_label_and_explains_the_others_and_failures():
     run = build_site.GpuRun(Path("gpu-validation-20261130"), "Tesla T4", "2026-11-30")
     prepared = prepare(gpu_nb=gpu_notebook(), gpu_run=run)
     assert (prepared.gpu_measured, prepared.gpu_skipped) == (1, 2)
@@ -183,11 +175,7 @@ def test_a_gpu_run_fills_the_cells_it_ran_with_a_label_and_explains_the_others()
     assert "cũng không đủ GPU" in html_of(two_gpus[0])  # %%gpu 2 on a one-GPU run: still skipped, and why
     assert "không có ô này với đúng mã hiện tại" in html_of(changed[0])  # the code changed since that run
     assert len(prepared.notes) == 2
-
-
-def test_a_gpu_cell_that_failed_or_never_ran_on_the_gpu_run_is_not_shown_as_measured():
-    run = build_site.GpuRun(Path("g"), "Tesla T4", "2026-11-30")
-    gpu_nb = gpu_notebook()
+    gpu_nb = gpu_notebook()  # a cell that failed or never ran on the GPU run is not shown as measured
     gpu_nb.cells[2].outputs = [nbformat.v4.new_output("error", ename="RuntimeError", evalue="x", traceback=[])]
     prepared = prepare(gpu_nb=gpu_nb, gpu_run=run)
     assert prepared.gpu_measured == 0 and "không chạy xong" in html_of(gpu_outputs(prepared)[0][0])
@@ -220,12 +208,10 @@ def test_launch_html_escapes_links():
 
 
 @pytest.mark.slow
-def test_stage_merges_a_fake_gpu_run_into_a_real_lesson(tmp_path):
-    """A real executed lesson (from the cache) + a fake GPU run whose %%gpu cells print a marker."""
+def test_stage_merges_a_fake_gpu_run_keeps_time_stamps_of_unchanged_files_and_removes_stale_ones(tmp_path):
+    """A real executed lesson (from the cache) + a fake GPU run whose %%gpu cells print a marker, staged twice."""
     lesson = next(p for p in build_site.course_notebooks() if "01_" in p.name)
     repo_path = lesson.relative_to(ROOT).as_posix()
-    result = build_site.execute_cached(lesson)
-    assert result.error is None, result.error
     fake = nbformat.read(lesson, as_version=4)
     gpu_cells = 0
     for cell in fake.cells:
@@ -233,28 +219,21 @@ def test_stage_merges_a_fake_gpu_run_into_a_real_lesson(tmp_path):
             cell.outputs, cell.execution_count = [stream(f"FAKE GPU OUTPUT {gpu_cells}\n")], 1
             gpu_cells += 1
     run = build_site.load_gpu_run(make_gpu_run(tmp_path / "gpu-validation-20261130", notebooks={repo_path: fake}))
-    build = build_site.stage(run, stage_dir=tmp_path / "src", notebooks=[lesson])
-    assert gpu_cells > 0 and build.gpu_measured == gpu_cells and build.gpu_skipped == 0
-    staged = nbformat.read(tmp_path / "src" / repo_path, as_version=4)
-    text = nbformat.writes(staged)
-    assert all(f"FAKE GPU OUTPUT {i}" in text for i in range(gpu_cells))
-    assert text.count("lessons-gpu-measured") == gpu_cells and "Đo trên Tesla T4, 2026-11-30" in text
-    index = (tmp_path / "src" / "index.md").read_text(encoding="utf-8")
-    assert f"{gpu_cells} ô hiện kết quả đo trên Tesla T4 (2026-11-30)" in index and repo_path[:-6] in index
-
-
-@pytest.mark.slow
-def test_stage_keeps_time_stamps_of_unchanged_files_and_removes_stale_ones(tmp_path):
-    lesson = next(p for p in build_site.course_notebooks() if "01_" in p.name)
     stage_dir = tmp_path / "src"
     (stage_dir / "notebooks").mkdir(parents=True)
     (stage_dir / "notebooks" / "99_removed.ipynb").write_text("{}")
-    build_site.stage(None, stage_dir=stage_dir, notebooks=[lesson])
+    build = build_site.stage(run, stage_dir=stage_dir, notebooks=[lesson])
+    assert gpu_cells > 0 and build.gpu_measured == gpu_cells and build.gpu_skipped == 0
     assert not (stage_dir / "notebooks" / "99_removed.ipynb").exists()
-    page = stage_dir / lesson.relative_to(ROOT)
-    os.utime(page, (1_000_000, 1_000_000))
-    build = build_site.stage(None, stage_dir=stage_dir, notebooks=[lesson])
-    assert page.stat().st_mtime == 1_000_000 and build.cached == 1 and build.executed == 0
+    text = (stage_dir / repo_path).read_text(encoding="utf-8")
+    assert all(f"FAKE GPU OUTPUT {i}" in text for i in range(gpu_cells))
+    assert text.count("lessons-gpu-measured") == gpu_cells and "Đo trên Tesla T4, 2026-11-30" in text
+    index = (stage_dir / "index.md").read_text(encoding="utf-8")
+    assert f"{gpu_cells} ô hiện kết quả đo trên Tesla T4 (2026-11-30)" in index and repo_path[:-6] in index
+    os.utime(stage_dir / repo_path, (1_000_000, 1_000_000))
+    build = build_site.stage(run, stage_dir=stage_dir, notebooks=[lesson])
+    assert (stage_dir / repo_path).stat().st_mtime == 1_000_000 and build.cached == 1 and build.executed == 0
+    assert set(build.pages) >= {"index", "atlas", "core_path", "teaching_guide", "docs/glossary", repo_path[:-6]}
 
 
 def test_stage_refuses_to_build_when_a_notebook_fails(tmp_path, monkeypatch):
@@ -264,13 +243,6 @@ def test_stage_refuses_to_build_when_a_notebook_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(build_site, "execute_cached", lambda path: failed)
     with pytest.raises(RuntimeError, match="boom"):
         build_site.stage(None, stage_dir=tmp_path, notebooks=[ROOT / "notebooks" / "x.ipynb"])
-
-
-def test_build_site_refuses_to_clean_a_foreign_folder(tmp_path):
-    (tmp_path / "notes.txt").write_text("not a site")
-    with pytest.raises(ValueError, match="not a Sphinx output"):
-        build_site.build_site(None, out=tmp_path, clean=True)
-    assert (tmp_path / "notes.txt").exists()
 
 
 def test_prune_pages_removes_pages_of_deleted_notebooks_only(tmp_path):
@@ -311,18 +283,6 @@ def test_search_splits_decomposed_text_into_whole_words():
     assert "normalize(\"NFD\")" in language.js_stemmer_code and "đ/g" in language.js_stemmer_code
 
 
-def test_course_version_reads_pyproject_or_the_package(tmp_path):
-    import lessons_lib
-
-    assert lessons_site.course_version(ROOT) == lessons_lib.__version__  # pyproject and the package agree
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "1.2.3"\n[tool.x]\nversion = "9"\n')
-    assert lessons_site.course_version(tmp_path) == "1.2.3"
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndynamic = ["version"]\n')
-    (tmp_path / "lessons_lib").mkdir()
-    (tmp_path / "lessons_lib" / "__init__.py").write_text('"""x"""\n__version__ = "0.2.0"\n')
-    assert lessons_site.course_version(tmp_path) == "0.2.0"
-
-
 def test_licence_links_prefer_the_copy_inside_the_site(tmp_path):
     (tmp_path / "_extra").mkdir()
     (tmp_path / "_extra" / "LICENSE.txt").write_text("MIT")
@@ -330,12 +290,6 @@ def test_licence_links_prefer_the_copy_inside_the_site(tmp_path):
     assert code == {"covers": "Mã nguồn", "licence": "MIT", "local": True, "href": "LICENSE.txt"}
     assert content["local"] is False and content["href"] == "https://github.com/o/r/blob/main/LICENSE-CONTENT"
     assert content["licence"] == "CC BY 4.0"
-
-
-def test_main_says_why_a_gpu_run_folder_is_unusable(tmp_path, capsys):
-    (tmp_path / "empty").mkdir()
-    assert build_site.main(["--gpu-run", str(tmp_path / "empty")]) == 1
-    assert "needs environment.txt and executed/" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------------------------- links

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import re
 import tokenize
 from pathlib import Path
@@ -49,13 +48,6 @@ def test_code_without_strings_keeps_calls_and_drops_prose():
     assert CUDA_ONLY.search(code_without_strings('torch.zeros(3, device="cuda")').replace(" ", ""))
 
 
-def test_generated_files_are_up_to_date():
-    planned = build_course.planned_outputs()
-    stale = [p.relative_to(ROOT).as_posix() for p, text in planned.items()
-             if not p.exists() or p.read_text(encoding="utf-8") != text]
-    assert not stale, f"run `python -m tools.build_course`; out of date: {stale}"
-
-
 def skeleton_problems(markdown: str) -> list[str]:
     """Return what a lesson's Markdown lacks of the skeleton (docs/DEVELOPING.md, "Notebook skeleton")."""
     problems = [] if re.search(r"^# (?:🔭 )?Bài 14\.\d+ · ", markdown, re.M) else ["title '# Bài 14.N · ...' missing"]
@@ -63,12 +55,17 @@ def skeleton_problems(markdown: str) -> list[str]:
     return problems + ([] if "GPU:" in markdown else ["the title block must say 'GPU: tuỳ chọn/cần'"])
 
 
-def test_the_template_lesson_has_the_skeleton_and_is_no_notebook():
+def test_generated_files_are_up_to_date_and_every_notebook_has_a_source():
+    """One build: every generated file (notebooks, their badge and setup cells, tables) is what the sources make."""
+    planned = build_course.planned_outputs()
+    stale = [p.relative_to(ROOT).as_posix() for p, text in planned.items()
+             if not p.exists() or p.read_text(encoding="utf-8") != text]
+    assert not stale, f"run `python -m tools.build_course`; out of date: {stale}"
+    assert NOTEBOOKS and set(NOTEBOOKS) <= set(planned), "a notebook exists that tools/build_course.py does not generate"
     assert not skeleton_problems(build_course.TEMPLATE.read_text(encoding="utf-8"))
     assert skeleton_problems("# Bài 14.1 · T\n\n## Mục tiêu\n") == [
         "section '## Cài đặt' missing", "section '## Tóm tắt' missing", "section '## Tiếp theo' missing",
         "the title block must say 'GPU: tuỳ chọn/cần'"]
-    planned = build_course.planned_outputs()
     assert build_course.TEMPLATE in planned and not any(p.stem.startswith("_template") for p in NOTEBOOKS)
     assert build_course.TEMPLATE not in build_course.lesson_sources()
     template_title = build_course.TEMPLATE.read_text(encoding="utf-8").splitlines()[0].removeprefix("# ")
@@ -87,12 +84,6 @@ def test_the_next_lesson_line_is_the_next_lessons_title_or_says_it_is_the_last(t
                 f"# Bài 14.2 · T\n\n{build_course.NEXT_MARKER}\n\n## Tiếp theo\n"):
         with pytest.raises(ValueError, match="next-lesson"):
             build_course.with_next_lesson(bad, following)
-
-
-def test_every_notebook_has_a_source():
-    planned = set(build_course.planned_outputs())
-    assert set(NOTEBOOKS) <= planned, "a notebook exists that tools/build_course.py does not generate"
-    assert NOTEBOOKS, "no notebooks found"
 
 
 def test_parse_source_splits_cells():
@@ -114,47 +105,31 @@ def test_select_variant_keeps_the_right_region():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-class TestNotebookLint:
-    def nb(self, path):
-        return nbformat.read(path, as_version=4)
+def test_notebook_lint(path):
+    """Valid, one setup cell, the skeleton, CUDA-only calls in %%gpu cells, short code cells, quiz answers hidden.
 
-    def test_valid_nbformat_and_kernelspec(self, path):
-        nb = self.nb(path)
-        nbformat.validate(nb)
-        assert nb.metadata["kernelspec"]["name"] == "python3"
-
-    def test_outputs_stripped(self, path):
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        for cell in raw["cells"]:
-            if cell["cell_type"] == "code":
-                assert cell["outputs"] == [] and cell["execution_count"] is None
-
-    def test_badge_and_setup_cells_match_the_generator(self, path):
-        nb = self.nb(path)
-        config = build_course.load_config()
-        rel = path.relative_to(ROOT).as_posix()
-        assert nb.cells[0].source == build_course.badge_cell_source(config, rel)
-        setup = [c for c in nb.cells if c.cell_type == "code" and "Ô cài đặt" in c.source]
-        assert len(setup) == 1 and setup[0].source == build_course.setup_cell_source(config)
-
-    def test_skeleton_sections(self, path):
-        assert not skeleton_problems("\n".join(c.source for c in self.nb(path).cells if c.cell_type == "markdown"))
-
-    def test_cuda_only_code_is_in_gpu_cells(self, path):
-        for cell in self.nb(path).cells:
-            if cell.cell_type != "code" or cell.source.startswith(("%%gpu", "%%writefile")):
-                continue
-            code = code_without_strings(cell.source).replace(" ", "")
-            assert not CUDA_ONLY.search(code), f"CUDA-only call outside a %%gpu cell:\n{cell.source}"
-
-    def test_code_cells_are_short(self, path):
-        cells = [c for c in self.nb(path).cells if c.cell_type == "code" and "Ô cài đặt" not in c.source]
-        lengths = [len(c.source.removeprefix(build_course.QUIZ_TITLE + "\n").splitlines())  # the title is generated
-                   for c in cells if not c.source.startswith("%%writefile")]
-        assert max(lengths) <= MAX_CODE_LINES, f"a code cell has {max(lengths)} lines (max {MAX_CODE_LINES})"
-        files = [len(c.source.splitlines()) for c in cells if c.source.startswith("%%writefile")]
-        assert max(files, default=0) <= MAX_WRITEFILE_LINES, f"a %%writefile cell has {max(files)} lines"
-        assert sorted(lengths)[len(lengths) // 2] <= 6, "median code cell must be ≤ 6 lines"
+    Outputs, badge and setup cell are the generator's: test_generated_files_are_up_to_date_and_every_notebook_has_a_source.
+    """
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert [c.source for c in nb.cells if "Ô cài đặt" in c.source] == [
+        build_course.setup_cell_source(build_course.load_config())]
+    assert not skeleton_problems("\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+    cells = [c for c in nb.cells if c.cell_type == "code" and "Ô cài đặt" not in c.source]
+    for cell in cells:
+        code = code_without_strings(cell.source).replace(" ", "")
+        assert cell.source.startswith(("%%gpu", "%%writefile")) or not CUDA_ONLY.search(code), (
+            f"CUDA-only call outside a %%gpu cell:\n{cell.source}")
+    lengths = [len(c.source.removeprefix(build_course.QUIZ_TITLE + "\n").splitlines())  # the title is generated
+               for c in cells if not c.source.startswith("%%writefile")]
+    assert max(lengths) <= MAX_CODE_LINES, f"a code cell has {max(lengths)} lines (max {MAX_CODE_LINES})"
+    files = [len(c.source.splitlines()) for c in cells if c.source.startswith("%%writefile")]
+    assert max(files, default=0) <= MAX_WRITEFILE_LINES, f"a %%writefile cell has {max(files)} lines"
+    assert sorted(lengths)[len(lengths) // 2] <= 6, "median code cell must be ≤ 6 lines"
+    for cell in [c for c in cells if re.search(r"\b(?:choice|yes_no)\(", c.source)]:  # a quiz cell holds its answer
+        assert cell.source.startswith("#@title "), "Colab shows a form (the code folded) only under #@title"
+        assert cell.metadata["cellView"] == "form" and cell.metadata["jupyter"]["source_hidden"] is True
+        assert "remove-input" in cell.metadata["tags"]
 
 
 def test_time_yardstick_counts_reading_cells_outputs_quizzes_tasks_and_setup():
@@ -176,9 +151,6 @@ def test_time_yardstick_counts_reading_cells_outputs_quizzes_tasks_and_setup():
     measured = {build_course.cell_key(code): [30.0, 150, 2]}  # 30 s to run, 150 syllables printed, 2 figures
     one_cell = "```python\nx = 1\n```\n"
     assert build_course.estimate_minutes(one_cell, measured) == pytest.approx(0.2 + 0.1 + 0.5 + 1.5 + 2)
-    assert build_course.stated_minutes(text) == (12, 12)
-    assert build_course.stated_minutes("⏱️ ~100–130 phút") == (100, 130)
-    assert build_course.stated_minutes("no line") is None
 
 
 def test_the_time_line_states_the_yardstick():
@@ -218,19 +190,6 @@ def _decode_badge_target(url: str, config) -> str:
     return src[len(prefix):]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_badge_cell_opens_this_notebook_on_colab_and_kaggle(path):
-    config = build_course.load_config()
-    links = _LINK.findall(nbformat.read(path, as_version=4).cells[0].source)
-    badges = [u for u in links if "colab-badge.svg" not in u and "open-in-kaggle.svg" not in u]
-    hosts = sorted(urlsplit(u).netloc for u in badges)
-    assert hosts == ["colab.research.google.com", "kaggle.com"], badges
-    rel = path.relative_to(ROOT).as_posix()
-    for url in badges:
-        assert _decode_badge_target(url, config) == rel, url
-        assert " " not in url and all(ord(ch) < 128 for ch in url), f"not URL-encoded: {url}"
-
-
 def test_colab_badges_md_links_every_notebook_on_colab_and_kaggle():
     config = build_course.load_config()
     text = (ROOT / "colab_badges.md").read_text(encoding="utf-8")
@@ -240,7 +199,6 @@ def test_colab_badges_md_links_every_notebook_on_colab_and_kaggle():
         if host in targets and not url.endswith(".svg"):
             targets[host].append(_decode_badge_target(url, config))
     expected = sorted(p.relative_to(ROOT).as_posix() for p in NOTEBOOKS)
-    assert any("/solutions/" in t for t in expected) == any("solutions" in p.parts for p in NOTEBOOKS)
     for host, found in targets.items():
         assert sorted(found) == expected, f"{host} links vs notebooks on disk"
         assert all((ROOT / t).is_file() for t in found)
@@ -300,25 +258,17 @@ def test_directives_become_code_cell_metadata_and_leave_the_markdown():
     assert cells[2].meta is None
 
 
-def test_directives_reach_learner_and_solutions_notebooks(tmp_path, monkeypatch):
-    src = tmp_path / "course_src"
-    src.mkdir()
+def test_directives_reach_learner_and_solutions_notebooks():
+    """The builder's part; planned_outputs builds both variants so (its real notebooks: the up-to-date test)."""
     text = DIRECTIVE_SOURCE.replace('print("→ device: cpu")', 'print("→ device: cpu")\n### BEGIN SOLUTION\ny = 2\n'
-                                    '### BEGIN LEARNER\ny = ...\n### END') + f"\n## Tiếp theo\n\n{build_course.NEXT_MARKER}\n"
-    (src / "01_x.md").write_text(text, encoding="utf-8")
-    monkeypatch.setattr(build_course, "SRC", src)
-    monkeypatch.setattr(build_course, "NOTEBOOKS", tmp_path / "notebooks")
-    monkeypatch.setattr(build_course, "ROOT", tmp_path)
-    monkeypatch.setattr(build_course, "BADGES_MD", tmp_path / "colab_badges.md")
-    config = build_course.CourseConfig(repo="org/repo", branch="main", ref="v1")
-    files = build_course.planned_outputs(config)
-    notebooks = [json.loads(text) for path, text in files.items() if path.suffix == ".ipynb"]
-    assert len(notebooks) == 2
-    for nb in notebooks:
+                                    '### BEGIN LEARNER\ny = ...\n### END')
+    for variant in ("learner", "solution"):
+        cells = build_course.parse_source(build_course.select_variant(text, variant))
+        nb = build_course.build_notebook(cells, "x", "notebooks/x.ipynb", build_course.load_config())
         (checked,) = [c for c in nb["cells"] if c["metadata"]]
         assert checked["cell_type"] == "code" and checked["metadata"]["course"]["allow_stderr"] == [
             "No CUDA runtime is found"]
-        assert not any("<!--" in "".join(c["source"]) for c in nb["cells"])
+        assert not any("<!--" in c["source"] for c in nb["cells"])
 
 
 @pytest.mark.parametrize("source, message", [
@@ -342,17 +292,6 @@ def test_malformed_directives_fail_the_build(source, message):
 def test_a_directive_quoted_inside_a_fence_stays_text():
     cells = build_course.parse_source("```text\n<!-- expect cpu-build: x -->\n```\n")
     assert [c.kind for c in cells] == ["markdown"] and "<!-- expect" in cells[0].source
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_quiz_cells_hide_their_answer_in_jupyter_colab_and_on_the_site(path):
-    nb = nbformat.read(path, as_version=4)
-    quizzes = [c for c in nb.cells if c.cell_type == "code" and re.search(r"\b(?:choice|yes_no)\(", c.source)]
-    for cell in quizzes:
-        assert cell.source.startswith("#@title "), "Colab shows a form (the code folded) only under #@title"
-        assert cell.metadata["cellView"] == "form"
-        assert cell.metadata["jupyter"]["source_hidden"] is True
-        assert "remove-input" in cell.metadata["tags"]
 
 
 def test_a_cell_that_builds_a_quiz_is_marked_and_others_are_not():

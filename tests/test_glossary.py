@@ -40,9 +40,10 @@ def test_lessons_use_the_glossary_terms(src):
     assert not problems, f"{src.name}: use the glossary's term:\n" + "\n".join(problems)
 
 
-def test_lint_reads_prose_only():
+def test_lint_reads_prose_only_and_accepts_points_spaces_lists_and_code():
     text = "Ta train nó.\n\n`model.train()` và [x](train.md)\n\n```python\nmodel.train()\n```\n"
     assert glossary.lint(text, ENTRIES) == ["line 1: 'train' → 'huấn luyện'"]
+    assert glossary.lint("8.1 TFLOP/s, 6 500 tham số, N = 64, 128, 256 và `f(1,2)` $a_{1,2}$\n", []) == []
 
 
 def test_only_the_first_prose_use_is_linked():
@@ -56,7 +57,3 @@ def test_only_the_first_prose_use_is_linked():
 def test_the_lint_rejects_a_number_written_with_a_comma(prose, bad):
     (problem,) = glossary.lint(prose + "\n", [])
     assert bad in problem and "decimal point" in problem
-
-
-def test_the_lint_accepts_points_spaces_lists_and_code():
-    assert glossary.lint("8.1 TFLOP/s, 6 500 tham số, N = 64, 128, 256 và `f(1,2)` $a_{1,2}$\n", []) == []

@@ -55,31 +55,23 @@ def test_machine_kind_of_each_build(torch, kind):
 
 
 EXPECT = {"expect": [[["cpu-build", "cuda-no-gpu"], r"^→ device: cpu$"]]}
+EXPECT_NOT = {"expect_not": [[["cuda-no-gpu"], "device: cuda"]]}
+BF16 = v4.new_output("execute_result", data={"text/plain": "'bf16: có'"}, execution_count=1)
 
 
-def test_expect_passes_when_it_matches_on_its_kinds_and_is_ignored_on_others():
-    nb = notebook(cell([stdout("x\n→ device: cpu\n")], **EXPECT))
-    assert output_checks.check_outputs(nb, "cuda-no-gpu") == []
-    assert output_checks.check_outputs(notebook(cell([stdout("→ device: cuda\n")], **EXPECT)), "cuda") == []
-
-
-def test_expect_fails_with_what_the_cell_showed():
-    (problem,) = output_checks.check_outputs(notebook(cell([stdout("→ device: cuda\n")], **EXPECT)), "cuda-no-gpu")
-    assert "cell 1 `print(device)`" in problem and "must match" in problem and "→ device: cuda" in problem
-
-
-def test_expect_reads_text_results_too():
-    result = v4.new_output("execute_result", data={"text/plain": "'bf16: có'"}, execution_count=1)
-    nb = notebook(cell([result], expect=[[["any"], "bf16: có"]]))
-    assert output_checks.check_outputs(nb, "mps") == []
-
-
-def test_expect_not_fails_only_when_it_matches_on_its_kinds():
-    course = {"expect_not": [[["cuda-no-gpu"], "device: cuda"]]}
-    assert output_checks.check_outputs(notebook(cell([stdout("device: cpu\n")], **course)), "cuda-no-gpu") == []
-    assert output_checks.check_outputs(notebook(cell([stdout("device: cuda\n")], **course)), "cuda") == []
-    (problem,) = output_checks.check_outputs(notebook(cell([stdout("device: cuda\n")], **course)), "cuda-no-gpu")
-    assert "must not match" in problem and "'device: cuda'" in problem
+@pytest.mark.parametrize("output, course, kind, shown", [
+    (stdout("x\n→ device: cpu\n"), EXPECT, "cuda-no-gpu", []),
+    (stdout("→ device: cuda\n"), EXPECT, "cuda", []),  # not one of its kinds
+    (stdout("→ device: cuda\n"), EXPECT, "cuda-no-gpu", ["cell 1 `print(device)`", "must match", "→ device: cuda"]),
+    (BF16, {"expect": [[["any"], "bf16: có"]]}, "mps", []),  # text results count too
+    (stdout("device: cpu\n"), EXPECT_NOT, "cuda-no-gpu", []),
+    (stdout("device: cuda\n"), EXPECT_NOT, "cuda", []),
+    (stdout("device: cuda\n"), EXPECT_NOT, "cuda-no-gpu", ["must not match", "'device: cuda'"]),
+    (stdout("hello\n"), {}, "cuda", []),
+])
+def test_expect_and_expect_not_hold_on_their_kinds_and_a_failure_says_what_the_cell_showed(output, course, kind, shown):
+    problems = output_checks.check_outputs(notebook(cell([output], **course)), kind)
+    assert len(problems) == bool(shown) and all(part in problems[0] for part in shown), problems
 
 
 def test_every_stderr_line_fails_unless_its_cell_allows_it():
@@ -108,7 +100,7 @@ def test_warning_and_log_lines_on_stdout_fail_but_ordinary_text_does_not(line):
     assert line in problem
 
 
-def test_first_pass_stderr_counts_and_repeats_are_reported_once():
+def test_first_pass_stderr_counts_repeats_are_reported_once_and_identical_passes_keep_nothing():
     first = [stderr("UserWarning: shown once\n")]
     last = cell([stdout("ok\n")])
     first_cell = cell(first)
@@ -119,17 +111,13 @@ def test_first_pass_stderr_counts_and_repeats_are_reported_once():
     twice = cell([stderr("W same\n")])
     twice.metadata["first_pass_streams"] = [stderr("W same\n")]
     assert len(output_checks.check_outputs(notebook(twice), "cpu-build")) == 1
-
-
-def test_keep_first_pass_streams_leaves_identical_and_single_runs_alone():
     same, again = cell([stdout("a\n")]), cell([stdout("a\n")])
     keep_first_pass_streams([same], [again])
     keep_first_pass_streams([same], [same])
     assert "first_pass_streams" not in again.metadata and "first_pass_streams" not in same.metadata
 
 
-def test_a_clean_notebook_has_no_problems_and_bad_input_is_refused():
-    assert output_checks.check_outputs(notebook(cell([stdout("hello\n")])), "cuda") == []
+def test_a_bad_kind_is_refused():
     with pytest.raises(ValueError, match="kind must be one of"):
         output_checks.check_outputs(notebook(), "gpu")
 

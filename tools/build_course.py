@@ -14,7 +14,7 @@ tools/output_checks.py checks against the executed notebook.
 
 Usage (tests/test_course_build.py fails while a generated file differs from its source):
     python -m tools.build_course          # write notebooks/ and colab_badges.md
-    python -m tools.build_course --stats  # each lesson's prose syllables and minutes, whole and core
+    python -m tools.build_course --measure  # first run every learner notebook into course_src/measured.json
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ import os
 import posixpath
 import re
 import sys
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from tools import glossary
+from tools import glossary, output_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "course_src"
@@ -139,12 +141,10 @@ def kaggle_url(config: CourseConfig, path: str) -> str:
     return "https://kaggle.com/kernels/welcome?src=" + quote(github, safe="")
 
 
-def badge_cell_source(config: CourseConfig, path: str) -> str:
-    """Return the Markdown of the Colab + Kaggle badges for one notebook."""
-    return (
-        f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(config, path)}) "
-        f"[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]({kaggle_url(config, path)})"
-    )
+def badges(config: CourseConfig, path: str) -> tuple[str, str]:
+    """Return the Markdown of the Colab and the Kaggle badge that open one notebook."""
+    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(config, path)})",
+            f"[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]({kaggle_url(config, path)})")
 
 
 # --------------------------------------------------------------------------- parsing sources
@@ -158,7 +158,7 @@ class Cell:
 
 
 #: The kinds of machine an expectation names (tools/output_checks.py machine_kind()), plus "any".
-OUTPUT_KINDS = ("cpu-build", "cuda-no-gpu", "cuda", "mps", "any")
+OUTPUT_KINDS = (*output_checks.KINDS, "any")
 _DIRECTIVE = re.compile(r"^[ \t]*<!--[ \t]*(expect-not|expect|allow-stderr)\b(.*?)-->[ \t]*$", re.M)
 _DIRECTIVE_START = re.compile(r"^[ \t]*<!--[ \t]*(?:expect|allow-stderr)\b.*$", re.M)
 
@@ -277,12 +277,12 @@ READ_PER_MIN, CELL_MIN, CODE_LINE_MIN, FIGURE_MIN, QUIZ_MIN, TASK_MIN, TASK_LINE
     100, 0.2, 0.1, 1.0, 1.0, 4.0, 1.0, 3.0)
 MEASURED = SRC / "measured.json"  # {lesson: {cell key: [seconds, output syllables, figures]}}
 _UNMEASURED = (1.0, 0, 0)
-_STATED_TIME = re.compile(r"⏱️ ~(\d+)(?:[–-](\d+))? phút")
+_STATED_TIME = re.compile(r"⏱️ ~\d+(?:[–-]\d+)? phút")
 
 
 def prose_syllables(text: str) -> int:
     """Return the syllables of a course source's learner prose: words outside code and link targets."""
-    body = select_variant(text, "learner") if has_variants(text) else text
+    body = select_variant(text, "learner")
     prose = " ".join(c.source for c in parse_source(body) if c.kind == "markdown")
     prose = re.sub(r"\]\([^)]*\)", "]", prose)  # a link's target is not read
     return len(re.findall(r"\w+", prose))
@@ -321,7 +321,7 @@ def estimate_minutes(text: str, measured: dict | None = None, full_text: str | N
         full_text: The whole source when `text` is a part of it: tasks are sized from its solutions.
     """
     measured = measured or {}
-    body = select_variant(text, "learner") if has_variants(text) else text
+    body = select_variant(text, "learner")
     cells = parse_source(body)
     code = [c.source for c in cells if c.kind == "code"]
     minutes = prose_syllables(body) / READ_PER_MIN + (SETUP_MIN if any(c.kind == "setup" for c in cells) else 0)
@@ -341,7 +341,7 @@ def estimate_minutes(text: str, measured: dict | None = None, full_text: str | N
 CORE, EXTENSION = "⭐", "🔭"
 CORE_GOAL_MINUTES = 360  # a weekend's core (COURSE_DESIGN.md); the yardstick above is not fitted to it
 _HEADING = re.compile(r"^(#{2,3}) (.*)$")
-_STATED_CORE = re.compile(r"⭐ cốt lõi ~(\d+) phút")
+_STATED_CORE = re.compile(r"(⭐ cốt lõi ~)(\d+)( phút)")
 
 
 def sections(text: str) -> list[tuple[str, bool, str]]:
@@ -377,7 +377,7 @@ def core_source(text: str) -> str:
 
 def core_minutes(text: str, measured: dict | None = None) -> float:
     """Return the yardstick's minutes for the core path of a course source."""
-    learner = select_variant(text, "learner") if has_variants(text) else text
+    learner = select_variant(text, "learner")
     core = core_source(learner)
     return estimate_minutes(core, measured, full_text=text) if core else 0.0
 
@@ -391,29 +391,17 @@ def lesson_minutes(text: str, cells: dict | None = None) -> tuple[int, int]:
     return 5 * round(whole / 5), (5 * max(1, round(core / 5)) if core else 0)
 
 
-_STATED_CORE_SUB = re.compile(r"(⭐ cốt lõi ~)\d+( phút)")
-
-
 def with_times(text: str, cells: dict | None = None) -> str:
     """Return a lesson source whose ⏱️ line states the yardstick's whole and core minutes."""
     whole, core = lesson_minutes(text, cells)
     text = _STATED_TIME.sub(f"⏱️ ~{whole} phút", text, count=1)
-    return _STATED_CORE_SUB.sub(rf"\g<1>{core}\g<2>", text, count=1) if core else text
+    return _STATED_CORE.sub(rf"\g<1>{core}\g<3>", text, count=1) if core else text
 
 
 def stated_core_minutes(text: str) -> int | None:
     """Return the minutes of a source's "⭐ cốt lõi ~N phút" mention on its ⏱️ line, or None."""
     found = _STATED_CORE.search(text)
-    return int(found.group(1)) if found else None
-
-
-def stated_minutes(text: str) -> tuple[int, int] | None:
-    """Return the (low, high) minutes of a source's "⏱️ ~N phút" / "⏱️ ~N–M phút" line, or None without one."""
-    found = _STATED_TIME.search(text)
-    if found is None:
-        return None
-    low = int(found.group(1))
-    return low, int(found.group(2) or low)
+    return int(found.group(2)) if found else None
 
 
 # --------------------------------------------------------------------------- building notebooks
@@ -443,7 +431,7 @@ QUIZ_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}, "tags":
 def build_notebook(cells: list[Cell], name: str, repo_path: str, config: CourseConfig) -> dict:
     """Return the nbformat-4 JSON of one notebook (badge cell first, outputs empty)."""
     out = []
-    all_cells = [Cell("markdown", badge_cell_source(config, repo_path)), *cells]
+    all_cells = [Cell("markdown", " ".join(badges(config, repo_path))), *cells]
     for i, cell in enumerate(all_cells):
         base = {"id": _cell_id(name, i), "metadata": {"course": cell.meta} if cell.meta else {}}
         if cell.kind == "markdown":
@@ -546,7 +534,7 @@ def planned_outputs(config: CourseConfig | None = None) -> dict[Path, str]:
         if has_variants(text):
             variants.append(("solution", NOTEBOOKS / "solutions" / f"{name}_solutions.ipynb"))
         for variant, target in variants:
-            body = select_variant(text, variant) if has_variants(text) else text
+            body = select_variant(text, variant)
             body = glossary.link_first_uses(body, terms, "../docs/glossary.md")
             body = absolute_links(body, config)  # opened in Colab/Kaggle, a relative link leads nowhere
             repo_path = target.relative_to(ROOT).as_posix()
@@ -595,11 +583,11 @@ def task_solutions(text: str, variant: str = "solution") -> dict[str, str]:
     return {key: "\n\n".join(parts) for key, parts in found.items()}
 
 
-def solutions_json(sources: list[Path] | None = None) -> str:
+def solutions_json() -> str:
     """Return solutions.json from every lesson source: {"solution" | "learner": {group: {task: code}}} from the
     regions, and {"core": {group: [task, ...]}}, the tasks of its ⭐ sections (progress() marks them)."""
     table: dict[str, dict] = {"solution": {}, "learner": {}, "core": {}}
-    for src in sources or lesson_sources():
+    for src in lesson_sources():
         group = f"lesson{src.name[:2]}"
         text = src.read_text(encoding="utf-8")
         if has_variants(text):
@@ -612,25 +600,21 @@ def solutions_json(sources: list[Path] | None = None) -> str:
     return json.dumps(table, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 
-def _lessons(lessons: dict[Path, str] | None) -> dict[Path, str]:
-    return lessons or {src: src.read_text(encoding="utf-8") for src in lesson_sources()}
-
-
-def _minutes_text(whole: int, core: int) -> str:
-    return f"~{whole} phút" + (f" (⭐ ~{core})" if core else " (🔭 cả bài mở rộng)")
+def _lesson_rows(lessons: dict[Path, str] | None) -> list[tuple[Path, str, str, int, int]]:
+    """Return each lesson's (source, learner text, title, whole minutes, core minutes), in course order."""
+    measured = load_measured()
+    lessons = lessons or {src: src.read_text(encoding="utf-8") for src in lesson_sources()}
+    return [(src, select_variant(text, "learner"), text.splitlines()[0].removeprefix("# ").strip(),
+             *lesson_minutes(text, measured.get(src.stem))) for src, text in lessons.items()]
 
 
 def lesson_times_table(lessons: dict[Path, str] | None = None) -> str:
     """Return the Markdown table of every lesson: title, yardstick minutes, GPU need and checked tasks."""
     rows = ["| bài | thời gian (thước đo) | ⭐ cốt lõi | GPU | nhiệm vụ có chấm (⭐: thuộc phần cốt lõi) |",
             "| --- | --- | --- | --- | --- |"]
-    measured = load_measured()
-    for src, text in _lessons(lessons).items():
-        title = text.splitlines()[0].removeprefix("# ").strip()
-        whole, core = lesson_minutes(text, measured.get(src.stem))
-        time_line = next((line for line in text.splitlines() if line.startswith("⏱️")), "")
+    for _, learner, title, whole, core in _lesson_rows(lessons):
+        time_line = next((line for line in learner.splitlines() if line.startswith("⏱️")), "")
         gpu = re.search(r"GPU: \**([^*(·]+?)\**\s*(?:\(|$)", time_line)
-        learner = select_variant(text, "learner") if has_variants(text) else text
         core_tasks = {answer for _, answer in _TASK_CALL.findall(core_source(learner))}
         tasks = []
         for name, answer in _TASK_CALL.findall(learner):
@@ -642,19 +626,18 @@ def lesson_times_table(lessons: dict[Path, str] | None = None) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _totals_text(minutes: dict[Path, tuple[int, int]]) -> str:
+def _totals_text(rows: list[tuple]) -> str:
     """Return the course's core and whole study time, as README and the core-path page state it."""
-    core, whole = sum(m[1] for m in minutes.values()), sum(m[0] for m in minutes.values())
+    core, whole = sum(row[4] for row in rows), sum(row[3] for row in rows)
     return f"~{core // 60} giờ {core % 60} phút, cả khoá ~{round(whole / 60)} giờ"
 
 
 def readme_with_study_times(readme: str, lessons: dict[Path, str] | None = None) -> str:
     """Return README with each notebook row's study-time cell ("~N phút (⭐ ~M)") from the yardstick."""
-    measured, texts = load_measured(), _lessons(lessons)
-    minutes = {src: lesson_minutes(text, measured.get(src.stem)) for src, text in texts.items()}
-    readme = re.sub(r"\*\*Lộ trình cốt lõi \([^)\n]*\):\*\*", f"**Lộ trình cốt lõi ({_totals_text(minutes)}):**", readme, count=1)
-    for src in texts:
-        cell = _minutes_text(*minutes[src])
+    rows = _lesson_rows(lessons)
+    readme = re.sub(r"\*\*Lộ trình cốt lõi \([^)\n]*\):\*\*", f"**Lộ trình cốt lõi ({_totals_text(rows)}):**", readme, count=1)
+    for src, _, _, whole, core in rows:
+        cell = f"~{whole} phút" + (f" (⭐ ~{core})" if core else " (🔭 cả bài mở rộng)")
         row = re.compile(rf"^(\| [^\n]*\(notebooks/{re.escape(src.stem)}\.ipynb\)[^\n]*\| )~\d+ phút \([^)]*\)( \|)", re.M)
         readme = row.sub(lambda m, cell=cell: m.group(1) + cell + m.group(2), readme, count=1)
     return readme
@@ -662,22 +645,18 @@ def readme_with_study_times(readme: str, lessons: dict[Path, str] | None = None)
 
 def core_path_markdown(lessons: dict[Path, str] | None = None) -> str:
     """Return docs/core_path.md: every lesson's core sections and tasks, in order, with core and full minutes."""
-    texts, measured = _lessons(lessons), load_measured()
-    minutes = {src: lesson_minutes(text, measured.get(src.stem)) for src, text in texts.items()}
+    rows = _lesson_rows(lessons)
     lines = ["# Lộ trình cốt lõi", "",
              "Sinh bởi `python -m tools.build_course` từ các mục ⭐ của course_src/; đừng sửa tay.", "",
-             f"**Lộ trình cốt lõi** ({_totals_text(minutes)}; một cuối tuần): trong mỗi bài, học các mục ⭐ theo thứ "
+             f"**Lộ trình cốt lõi** ({_totals_text(rows)}; một cuối tuần): trong mỗi bài, học các mục ⭐ theo thứ "
              "tự và làm các nhiệm vụ ⭐; bỏ qua các mục 🔭 *mở rộng* (không ô cốt lõi nào cần đến chúng) và quay lại "
              "đọc khi cần. Số phút theo thước đo của `tools/build_course.py` (`estimate_minutes`).", ""]
-    for src, text in texts.items():
-        title = text.splitlines()[0].removeprefix("# ").strip()
-        full, core = minutes[src]
+    for src, learner, title, full, core in rows:
         link = f"[{title}](../notebooks/{src.stem}.ipynb)"
         if not core:
             lines += [f"## {link}", "", f"🔭 Cả bài là phần mở rộng (~{full} phút).", ""]
             continue
         lines += [f"## {link}", "", f"⭐ ~{core} phút (cả bài ~{full} phút)", ""]
-        learner = select_variant(text, "learner") if has_variants(text) else text
         for heading, ext, body in sections(learner):
             if ext or not heading.lstrip("#").strip().startswith(CORE) and not heading.startswith("### "):
                 continue
@@ -697,17 +676,13 @@ SLOT_MIN, SLOT_TEACHING_MIN = 180, 145
 
 def class_plans(lessons: dict[Path, str] | None = None) -> str:
     """Return the class plans of the teaching guide: the core path cut into 3-hour slots by the yardstick's minutes."""
-    texts, measured = _lessons(lessons), load_measured()
     slots: list[list[tuple[str, int, list[str]]]] = [[]]
-    for src, text in texts.items():
-        core = lesson_minutes(text, measured.get(src.stem))[1]
+    for _, learner, title, _, core in _lesson_rows(lessons):
         if not core:
             continue
         if slots[-1] and sum(m for _, m, _ in slots[-1]) + core > SLOT_TEACHING_MIN:
             slots.append([])
-        learner = select_variant(text, "learner") if has_variants(text) else text
-        tasks = sorted({answer for _, answer in _TASK_CALL.findall(core_source(learner))})
-        slots[-1].append((text.splitlines()[0].removeprefix("# ").strip(), core, tasks))
+        slots[-1].append((title, core, sorted({answer for _, answer in _TASK_CALL.findall(core_source(learner))})))
     rows = [f"Lộ trình cốt lõi chia thành {len(slots)} buổi {SLOT_MIN // 60} giờ theo số phút ⭐ ở bảng trên (mỗi buổi: "
             f"15 phút mở notebook và chạy ô cài đặt, nghỉ 10 phút, tóm tắt 10 phút, còn {SLOT_TEACHING_MIN} phút học). "
             "Dạy một buổi duy nhất: dùng buổi 1, phần còn lại là bài về nhà; các bài 🔭 là phần đọc thêm.", "",
@@ -730,50 +705,24 @@ def guide_with_times(text: str, lessons: dict[Path, str] | None = None) -> str:
 
 def badges_markdown(config: CourseConfig, notebooks: list[Path]) -> str:
     """Return colab_badges.md: every notebook's Colab and Kaggle links."""
-    lines = [
-        "# Liên kết mở từng notebook (Colab / Kaggle)",
-        "",
-        f"Sinh bởi `python -m tools.build_course` từ `[tool.course]` trong pyproject.toml "
-        f"(repo `{config.repo}`, nhánh `{config.branch}`). Đừng sửa tay.",
-        "",
-        "| notebook | Colab | Kaggle |",
-        "| --- | --- | --- |",
-    ]
+    lines = ["# Liên kết mở từng notebook (Colab / Kaggle)", "",
+             f"Sinh bởi `python -m tools.build_course` từ `[tool.course]` trong pyproject.toml "
+             f"(repo `{config.repo}`, nhánh `{config.branch}`). Đừng sửa tay.", "",
+             "| notebook | Colab | Kaggle |", "| --- | --- | --- |"]
     for path in notebooks:
         rel = path.relative_to(ROOT).as_posix()
-        lines.append(
-            f"| `{rel}` | [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(config, rel)}) "
-            f"| [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]({kaggle_url(config, rel)}) |"
-        )
+        lines.append(f"| `{rel}` | " + " | ".join(badges(config, rel)) + " |")
     return "\n".join(lines) + "\n"
 
 
-def stats_table(sources: list[Path] | None = None) -> str:
-    """Return a table of each lesson's prose syllables and minutes (as its ⏱️ line states them), with totals."""
-    rows = [f"{'bài':<28} {'âm tiết':>8} {'⭐ âm tiết':>10} {'phút':>6} {'⭐ phút':>7}"]
-    totals = [0, 0, 0, 0]
-    measured = load_measured()
-    for src in sources or lesson_sources():
-        text = src.read_text(encoding="utf-8")
-        learner = select_variant(text, "learner") if has_variants(text) else text
-        core, cells = core_source(learner), measured.get(src.stem)
-        row = [prose_syllables(text), prose_syllables(core) if core else 0, *lesson_minutes(text, cells)]
-        totals = [a + b for a, b in zip(totals, row, strict=True)]
-        rows.append(f"{src.stem:<28} {row[0]:>8} {row[1]:>10} {row[2]:>6.0f} {row[3]:>7.0f}")
-    rows.append(f"{'tổng':<28} {totals[0]:>8} {totals[1]:>10} {totals[2]:>6.0f} {totals[3]:>7.0f}")
-    return "\n".join(rows) + "\n"
-
-
-def measure(sources: list[Path] | None = None, timeout: int = 600) -> dict:
+def measure() -> dict:
     """Run each learner notebook once ("Run all") and return its code cells' [seconds, output syllables, figures]."""
-    import time
-
     from tools.run import execute_notebook
 
     cells: dict[str, dict] = {}
-    for src in sources or lesson_sources():
+    for src in lesson_sources():
         path = NOTEBOOKS / f"{src.stem}.ipynb"
-        run = execute_notebook(path, "pass", timeout=timeout)
+        run = execute_notebook(path, "pass", timeout=600)
         if run.error:
             raise RuntimeError(f"{path.name} stops, nothing measured:\n{run.error}")
         sources_in_order = [c.source for c in parse_source(select_variant(src.read_text(encoding="utf-8"), "learner"))
@@ -794,22 +743,15 @@ def measure(sources: list[Path] | None = None, timeout: int = 600) -> dict:
 
 
 def _iso_seconds(stamp: str) -> float:
-    import datetime
-
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stats", action="store_true",
-                        help="print each lesson's prose syllables and minutes (whole, ⭐ core) and write nothing")
     parser.add_argument("--measure", action="store_true",
                         help=f"run every learner notebook once and write its cells' run times and outputs to "
                              f"{MEASURED.relative_to(ROOT)} (the yardstick reads them), then build")
     args = parser.parse_args(argv)
-    if args.stats:
-        print(stats_table(), end="")
-        return 0
     if args.measure:
         MEASURED.write_text(json.dumps(measure(), ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     stale = []

@@ -48,6 +48,7 @@ from tools.build_course import (
     kaggle_url,
     load_config,
 )
+from tools.lessons_site import EXTRA_DIR, LICENCES
 from tools.run import RUN_KEY, course_notebooks, execute_cached, needed_gpus, was_skipped
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,8 +56,6 @@ SITE = ROOT / "site"  # conf.py, templates, CSS, vendored fonts and MathJax
 STAGE = ROOT / "build" / "site-src"  # the prepared notebooks Sphinx reads
 DOCTREES = ROOT / "build" / "site-doctrees"
 OUT = ROOT / "build" / "site"
-EXTRA = "_extra"  # copied as-is to the site's root (see tools/lessons_site.py)
-LICENCE_FILES = {"LICENSE": "LICENSE.txt", "LICENSE-CONTENT": "LICENSE-CONTENT.txt"}
 LAUNCH_CELL_ID = "lessons-site-launch"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -263,13 +262,15 @@ def prepare_notebook(nb, colab: str, kaggle: str, *, gpu_nb=None, gpu_run: GpuRu
 # ----------------------------------------------------------------------------------------------- the site
 
 
+#: The repository's Markdown pages the site shows, and where the stage holds each (core path and guide at the top).
+DOC_PAGES = {glossary.PAGE: f"docs/{glossary.PAGE.name}", CORE_PATH: CORE_PATH.name, GUIDE: GUIDE.name,
+             VERSION_NOTES: f"docs/{VERSION_NOTES.name}"}
+
+
 def site_pages(notebooks: list[str]) -> dict[str, str]:
     """Return {repository path: its page's source in the stage} for every repository file the site shows."""
-    pages = {path: path for path in notebooks}
-    for file, staged in ((glossary.PAGE, f"docs/{glossary.PAGE.name}"), (CORE_PATH, CORE_PATH.name),
-                         (GUIDE, GUIDE.name), (VERSION_NOTES, f"docs/{VERSION_NOTES.name}")):
-        pages[file.relative_to(ROOT).as_posix()] = staged
-    return pages
+    return {path: path for path in notebooks} | {file.relative_to(ROOT).as_posix(): staged
+                                                  for file, staged in DOC_PAGES.items()}
 
 
 def site_links(nb, page: str, pages: dict[str, str], config: CourseConfig) -> None:
@@ -296,7 +297,6 @@ def site_links(nb, page: str, pages: dict[str, str], config: CourseConfig) -> No
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = link.sub(local, cell.source)
-
 
 
 def index_markdown(lessons: list[str], solutions: list[str], runs: list[dict], gpu_run: GpuRun | None,
@@ -335,21 +335,19 @@ def _write_if_changed(path: Path, data: bytes, written: set[Path]) -> None:
 class SiteBuild:
     """What a site build did."""
 
-    out: Path
     pages: list[str]
     executed: int
     cached: int
     gpu_run: GpuRun | None
     gpu_measured: int
     gpu_skipped: int
-    seconds: dict[str, float]
-    epub: Path | None = None
+    out: Path = OUT
+    epub: Path = OUT / site_epub.NAME
 
 
 def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path] | None = None) -> SiteBuild:
     """Execute (or take from the cache) every notebook and write the Sphinx sources into `stage_dir`."""
     config = load_config()
-    start = time.perf_counter()
     written: set[Path] = set()
     lessons, solutions, runs, failed, shown = [], [], [], [], []
     executed = cached = measured = skipped = 0
@@ -384,35 +382,34 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
         shown += [] if is_solution else atlas.shown_errors(prepared.nb, repo_path)
     if failed:
         raise RuntimeError("some notebooks fail, so the site is not built (fix them first):\n\n" + "\n\n".join(failed))
-    executed_s = time.perf_counter() - start
     if gpu_run is not None and measured == 0:
         print(f"note: GPU run {gpu_run.folder} matched no %%gpu cell", file=sys.stderr)
     index = index_markdown(lessons, solutions, runs, gpu_run, measured, skipped)
     _write_if_changed(stage_dir / "index.md", index.encode(), written)
-    _write_if_changed(stage_dir / GUIDE.name, GUIDE.read_bytes(), written)
     _write_if_changed(stage_dir / f"{atlas.PAGE}.md", atlas.atlas_markdown(shown).encode(), written)
-    core_path = CORE_PATH.read_text(encoding="utf-8").replace("](../notebooks/", "](notebooks/")  # staged one level up
-    _write_if_changed(stage_dir / CORE_PATH.name, core_path.encode(), written)
-    _write_if_changed(stage_dir / "docs" / glossary.PAGE.name, glossary.PAGE.read_bytes(), written)
-    _write_if_changed(stage_dir / "docs" / VERSION_NOTES.name, VERSION_NOTES.read_bytes(), written)
-    for name, site_name in LICENCE_FILES.items():
+    for file, staged in DOC_PAGES.items():
+        data = file.read_bytes()
+        if "/" not in staged:  # staged one level above docs/: so are its links to the lessons
+            data = data.replace(b"](../notebooks/", b"](notebooks/")
+        _write_if_changed(stage_dir / staged, data, written)
+    for name, site_name, _, _ in LICENCES:
         if (ROOT / name).is_file():
-            _write_if_changed(stage_dir / EXTRA / site_name, (ROOT / name).read_bytes(), written)
+            _write_if_changed(stage_dir / EXTRA_DIR / site_name, (ROOT / name).read_bytes(), written)
     for stale in [p for p in stage_dir.rglob("*") if p.is_file() and p not in written]:
         stale.unlink()
-    return SiteBuild(out=OUT, pages=["index", CORE_PATH.stem, "docs/glossary", *lessons, *solutions, atlas.PAGE,
-                                      f"docs/{VERSION_NOTES.stem}", GUIDE.stem], executed=executed, cached=cached,
-                     gpu_run=gpu_run, gpu_measured=measured, gpu_skipped=skipped,
-                     seconds={"notebooks": executed_s, "stage": time.perf_counter() - start - executed_s})
+    pages = sorted(p.relative_to(stage_dir).with_suffix("").as_posix() for p in written if p.suffix in (".md", ".ipynb"))
+    return SiteBuild(pages=pages, executed=executed, cached=cached, gpu_run=gpu_run, gpu_measured=measured,
+                     gpu_skipped=skipped)
 
 
-def run_sphinx(stage_dir: Path = STAGE, out: Path = OUT, doctrees: Path = DOCTREES) -> None:
-    """Render `stage_dir` with site/conf.py into `out`; warnings are errors. Raise RuntimeError on failure."""
-    command = [sys.executable, "-m", "sphinx", "-b", "html", "-c", str(SITE), "-d", str(doctrees),
-               "-W", "--keep-going", "-q", str(stage_dir), str(out)]
+def run_sphinx(builder: str, out: Path) -> None:
+    """Render the stage with site/conf.py's `builder` ("html" or "epub") into `out`; warnings are errors."""
+    command = [sys.executable, "-m", "sphinx", "-b", builder, "-c", str(SITE), "-d", str(DOCTREES),
+               "-W", "--keep-going", "-q", str(STAGE), str(out)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"Sphinx failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}")
+        raise RuntimeError(f"Sphinx ({builder}) failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n"
+                           f"{done.stderr[-6000:]}")
 
 
 SPHINX_PAGES = {"search", "genindex", "py-modindex"}
@@ -428,23 +425,14 @@ def prune_pages(out: Path, pages: list[str]) -> list[Path]:
     return stale
 
 
-def build_site(gpu_run: GpuRun | None | str = "auto", out: Path = OUT, clean: bool = False) -> SiteBuild:
-    """Build the whole site into `out`; `gpu_run` is a GpuRun, None (no GPU outputs) or "auto" (newest found)."""
-    if gpu_run == "auto":
-        gpu_run = find_gpu_run()
-    if clean:
-        if out.exists() and not (out / ".buildinfo").is_file():
-            raise ValueError(f"--clean would delete {out}, which is not a Sphinx output folder (no .buildinfo)")
-        for folder in (STAGE, DOCTREES, out, site_epub.EPUB_DIR):
-            shutil.rmtree(folder, ignore_errors=True)
-    build = stage(gpu_run)
-    start = time.perf_counter()
-    run_sphinx(out=out)
-    prune_pages(out, build.pages)
-    build.out = out
-    build.seconds["sphinx"] = time.perf_counter() - start
-    build.epub = site_epub.build_epub(STAGE, DOCTREES, out)
-    build.seconds["epub"] = time.perf_counter() - start - build.seconds["sphinx"]
+def build_site(gpu_run: GpuRun | None | str = "auto") -> SiteBuild:
+    """Build the whole site and its EPUB; `gpu_run` is a GpuRun, None (no GPU outputs) or "auto" (newest found)."""
+    build = stage(find_gpu_run() if gpu_run == "auto" else gpu_run)
+    run_sphinx("html", OUT)
+    prune_pages(OUT, build.pages)
+    shutil.rmtree(site_epub.EPUB_DIR, ignore_errors=True)  # from scratch: files left there would go into the book
+    run_sphinx("epub", site_epub.EPUB_DIR)
+    shutil.copyfile(site_epub.EPUB_DIR / site_epub.NAME, build.epub)
     return build
 
 
@@ -452,22 +440,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu-run", type=Path, help="a GPU run folder (default: the newest gpu-validation-*/ here)")
     parser.add_argument("--no-gpu-run", action="store_true", help="use no GPU run: %%gpu cells show as skipped")
-    parser.add_argument("--out", type=Path, default=OUT, help=f"output folder (default {OUT.relative_to(ROOT)})")
-    parser.add_argument("--clean", action="store_true", help="forget the previous Sphinx build (not the notebooks)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        gpu_run = None if args.no_gpu_run else (load_gpu_run(args.gpu_run) if args.gpu_run else "auto")
-        build = build_site(gpu_run, out=args.out.resolve(), clean=args.clean)
+        build = build_site(None if args.no_gpu_run else (load_gpu_run(args.gpu_run) if args.gpu_run else "auto"))
         print(site_epub.epubcheck(build.epub))
     except (RuntimeError, ValueError) as exc:
         print(f"build_site: {exc}", file=sys.stderr)
         return 1
     gpu = (f"GPU run {build.gpu_run.folder.name} ({build.gpu_run.label}): {build.gpu_measured} %%gpu cells measured, "
            f"{build.gpu_skipped} skipped" if build.gpu_run else f"no GPU run: {build.gpu_skipped} %%gpu cells marked skipped")
-    times = ", ".join(f"{k} {v:.1f} s" for k, v in build.seconds.items())
     print(f"site: {build.out / 'index.html'}\n{len(build.pages)} pages; notebooks executed {build.executed}, "
-          f"from cache {build.cached}; {gpu}\ntime {time.perf_counter() - start:.1f} s ({times})")
+          f"from cache {build.cached}; {gpu}\ntime {time.perf_counter() - start:.1f} s")
     return 0
 
 

@@ -21,11 +21,6 @@ from pathlib import Path
 
 from sphinx.search import SearchLanguage
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10 (Sphinx itself needs tomli there)
-    import tomli as tomllib
-
 LICENCES = (  # (file in the repository, its name on the site, what it covers, licence)
     ("LICENSE", "LICENSE.txt", "Mã nguồn", "MIT"),
     ("LICENSE-CONTENT", "LICENSE-CONTENT.txt", "Nội dung", "CC BY 4.0"),
@@ -60,17 +55,6 @@ var Stemmer = function() {
     def stem(self, word: str) -> str:
         """Fold the word as the browser folds the query."""
         return fold(word)
-
-
-def course_version(root: Path) -> str:
-    """Return the course version: [project] version in pyproject.toml, or lessons_lib.__version__ if dynamic."""
-    project = tomllib.loads((Path(root) / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})
-    if "version" in project:
-        return project["version"]
-    init = Path(root) / "lessons_lib" / "__init__.py"
-    found = re.search(r'^__version__\s*=\s*["\']([^"\']+)["\']', init.read_text(encoding="utf-8"), re.M) \
-        if init.exists() else None
-    return found.group(1) if found else "?"
 
 
 def licence_links(srcdir: Path, repo_url: str, branch: str) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The whole course with its outputs as one EPUB (Sphinx's epub builder on build/site-src/), and its EPUBCheck.
+"""The whole course with its outputs as one EPUB (tools/build_site.py runs Sphinx's epub builder), and its EPUBCheck.
 
 Also a Sphinx extension (site/conf.py): the book leaves out the site's web fonts, CSS and licence .txt files.
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,18 +16,6 @@ EPUB_DIR = ROOT / "build" / "site-epub"
 LINK = ("```{only} builder_html\n"
         f'<p class="lessons-epub">📖 Đọc offline: <a href="{NAME}">tải cả khoá học thành một file EPUB</a> (mọi bài, '
         "kèm kết quả đã chạy; mở bằng Apple Books, Google Play Sách, Calibre…).</p>\n```")
-
-
-def build_epub(stage_dir: Path, doctrees: Path, site_out: Path, out: Path = EPUB_DIR) -> Path:
-    """Render `stage_dir` as an EPUB into `out` (warnings are errors), copy it into `site_out`, return its path."""
-    shutil.rmtree(out, ignore_errors=True)  # from scratch: files left in `out` would go into the book
-    command = [sys.executable, "-m", "sphinx", "-b", "epub", "-c", str(ROOT / "site"), "-d", str(doctrees),
-               "-W", "--keep-going", "-q", str(stage_dir), str(out)]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"Sphinx (epub) failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}")
-    shutil.copyfile(out / NAME, Path(site_out) / NAME)
-    return out / NAME
 
 
 def epubcheck(book: Path) -> str:

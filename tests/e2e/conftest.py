@@ -124,13 +124,6 @@ class Lab:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
 
 
-def _write_lab_settings(config_dir: Path) -> None:
-    for plugin, values in LAB_SETTINGS.items():
-        path = config_dir / "lab" / "user-settings" / f"{plugin}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values), encoding="utf-8")
-
-
 def _stop(process: subprocess.Popen, lab: Lab | None, runtime_dir: Path) -> None:
     """Shut JupyterLab down (REST, then SIGTERM/SIGKILL to its process group) and any kernel it left."""
     if lab is not None and process.poll() is None:
@@ -162,7 +155,10 @@ def lab():
         folder.mkdir()
     root = work / "notebooks"
     shutil.copytree(REPO / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    _write_lab_settings(config)
+    for plugin, values in LAB_SETTINGS.items():
+        path = config / "lab" / "user-settings" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values), encoding="utf-8")
     port, token = course.free_port("127.0.0.1", first=18900), secrets.token_hex(16)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("JUPYTER", "JPY_"))}
     env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(config), JUPYTER_DATA_DIR=str(data),
@@ -220,28 +216,51 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def lab_page(lab, browser):
+def offline_page(browser):
+    """Make pages (`origin`, context options) that reach only `origin`; a page's `problems` list console and page
+    errors, failed requests, HTTP errors and each request to another host (refused: no CDN, font or badge host)."""
+    pages = []
+
+    def make(origin: str, **options):
+        page = browser.new_context(locale="vi-VN", **options).new_page()
+        page.set_default_timeout(30_000)
+        page.problems = problems = []
+        page.on("console", lambda msg: problems.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
+        page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+        page.on("requestfailed", lambda request: problems.append(f"request failed: {request.url} ({request.failure})"))
+        page.on("response", lambda response: problems.append(f"HTTP {response.status}: {response.url}")
+                if response.status >= 400 else None)
+
+        def route(route):
+            if route.request.url.startswith(origin):
+                route.continue_()
+            else:
+                problems.append(f"request to another host: {route.request.url}")
+                route.abort()
+
+        page.route("**/*", route)
+        pages.append(page)
+        return page
+
+    yield make
+    for page in pages:
+        page.context.close()
+
+
+@pytest.fixture(scope="module")
+def lab_page(lab, offline_page):
     """One JupyterLab page shared by the module's tests; requests to anything but the server are refused."""
-    context = browser.new_context(viewport=VIEWPORT, locale="vi-VN")
-    messages: list[str] = []
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    page.on("pageerror", lambda error: messages.append(f"pageerror: {error}"))
-    page.on("console", lambda msg: messages.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
-    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(lab.base_url)
-               else route.abort())
+    page = offline_page(lab.base_url, viewport=VIEWPORT)
     page.goto(lab.url("/lab?reset"), wait_until="domcontentloaded")
     page.locator("#jp-main-dock-panel").wait_for(state="visible", timeout=90_000)
     page.locator(".jp-DirListing-content").wait_for(state="visible", timeout=60_000)
-    page.js_messages = messages
     lab.mark("JupyterLab loaded in Chromium")
     try:
         yield page
     finally:
-        context.close()
-        if messages:  # reported, not failed on: e.g. the Colab/Kaggle badge images this page may not fetch
-            unique = list(dict.fromkeys(m[:160] for m in messages))
-            _SUMMARY["browser console errors"] = f"{len(messages)}: " + " | ".join(unique[:3])
+        if page.problems:  # reported, not failed on: e.g. the Colab/Kaggle badge images this page may not fetch
+            unique = list(dict.fromkeys(m[:160] for m in page.problems))
+            _SUMMARY["browser problems"] = f"{len(page.problems)}: " + " | ".join(unique[:3])
 
 
 @pytest.fixture

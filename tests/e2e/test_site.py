@@ -29,8 +29,7 @@ import pytest
 
 from tools import build_site, site_epub
 from tools import version_matrix as vm
-from tools.build_course import colab_url, kaggle_url, load_config
-from tools.lessons_site import course_version
+from tools.build_course import colab_url, kaggle_url, load_config, package_version
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,7 +70,6 @@ READ_PAGE = """async () => {
 class Visit:
     """One page as the browser saw it."""
 
-    path: str
     problems: list[str]
     data: dict
 
@@ -107,31 +105,9 @@ def server(site):
 
 
 @pytest.fixture(scope="module")
-def site_page(browser, server):
+def site_page(offline_page, server):
     """A page that records console errors, failed requests, HTTP errors and any request to another host."""
-    context = browser.new_context(viewport=VIEWPORT, locale="vi-VN")
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    problems: list[str] = []
-    page.on("console", lambda msg: problems.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    page.on("requestfailed", lambda request: problems.append(f"request failed: {request.url} ({request.failure})"))
-    page.on("response", lambda response: problems.append(f"HTTP {response.status}: {response.url}")
-            if response.status >= 400 else None)
-
-    def route(route):
-        if route.request.url.startswith(server):
-            route.continue_()
-        else:  # the site must work offline: no CDN, no font or badge host
-            problems.append(f"request to another host: {route.request.url}")
-            route.abort()
-
-    page.route("**/*", route)
-    page.problems = problems
-    try:
-        yield page
-    finally:
-        context.close()
+    return offline_page(server, viewport=VIEWPORT)
 
 
 def _page_paths(out: Path) -> list[str]:
@@ -153,7 +129,7 @@ def visits(site, server, site_page) -> dict[str, Visit]:
     for path in _page_paths(site.out):
         _open(site_page, server, path)
         data = {**site_page.evaluate(READ_PAGE), "axe": a11y.audit(site_page)}
-        result[path] = Visit(path, list(site_page.problems), data)  # includes what loaded while reading
+        result[path] = Visit(list(site_page.problems), data)  # includes what loaded while reading
     return result
 
 
@@ -169,9 +145,11 @@ def _teaching_paths(visits) -> list[str]:
 # ----------------------------------------------------------------------------------------------- every page
 
 
-def test_the_site_has_every_notebook_as_a_page(site, visits):
+def test_the_site_has_every_notebook_as_a_page_and_the_footer_the_licences_and_version(site, visits):
     expected = {p.relative_to(REPO).with_suffix(".html").as_posix() for p in build_site.course_notebooks()}
     assert expected <= set(visits) and "index.html" in visits and "search.html" in visits
+    footer = visits["index.html"].data["footer"]
+    assert f"phiên bản {package_version()}" in footer and "MIT" in footer and "CC BY 4.0" in footer
 
 
 def test_every_page_loads_with_no_console_error_and_no_failed_or_outside_request(visits):
@@ -226,8 +204,8 @@ def test_each_lesson_that_draws_a_plot_or_a_table_shows_it(site, visits):
     assert not empty, f"lesson pages whose notebook draws a plot or a table, not shown on the page: {empty}"
 
 
-def test_each_notebook_page_opens_the_same_notebook_in_colab_and_kaggle_and_says_where_it_ran(visits):
-    config = load_config()
+def test_each_notebook_page_opens_the_same_notebook_in_colab_and_kaggle_and_says_where_it_ran(site, visits):
+    config, rows = load_config(), len(vm.load_results()["combos"])
     for path in _lesson_paths(visits):
         notebook = path.removesuffix(".html") + ".ipynb"
         data = visits[path].data
@@ -235,6 +213,10 @@ def test_each_notebook_page_opens_the_same_notebook_in_colab_and_kaggle_and_says
         label = data["runLabel"]
         assert label.startswith("Chạy trên ") and " lõi" in label and "torch " in label, (path, label)
         assert any(ch.isdigit() for ch in label.rsplit(",", 1)[-1]), (path, label)  # ends with the run's date
+        # where it last ran: this build, each version-matrix row, a GPU
+        block = (site.out / path).read_text(encoding="utf-8").split('class="lessons-verified"')[1].split("</div>")[0]
+        assert "CPU, bản dựng trang này" in block and block.count("ma trận phiên bản") == rows, path
+        assert "GPU" in block, path
 
 
 def test_no_gpu_cell_is_blank_and_each_says_skipped_or_where_it_was_measured(site, visits):
@@ -261,11 +243,6 @@ def test_text_and_code_use_the_vendored_fonts_with_vietnamese_glyphs(visits):
     lesson = visits[_teaching_paths(visits)[0]].data
     assert lesson["codeFont"] is not None
     assert {"Be Vietnam Pro", "JetBrains Mono"} <= set(lesson["vietnameseFaces"]), lesson["vietnameseFaces"]
-
-
-def test_footer_has_the_licences_and_the_version(visits):
-    footer = visits["index.html"].data["footer"]
-    assert f"phiên bản {course_version(REPO)}" in footer and "MIT" in footer and "CC BY 4.0" in footer
 
 
 # ----------------------------------------------------------------------------------------------- interactions
@@ -337,15 +314,7 @@ def test_the_error_atlas_is_in_the_navigation_links_to_lessons_and_a_pasted_erro
     assert atlas in [u.partition("#")[0] for u in _search(site_page, server, pasted)]
 
 
-# ----------------------------------------------------------------------------------------------- verified on, EPUB
-
-
-def test_each_notebook_page_says_where_it_last_ran(site, visits):
-    rows = len(vm.load_results()["combos"])
-    for path in _lesson_paths(visits):
-        block = (site.out / path).read_text(encoding="utf-8").split('class="lessons-verified"')[1].split("</div>")[0]
-        assert "CPU, bản dựng trang này" in block and block.count("ma trận phiên bản") == rows, path
-        assert "GPU" in block, path
+# ----------------------------------------------------------------------------------------------- EPUB
 
 
 def test_the_epub_holds_every_notebook_and_image_and_the_home_page_links_to_it(site, visits, server):
@@ -367,15 +336,9 @@ def test_the_epub_holds_every_notebook_and_image_and_the_home_page_links_to_it(s
 
 
 @pytest.fixture(scope="module")
-def phone_page(browser, server):
-    """A page at a phone's width (390 px, touch); requests to anything but the site are refused."""
-    context = browser.new_context(viewport=a11y.PHONE, is_mobile=True, has_touch=True, locale="vi-VN")
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    page.problems = []
-    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server) else route.abort())
-    yield page
-    context.close()
+def phone_page(offline_page, server):
+    """A page at a phone's width (390 px, touch) that records problems as site_page does."""
+    return offline_page(server, viewport=a11y.PHONE, is_mobile=True, has_touch=True)
 
 
 @pytest.fixture(scope="module")
