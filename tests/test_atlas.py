@@ -9,7 +9,7 @@ import pytest
 
 from lessons_lib.errors import explain
 from tools import atlas
-from tools.run import course_notebooks, execute_cached
+from tools.run import course_notebooks, execute_all_cached
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def lessons() -> dict[str, nbformat.NotebookNode]:
     """The executed lessons (no solutions), from the cache the site uses (tools/run.py)."""
-    found = {p.relative_to(REPO).as_posix(): execute_cached(p) for p in course_notebooks() if "solutions" not in p.parts}
+    paths = [p for p in course_notebooks() if "solutions" not in p.parts]
+    found = {p.relative_to(REPO).as_posix(): run for p, run in zip(paths, execute_all_cached(paths), strict=True)}
     assert not [run.error for run in found.values() if run.error is not None]
     return {path: run.nb for path, run in found.items()}
 

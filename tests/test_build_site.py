@@ -240,7 +240,7 @@ def test_stage_refuses_to_build_when_a_notebook_fails(tmp_path, monkeypatch):
     from tools.run import Executed
 
     failed = Executed(Path("x.ipynb"), None, "ValueError: boom", False, 0.1)
-    monkeypatch.setattr(build_site, "execute_cached", lambda path: failed)
+    monkeypatch.setattr(build_site, "execute_all_cached", lambda paths: [failed] * len(paths))
     with pytest.raises(RuntimeError, match="boom"):
         build_site.stage(None, stage_dir=tmp_path, notebooks=[ROOT / "notebooks" / "x.ipynb"])
 

@@ -187,6 +187,27 @@ def test_two_callers_at_once_run_the_notebook_once(tmp_path, monkeypatch):
     assert sorted(r.cached for r in results) == [False, True]
 
 
+def test_two_walkers_of_the_course_split_it_instead_of_waiting_on_each_other(tmp_path, monkeypatch):
+    sources = [write_notebook(tmp_path / f"{name}.ipynb", "print(1)") for name in "ab"]
+    runner_of = {}
+
+    def slow_run(path, *args, **kwargs):
+        runner_of[Path(path).name] = threading.get_ident()
+        time.sleep(0.5)  # the other walker arrives while this one runs its first notebook
+        return _fake_run(Path(path))
+
+    monkeypatch.setattr(run, "execute_notebook", slow_run)
+    walks = []
+    walkers = [threading.Thread(target=lambda: walks.append(run.execute_all_cached(sources, cache_dir=tmp_path / "c")))
+               for _ in range(2)]
+    for walker in walkers:
+        walker.start()
+    for walker in walkers:
+        walker.join()
+    assert sorted(runner_of) == ["a.ipynb", "b.ipynb"] and len(set(runner_of.values())) == 2, runner_of
+    assert [[r.source.name for r in walk if r.error is None] for walk in walks] == [["a.ipynb", "b.ipynb"]] * 2
+
+
 # --------------------------------------------------------------------------- README's notebook table
 
 

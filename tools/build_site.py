@@ -49,7 +49,7 @@ from tools.build_course import (
     load_config,
 )
 from tools.lessons_site import EXTRA_DIR, LICENCES
-from tools.run import RUN_KEY, course_notebooks, execute_cached, needed_gpus, was_skipped
+from tools.run import RUN_KEY, course_notebooks, execute_all_cached, needed_gpus, was_skipped
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "site"  # conf.py, templates, CSS, vendored fonts and MathJax
@@ -353,8 +353,7 @@ def stage(gpu_run: GpuRun | None, stage_dir: Path = STAGE, notebooks: list[Path]
     executed = cached = measured = skipped = 0
     paths = notebooks or course_notebooks()
     pages = site_pages([path.resolve().relative_to(ROOT).as_posix() for path in paths])
-    for path in paths:
-        result = execute_cached(path)
+    for path, result in zip(paths, execute_all_cached(paths), strict=True):
         if result.error is not None:
             failed.append(f"{path.relative_to(ROOT)}:\n{result.error}")
             continue

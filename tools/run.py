@@ -40,7 +40,7 @@ from pathlib import Path
 
 import nbclient
 import nbformat
-from filelock import FileLock  # a dependency of torch
+from filelock import FileLock, Timeout  # a dependency of torch
 
 from lessons_lib import __version__, gpu_cells, gpu_check
 from tools import output_checks
@@ -289,18 +289,31 @@ def cache_key(path: Path, environment: str | None = None, repeat: int = 2) -> st
     return hashlib.sha256(Path(path).read_bytes() + f"\0repeat={repeat}\0{environment}".encode()).hexdigest()
 
 
+def execute_all_cached(paths: list[Path], **options) -> list[Executed]:
+    """Return ``execute_cached(path, **options)`` for each path, in order, taking first the notebooks that no other
+    process is running: two callers walking the course (the site build, the atlas test) then split it."""
+    done = {path: execute_cached(path, wait=False, **options) for path in paths}
+    return [done[path] or execute_cached(path, **options) for path in paths]
+
+
 def execute_cached(path: Path, cache_dir: Path = CACHE_DIR, force: bool = False, timeout: int = 600,
-                   repeat: int = 2, conditions: str | None = None) -> Executed:
+                   repeat: int = 2, conditions: str | None = None, wait: bool = True) -> Executed | None:
     """Return the executed notebook for `path` from the cache at ``saved_path(path, cache_dir)``, running it
-    (`repeat` times in one kernel) on a miss or when `force`d; a failed run (``nb`` None) is not cached."""
+    (`repeat` times in one kernel) on a miss or when `force`d; a failed run (``nb`` None) is not cached. While
+    another process runs it, wait for its copy, or return None at once when not `wait`."""
     path = Path(path)
     conditions = run_conditions() if conditions is None else conditions
     key = cache_key(path, environment_digest(conditions=conditions), repeat)
     target = saved_path(path, cache_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Two processes (e.g. `course.sh site` while a test run fills the cache, or tests outside conftest.py's shared
-    # group) may ask for the same notebook at once: the second waits for the first run and reads its copy.
-    with FileLock(target.with_name(f".{target.name}.lock")):
+    # Two processes (e.g. `course.sh site` while a test run fills the cache, or two test processes) may ask for the
+    # same notebook at once: the second waits for the first run and reads its copy.
+    lock = FileLock(target.with_name(f".{target.name}.lock"))
+    try:
+        held = lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:
+        return None
+    with held:  # releases the one acquisition
         if not force and target.is_file():
             try:
                 nb = nbformat.read(target, as_version=4)
