@@ -30,19 +30,12 @@ def pytest_configure(config):
 
 
 def share_the_cpus(workerinput: dict | None) -> None:
-    """Give this pytest-xdist process's torch threads, and those of what it starts, its share of the CPUs.
+    """Give this pytest-xdist process's torch threads, and those of what it starts, its share of the CPUs
+    (tools/run.py's share_cpus says why)."""
+    if workerinput:
+        from tools.run import share_cpus
 
-    Without it the two processes of `course.sh test` and their kernels each start one torch thread per CPU: on
-    2 cores a notebook's timed loop then waits on a thread the other process has descheduled, and runs 5-10×
-    slower (lesson 09's logging benchmark: 19 s alone, 111 s beside one busy core). ``OMP_NUM_THREADS`` sets
-    torch's threads in every child and `lessons_lib.bench.cpu_threads`; a value the caller set is kept.
-    """
-    if not workerinput or "OMP_NUM_THREADS" in os.environ:
-        return
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    count = int(workerinput["workercount"])
-    if count > 1:
-        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // count))
+        share_cpus(int(workerinput["workercount"]))
 
 
 def pytest_unconfigure(config):

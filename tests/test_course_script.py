@@ -78,8 +78,8 @@ def test_python_version_floor():
 
 
 def test_test_runs_two_processes_without_an_nvidia_gpu_and_one_with():
-    assert course.test_workers([], environ={}, nvidia_gpu=False, cpus=2) == ["-n", "2", "--dist", "loadgroup"]
-    assert course.test_workers([], environ={}, nvidia_gpu=False, cpus=16) == ["-n", "2", "--dist", "loadgroup"]
+    assert course.test_workers([], environ={}, nvidia_gpu=False, cpus=2) == ["-n", "3", "--dist", "loadgroup"]
+    assert course.test_workers([], environ={}, nvidia_gpu=False, cpus=16) == ["-n", "3", "--dist", "loadgroup"]
     assert course.test_workers([], environ={}, nvidia_gpu=True, cpus=16) == []  # GPU cells measure: one at a time
     assert course.test_workers([], environ={}, nvidia_gpu=False, cpus=1) == []
 

@@ -305,10 +305,11 @@ def lab(python: Path, extra: list[str], environ=os.environ) -> int:
 
 def test_workers(args: list[str], environ=os.environ, nvidia_gpu: bool | None = None,
                  cpus: int | None = None) -> list[str]:
-    """Return the pytest-xdist arguments `test` adds: 2 processes on a machine without an NVIDIA GPU, else none.
+    """Return the pytest-xdist arguments `test` adds: 3 processes on a machine without an NVIDIA GPU, else none.
 
-    Half of a serial run waits (kernels starting, torchrun, JupyterLab, the network), so two processes finish
-    the suite in about two thirds of the time even on 2 cores. With ``--dist loadgroup`` the root conftest.py keeps
+    Much of a test waits (kernels starting, torchrun, a browser, time limits), so on 2 cores a third process fills
+    those waits (a fresh clone's suite: 472 s with 2 processes, 412 s with 3); each process's torch threads get
+    their share of the CPUs (tools/run.py's share_cpus). With ``--dist loadgroup`` the root conftest.py keeps
     each test file in one process (a notebook's cells share its kernel), and files that share a cache or an
     environment (its ``SHARED_GROUPS``) in the same one.
     """
@@ -323,7 +324,7 @@ def test_workers(args: list[str], environ=os.environ, nvidia_gpu: bool | None = 
         nvidia_gpu = shutil.which("nvidia-smi") is not None if nvidia_gpu is None else nvidia_gpu
         cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) \
             if cpus is None else cpus
-        workers = 1 if nvidia_gpu or cpus < 2 else 2
+        workers = 1 if nvidia_gpu or cpus < 2 else 3
     return ["-n", str(workers), "--dist", "loadgroup"] if workers > 1 else []
 
 

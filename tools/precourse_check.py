@@ -2,7 +2,7 @@
 
 Every learner and solutions notebook runs twice in one kernel, its outputs checked, its `%%gpu` cells counted
 (one that the machine's GPUs allow but that was skipped fails), one table row per notebook and a verdict
-(tools/run.py). It runs one notebook more at a time than the test command runs processes (see check_jobs); those
+(tools/run.py). It runs as many notebooks at a time as the test command runs processes (see check_jobs); those
 run conditions are part of the cache key, so it reuses its own earlier runs, not the test command's.
 """
 
@@ -16,15 +16,14 @@ from tools.course import test_workers
 
 
 def check_jobs(environ=os.environ) -> int:
-    """Return how many notebooks run at once: one more than the test command's processes when it runs several.
+    """Return how many notebooks run at once: as many as the test command runs processes (a notebook waits on
+    kernels starting, torchrun, DataLoader workers; run.share_cpus gives each its share of the CPUs).
 
-    A notebook spends much of its time waiting (a kernel starting, torchrun, DataLoader workers), so one more
-    fills those waits. The check only asks whether every cell runs; the timings the notebooks print are noisier
-    meanwhile (run.run_conditions keeps those copies from the site). COURSE_TEST_WORKERS overrides.
+    The check only asks whether every cell runs; the timings the notebooks print are noisier meanwhile
+    (run.run_conditions keeps those copies from the site). COURSE_TEST_WORKERS overrides.
     """
     workers = test_workers([], environ)
-    processes = int(workers[1]) if workers else 1
-    return processes + 1 if workers and not environ.get("COURSE_TEST_WORKERS") else processes
+    return int(workers[1]) if workers else 1
 
 
 def main(argv: list[str] | None = None) -> int:

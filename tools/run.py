@@ -137,7 +137,7 @@ class CourseClient(nbclient.NotebookClient):
     """A NotebookClient whose kernels start one at a time across every process that shares the temp folder.
 
     jupyter_client picks a new kernel's free TCP ports in this process and the kernel binds them a moment later:
-    two processes starting kernels at once (the test command's two) can pick the same port, and one kernel dies
+    two processes starting kernels at once (the test command's) can pick the same port, and one kernel dies
     with "Address already in use". Holding a file lock from picking the ports until the kernel answers closes that
     window.
     """
@@ -258,7 +258,7 @@ def run_conditions(jobs: int = 1) -> str:
     """Return what else shares the CPU by design: the pytest-xdist processes of the test run or this runner's
     `jobs`, or "alone".
 
-    Inside `course.sh test` two test processes run at once, so the notebooks' CPU timings are measured while the
+    Inside `course.sh test` several test processes run at once, so the notebooks' CPU timings are measured while the
     other process works (a 2-thread matmul can wait a whole scheduler tick for its second thread). Those copies serve
     the re-run test and the site test; a site built on its own (`course.sh site`) must not publish them, so this
     is part of the cache key.
@@ -418,6 +418,18 @@ def details(reports: list[Report]) -> str:
     return "\n\n".join(parts)
 
 
+def share_cpus(processes: int) -> None:
+    """Give each of `processes` runs at once its share of the CPUs for torch's threads (``OMP_NUM_THREADS``, which
+    child processes inherit), unless the caller set it.
+
+    With one torch thread per CPU in each, a timed loop waits on a thread another run has descheduled and runs
+    5-10× slower (lesson 09's logging benchmark: 19 s alone, 111 s beside one busy core).
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if processes > 1 and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // processes))
+
+
 def run_all(paths: list[Path], machine_gpus: int, cache_dir: Path = CACHE_DIR, fresh: bool = False,
             timeout: int = 600, repeat: int = 2, jobs: int = 1) -> list[Report]:
     """Execute (or take from the cache) each notebook, `jobs` at a time, and return their reports in order."""
@@ -488,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     footnote = _footnote()  # the load before the runs add their own
     print("\n".join(gpu_check.header_lines(gpu_check.read_nvidia_smi(), gpu_check.read_torch(), __version__)))
     gpus = machine_gpus() if args.gpus is None else args.gpus
+    share_cpus(args.jobs)
     start = time.perf_counter()
     reports = run_all([p.resolve() for p in args.notebooks or course_notebooks()], gpus, args.save,
                       fresh=args.fresh or args.readme, timeout=args.timeout, repeat=1 if args.once or args.readme else 2,
