@@ -20,13 +20,16 @@ _STATE = "_bai14_session_temp"
 
 
 def pytest_configure(config):
-    """Point the temp-folder variables of every child process at a new folder of this session; give an xdist
-    process's threads its share of the CPUs."""
+    """Point the temp-folder variables of every child process at a new folder of this session, and every process's
+    kernel-start lock at the first one's; give an xdist process's threads its share of the CPUs."""
+    from tools.run import KERNEL_LOCK_DIR_ENV
+
     share_the_cpus(getattr(config, "workerinput", None))
     folder = tempfile.mkdtemp(prefix="bai14-test-session-")
-    setattr(config, _STATE, (folder, {name: os.environ.get(name) for name in _TEMP_VARIABLES}))
+    setattr(config, _STATE, (folder, {name: os.environ.get(name) for name in (*_TEMP_VARIABLES, KERNEL_LOCK_DIR_ENV)}))
     for name in _TEMP_VARIABLES:
         os.environ[name] = folder
+    os.environ.setdefault(KERNEL_LOCK_DIR_ENV, folder)  # the first process's: every xdist process inherits it
 
 
 def share_the_cpus(workerinput: dict | None) -> None:

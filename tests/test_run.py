@@ -252,10 +252,11 @@ def test_readme_option_takes_no_notebook_names(capsys):
 
 def test_kernels_start_one_at_a_time_and_the_lock_is_let_go_before_the_first_cell(tmp_path, monkeypatch):
     events = []
+    monkeypatch.setenv(run.KERNEL_LOCK_DIR_ENV, str(tmp_path))
 
     class Recording:
         def __init__(self, path):
-            events.append(Path(path).name)
+            events.append(Path(path).relative_to(tmp_path).as_posix())
 
         def acquire(self):
             events.append("acquire")

@@ -49,3 +49,10 @@ def test_each_xdist_process_gets_its_share_of_the_cpus_for_its_threads(monkeypat
     root_conftest.share_the_cpus(None)  # not an xdist process
     root_conftest.share_the_cpus({"workerid": "gw0", "workercount": 1})
     assert "OMP_NUM_THREADS" not in os.environ
+
+
+def test_every_test_process_shares_the_first_ones_kernel_start_lock_folder():
+    from tools.run import KERNEL_LOCK_DIR_ENV
+
+    shared = Path(os.environ[KERNEL_LOCK_DIR_ENV])
+    assert shared.is_dir() and Path(os.environ["TMPDIR"]).is_relative_to(shared)  # an xdist process's folder is inside

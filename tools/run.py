@@ -50,6 +50,7 @@ LIBRARY = ROOT / "lessons_lib"
 CACHE_DIR = Path(os.environ.get("BAI14_EXECUTED_DIR", ROOT / "build" / "executed"))
 SETTINGS = "tools.run v1 (first-pass streams kept); kernel=python3"
 RUN_KEY = "lessons_run"
+KERNEL_LOCK_DIR_ENV = "BAI14_KERNEL_LOCK_DIR"  # where CourseClient's lock lives (default: the temp folder)
 FILE_SIZE_LIMIT = 2**30  # RLIMIT_FSIZE of a limited kernel: one file it writes stays under 1 GiB
 # Packages whose version changes what a notebook prints (torch first: it changes the most).
 VERSIONED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "ipython")
@@ -134,7 +135,7 @@ def execute_notebook(path: Path, probe_source: str = "pass", timeout: int = 600,
 
 
 class CourseClient(nbclient.NotebookClient):
-    """A NotebookClient whose kernels start one at a time across every process that shares the temp folder.
+    """A NotebookClient whose kernels start one at a time across every process that shares its lock's folder.
 
     jupyter_client picks a new kernel's free TCP ports in this process and the kernel binds them a moment later:
     two processes starting kernels at once (the test command's) can pick the same port, and one kernel dies
@@ -145,7 +146,8 @@ class CourseClient(nbclient.NotebookClient):
     _starting: FileLock | None = None
 
     async def async_start_new_kernel(self, **kwargs) -> None:
-        self._starting = FileLock(Path(tempfile.gettempdir()) / "bai14-kernel-start.lock")
+        folder = os.environ.get(KERNEL_LOCK_DIR_ENV) or tempfile.gettempdir()
+        self._starting = FileLock(Path(folder) / "bai14-kernel-start.lock")
         self._starting.acquire()
         try:
             await super().async_start_new_kernel(**kwargs)
