@@ -52,6 +52,20 @@ def pytest_unconfigure(config):
     shutil.rmtree(folder, ignore_errors=True)
 
 
+# Test files whose notebook runs everything else waits on: the site test walks the course (then drives a browser
+# through every page, the longest chain of the suite), test_rerun runs one notebook a class, from the last lesson.
+STARTED_FIRST = ("tests/e2e/test_site.py", "tests/test_rerun.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Move STARTED_FIRST's tests to the front (pytest-xdist hands out test files and classes in this order), so
+    the notebook runs split over every process from the start instead of the site's walk doing most alone."""
+    def rank(item) -> int:
+        return next((i for i, path in enumerate(STARTED_FIRST) if item.nodeid.startswith(path)), len(STARTED_FIRST))
+
+    items.sort(key=rank)
+
+
 # Test files that change something another file's tests use; pytest-xdist runs each group in one process.
 # (Notebook kernels need no group: tools/run.py's client starts them one at a time across processes.)
 SHARED_GROUPS = {

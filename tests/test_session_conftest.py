@@ -56,3 +56,15 @@ def test_every_test_process_shares_the_first_ones_kernel_start_lock_folder():
 
     shared = Path(os.environ[KERNEL_LOCK_DIR_ENV])
     assert shared.is_dir() and Path(os.environ["TMPDIR"]).is_relative_to(shared)  # an xdist process's folder is inside
+
+
+def test_the_notebook_runs_are_handed_out_first_in_their_own_order():
+    class Item:
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    names = ["tests/test_atlas.py::t", "tests/test_rerun.py::Test_11::a", "tests/e2e/test_browser.py::t",
+             "tests/test_rerun.py::Test_10::a", "tests/e2e/test_site.py::t"]
+    items = [Item(name) for name in names]
+    root_conftest.pytest_collection_modifyitems(None, items)
+    assert [item.nodeid for item in items] == [names[4], names[1], names[3], names[0], names[2]]
