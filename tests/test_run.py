@@ -166,6 +166,17 @@ def test_a_corrupt_cached_copy_is_run_again(tmp_path, monkeypatch):
     assert nbformat.read(target, as_version=4).metadata[run.RUN_KEY]["cpu"] == "fake cpu"
 
 
+def _twice_at_once(call) -> list:
+    """Return the results of `call()` run in two threads at once."""
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(call())) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
 def test_two_callers_at_once_run_the_notebook_once(tmp_path, monkeypatch):
     source = write_notebook(tmp_path / "n.ipynb", "print(1)")
     ran = []
@@ -176,13 +187,7 @@ def test_two_callers_at_once_run_the_notebook_once(tmp_path, monkeypatch):
         return _fake_run(source)
 
     monkeypatch.setattr(run, "execute_notebook", slow_run)
-    results = []
-    callers = [threading.Thread(target=lambda: results.append(run.execute_cached(source, cache_dir=tmp_path / "c")))
-               for _ in range(2)]
-    for caller in callers:
-        caller.start()
-    for caller in callers:
-        caller.join()
+    results = _twice_at_once(lambda: run.execute_cached(source, cache_dir=tmp_path / "c"))
     assert ran == [1], "the second caller must wait for the first run and read its copy"
     assert sorted(r.cached for r in results) == [False, True]
 
@@ -197,13 +202,7 @@ def test_two_walkers_of_the_course_split_it_instead_of_waiting_on_each_other(tmp
         return _fake_run(Path(path))
 
     monkeypatch.setattr(run, "execute_notebook", slow_run)
-    walks = []
-    walkers = [threading.Thread(target=lambda: walks.append(run.execute_all_cached(sources, cache_dir=tmp_path / "c")))
-               for _ in range(2)]
-    for walker in walkers:
-        walker.start()
-    for walker in walkers:
-        walker.join()
+    walks = _twice_at_once(lambda: run.execute_all_cached(sources, cache_dir=tmp_path / "c"))
     assert sorted(runner_of) == ["a.ipynb", "b.ipynb"] and len(set(runner_of.values())) == 2, runner_of
     assert [[r.source.name for r in walk if r.error is None] for walk in walks] == [["a.ipynb", "b.ipynb"]] * 2
 
