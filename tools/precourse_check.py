@@ -2,8 +2,8 @@
 
 Every learner and solutions notebook runs twice in one kernel, its outputs checked, its `%%gpu` cells counted
 (one that the machine's GPUs allow but that was skipped fails), one table row per notebook and a verdict
-(tools/run.py). It runs as many notebooks at a time as the test command runs processes (see check_jobs); those
-run conditions are part of the cache key, so it reuses its own earlier runs, not the test command's.
+(tools/run.py). It runs as many notebooks at a time as the test command runs processes (see check_jobs), so both
+run under the same conditions (part of the cache key): right after `course.sh test` its copies come from the cache.
 """
 
 from __future__ import annotations

@@ -235,6 +235,11 @@ def gpu_cell_runs(nb) -> list[tuple[int, int, bool]]:
 # --------------------------------------------------------------------------- the cache
 
 
+def usable_cpus() -> int:
+    """Return how many CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def environment_digest(library: Path = LIBRARY, conditions: str | None = None) -> str:
     """Return a SHA-256 over lessons_lib's files, the versions of Python, torch and the kernel's packages, the
     settings, the run conditions, the CPUs and threads the kernel may use and the GPUs the kernel may see (a copy whose
@@ -250,8 +255,7 @@ def environment_digest(library: Path = LIBRARY, conditions: str | None = None) -
         digest.update(f"{package}=={version}\0".encode())
     conditions = run_conditions() if conditions is None else conditions
     gpus = f"{_nvidia_gpus()} NVIDIA GPU, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}"
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cpus = f"{cpus} CPU, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
+    cpus = f"{usable_cpus()} CPU, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
     digest.update(f"python {platform.python_version()}\0{SETTINGS}\0{conditions}\0{gpus}\0{cpus}".encode())
     return digest.hexdigest()
 
@@ -427,9 +431,8 @@ def share_cpus(processes: int) -> None:
     With one torch thread per CPU in each, a timed loop waits on a thread another run has descheduled and runs
     5-10× slower (lesson 09's logging benchmark: 19 s alone, 111 s beside one busy core).
     """
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if processes > 1 and "OMP_NUM_THREADS" not in os.environ:
-        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // processes))
+        os.environ["OMP_NUM_THREADS"] = str(max(1, usable_cpus() // processes))
 
 
 def run_all(paths: list[Path], machine_gpus: int, cache_dir: Path = CACHE_DIR, fresh: bool = False,
