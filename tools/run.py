@@ -42,8 +42,8 @@ import nbclient
 import nbformat
 from filelock import FileLock, Timeout  # a dependency of torch
 
-from lessons_lib import __version__, gpu_cells, gpu_check
-from tools import output_checks
+from lessons_lib import __version__, gpu_cells
+from tools import gpu_check, output_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "lessons_lib"
