@@ -15,6 +15,8 @@ import tempfile
 
 import pytest
 
+from tools import KERNEL_LOCK_DIR_ENV
+
 _TEMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")
 _STATE = "_bai14_session_temp"
 
@@ -22,8 +24,6 @@ _STATE = "_bai14_session_temp"
 def pytest_configure(config):
     """Point the temp-folder variables of every child process at a new folder of this session, and every process's
     kernel-start lock at the first one's; give an xdist process's threads its share of the CPUs."""
-    from tools.run import KERNEL_LOCK_DIR_ENV
-
     share_the_cpus(getattr(config, "workerinput", None))
     folder = tempfile.mkdtemp(prefix="bai14-test-session-")
     setattr(config, _STATE, (folder, {name: os.environ.get(name) for name in (*_TEMP_VARIABLES, KERNEL_LOCK_DIR_ENV)}))

@@ -1,4 +1,4 @@
-"""lessons_lib.gpu_check: what nvidia-smi and torch say, and the messages when they disagree (faked here)."""
+"""tools/gpu_check.py: what nvidia-smi and torch say, and the messages when they disagree (faked here)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 import pytest
 import torch
 
-from lessons_lib import gpu_check
 from lessons_lib.device import CudaFacts
-from lessons_lib.gpu_check import SmiReport, TorchReport
+from tools import gpu_check
+from tools.gpu_check import SmiReport, TorchReport
 
 H200 = SmiReport(gpus=("NVIDIA H200",), driver="570.86.15")
 CPU_TORCH = TorchReport("2.13.0+cpu", CudaFacts(cuda_build=None))

@@ -17,8 +17,7 @@ import nbformat
 import pytest
 from test_run import GPU_DEMO, write_notebook
 
-from lessons_lib import gpu_check
-from tools import gpu_validate
+from tools import gpu_check, gpu_validate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,8 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lessons_lib import __version__, gpu_check
-from tools import run
+from lessons_lib import __version__
+from tools import gpu_check, run
 
 ROOT = Path(__file__).resolve().parent.parent
 

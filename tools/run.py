@@ -42,15 +42,14 @@ import nbclient
 import nbformat
 from filelock import FileLock, Timeout  # a dependency of torch
 
-from lessons_lib import __version__, gpu_cells, gpu_check
-from tools import output_checks
+from lessons_lib import __version__, gpu_cells
+from tools import KERNEL_LOCK_DIR_ENV, gpu_check, output_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "lessons_lib"
 CACHE_DIR = Path(os.environ.get("BAI14_EXECUTED_DIR", ROOT / "build" / "executed"))
 SETTINGS = "tools.run v1 (first-pass streams kept); kernel=python3"
 RUN_KEY = "lessons_run"
-KERNEL_LOCK_DIR_ENV = "BAI14_KERNEL_LOCK_DIR"  # where CourseClient's lock lives (default: the temp folder)
 FILE_SIZE_LIMIT = 2**30  # RLIMIT_FSIZE of a limited kernel: one file it writes stays under 1 GiB
 # Packages whose version changes what a notebook prints (torch first: it changes the most).
 VERSIONED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "ipython")

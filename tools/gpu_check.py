@@ -1,6 +1,6 @@
 """Tell an instructor when nvidia-smi lists a GPU that torch cannot use (every `%%gpu` cell would skip), and why.
 
-The cause is `device.explain_cuda`'s; this adds what only an instructor needs. Nothing here initialises CUDA.
+The cause is `lessons_lib.device.explain_cuda`'s; this adds what only an instructor needs. Nothing here initialises CUDA.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .device import CudaFacts
+    from lessons_lib.device import CudaFacts
 
 ALLOW_NO_CUDA_ENV = "LESSONS_ALLOW_NO_CUDA"
 _SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
@@ -70,7 +70,7 @@ def read_torch() -> TorchReport:
     try:
         import torch
 
-        from .device import gather_cuda_facts
+        from lessons_lib.device import gather_cuda_facts
     except Exception as exc:  # noqa: BLE001 - a broken torch install must be reported, not crash the check
         return TorchReport(version=None, error=f"{type(exc).__name__}: {exc}")
     return TorchReport(version=torch.__version__, cuda=gather_cuda_facts(probe_gpus=False))
@@ -95,9 +95,8 @@ def header_lines(smi: SmiReport, report: TorchReport, lessons_version: str) -> l
 
 
 def _torch_pin() -> str:
-    """Return requirements.txt's torch pin (e.g. "torch==2.13.0") in a checkout, else "torch" (no second copy)."""
-    path = Path(__file__).resolve().parents[1] / "requirements.txt"
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    """Return requirements.txt's torch pin, e.g. "torch==2.13.0" (no second copy)."""
+    lines = (Path(__file__).resolve().parents[1] / "requirements.txt").read_text(encoding="utf-8").splitlines()
     return next((line.split(";")[0].strip() for line in lines if line.startswith("torch==")), "torch")
 
 
@@ -121,7 +120,7 @@ def no_usable_cuda(smi: SmiReport, report: TorchReport, init_error: str | None =
     listed = f"❌ Máy có {len(smi.gpus)} GPU NVIDIA ({', '.join(smi.gpus)}) nhưng"
     if report.cuda is None:
         return f"{listed} {sys.executable} không import được torch: {report.error}"
-    from .device import explain_cuda
+    from lessons_lib.device import explain_cuda
 
     facts = replace(report.cuda, driver_found=True, driver_version=smi.driver or report.cuda.driver_version)
     fix = ("Cách sửa trong repo: (1) dùng torch có sẵn của máy, hợp với driver của nó (vd. image GPU): "
