@@ -25,7 +25,7 @@ from .timing import (
     format_count,
     format_flops,
     format_seconds,
-    measure_unchecked,
+    measure,
     noise_line,
     synchronize,
 )
@@ -197,9 +197,9 @@ def _time_sizes(dev: torch.device, dt: torch.dtype, budget: float, repeats: int,
         create = time.perf_counter() - create_start
         error = assert_correct(a, b, a @ b, dt, dev)
         remaining = budget - (time.perf_counter() - start)
-        timing = measure_unchecked(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=threads,
-                                   flops=matmul_flops(n), label=matmul_label(n, dt),
-                                   max_time_s=max(remaining, MIN_BLOCK_S))
+        timing = measure(lambda a=a, b=b: a @ b, device=dev, repeats=repeats, warmup=_WARMUP, threads=threads,
+                         flops=matmul_flops(n), label=matmul_label(n, dt), max_time_s=max(remaining, MIN_BLOCK_S),
+                         warn=False)
         del a, b
         records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
         last = (n, timing.median_s, create)
@@ -239,9 +239,9 @@ def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torc
             skipped.append(f"N={record.n}")
             continue
         a, b = matmul_inputs(record.n, dev, dt)
-        again = measure_unchecked(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=threads,
-                                  flops=record.timing.flops, label=record.timing.label,
-                                  max_time_s=max(left, MIN_BLOCK_S))
+        again = measure(lambda a=a, b=b: a @ b, device=dev, repeats=repeats, warmup=_WARMUP, threads=threads,
+                        flops=record.timing.flops, label=record.timing.label, max_time_s=max(left, MIN_BLOCK_S),
+                        warn=False)
         del a, b
         again_seen.append(f"N={record.n} {format_seconds(record.seconds)} → {format_seconds(again.median_s)}")
         if again.median_s < record.seconds:

@@ -9,8 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import check_int, check_number
-from ..bench import Timing, noise_warning, synchronize
-from ..bench.timing import measure_unchecked
+from ..bench import Timing, measure, noise_warning, synchronize
 from ..display import Printable
 from .amp import AmpPlan, expected_step_s, plan_amp
 
@@ -166,8 +165,8 @@ def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
         baseline = torch.cuda.memory_allocated(where)
     label = f"train step {plan.amp if plan.enabled else 'fp32'}"
     # not printed while measuring: StepProfile shows the noise warning once, labelled
-    timing = measure_unchecked(lambda: trainer.step(inputs, targets), where, repeats=_PROFILE_REPEATS,
-                               warmup=_PROFILE_WARMUP, number=1, label=label)
+    timing = measure(lambda: trainer.step(inputs, targets), device=where, repeats=_PROFILE_REPEATS,
+                     warmup=_PROFILE_WARMUP, number=1, label=label, warn=False)
     if where.type == "cuda":
         peak = torch.cuda.max_memory_allocated(where)
     expected_s = None
