@@ -11,9 +11,11 @@ from torch import nn
 from .._validate import check_int, check_number
 from ..bench import Timing, measure, noise_warning, synchronize
 from ..display import Printable
-from .amp import AmpPlan, expected_step_s, plan_amp
+from .amp import AmpPlan, plan_amp
 
 _PROFILE_WARMUP, _PROFILE_REPEATS, _PROFILE_LR = 2, 10, 1e-3
+_FLOOR_FLOPS_PER_S = 1e9   # even a busy CPU core multiplies small matrices at >= 1 GFLOP/s
+_FLOOR_STEP_S = 2e-3       # a small model's training step costs at most ~2 ms of framework overhead on a CPU
 
 
 @dataclass(frozen=True)
@@ -133,11 +135,16 @@ class StepProfile(Printable):
     timing: Timing
     peak_memory_bytes: int | None
     baseline_memory_bytes: int | None
-    noise: str | None = None   # the "⚠️ số đo nhiễu" line for these repeats, shown once under the result
+    expected_s: float | None = None  # the most a step should take here (CPU: from its FLOPs), None: unknown
 
     @property
     def median_s(self) -> float:
         return self.timing.median_s
+
+    @property
+    def noise(self) -> str | None:
+        """The "⚠️ số đo nhiễu" line for these repeats (shown once, under the result), else None."""
+        return noise_warning(self.timing.times_s, expected_s=self.expected_s)
 
     def __str__(self) -> str:
         label = self.plan.amp if self.plan.enabled else "fp32"
@@ -171,5 +178,6 @@ def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
         peak = torch.cuda.max_memory_allocated(where)
     expected_s = None
     if where.type == "cpu":   # ~6 FLOP per parameter per sample (forward 2, backward 4)
-        expected_s = expected_step_s(6 * sum(p.numel() for p in model.parameters()) * inputs.shape[0])
-    return StepProfile(plan, timing, peak, baseline, noise_warning(list(timing.times_s), expected_s=expected_s))
+        flops = 6 * sum(p.numel() for p in model.parameters()) * inputs.shape[0]
+        expected_s = max(flops / _FLOOR_FLOPS_PER_S, _FLOOR_STEP_S)
+    return StepProfile(plan, timing, peak, baseline, expected_s)
