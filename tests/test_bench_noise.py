@@ -108,7 +108,7 @@ def test_sweep_measures_an_outlier_again_and_keeps_the_faster(monkeypatch):
 
     monkeypatch.setattr(bench_sweep, "measure", fake_measure)
     notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 5.0)
-    assert calls == ["matmul 32"] and records[0].seconds == 4e-6
+    assert calls == ["matmul 32×32 fp32"] and records[0].seconds == 4e-6
     assert len(notes) == 1 and "N=32 20.0 ms → 4.00 µs" in notes[0]
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
     monkeypatch.setattr(bench_sweep, "measure", lambda fn, **kw: _timing([3e-2] * 3, 32))
