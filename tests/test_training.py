@@ -265,7 +265,7 @@ def _fp32_bf16_profiles():
 
 def _half_model_trainer():
     model = make_mlp(4, 2).half()
-    return _AmpTrainer(model, torch.optim.SGD(model.parameters(), lr=0.1), plan_amp("cpu", "fp16", allow_emulated=True))
+    return _AmpTrainer(model, plan_amp("cpu", "fp16", allow_emulated=True), 0.1)
 
 
 _AMP_NAMES = "'off', 'bf16' hoặc 'fp16'"

@@ -46,15 +46,16 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
 
 
 class _AmpTrainer:
-    """Run cross-entropy training steps the standard AMP way: autocast forward, scaled backward, step, update."""
+    """Train `model` in place with Adam the standard AMP way: autocast forward, scaled backward, step, update."""
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, plan: AmpPlan):
+    def __init__(self, model: nn.Module, plan: AmpPlan, lr: float):
         odd = sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float32})
         if plan.use_scaler and odd:
             raise ValueError(f"GradScaler cần trọng số FP32 (có {', '.join(odd)}): giữ model ở float32 và để "
                              "autocast tự ép kiểu, đừng gọi model.half().")
-        self.model, self.optimizer, self.plan = model, optimizer, plan
+        self.model, self.optimizer, self.plan = model, torch.optim.Adam(model.parameters(), lr=lr), plan
         self.scaler = torch.amp.GradScaler(plan.device.type, enabled=plan.use_scaler)  # off: a pass-through
+        model.train()
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> _StepResult:
         """Run one step on a batch and return what happened (the loss is the unscaled FP32 value)."""
@@ -107,12 +108,10 @@ def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, step
     if batch_size > n:
         raise ValueError(f"batch_size={batch_size} lớn hơn số mẫu ({n}).")
     check_number("lr", lr, positive=True)
-    plan = plan_amp(where, amp)
-    trainer = _AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=lr), plan)
+    trainer = _AmpTrainer(model, plan_amp(where, amp), lr)
     gen = torch.Generator().manual_seed(seed)
-    result = TrainResult(plan)
+    result = TrainResult(trainer.plan)
     order, pos = torch.randperm(n, generator=gen), 0
-    model.train()
     for step in range(steps):
         if pos + batch_size > n:
             order, pos = torch.randperm(n, generator=gen), 0
@@ -162,8 +161,7 @@ def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
     """Time full training steps (forward, backward, Adam) on one batch and read the peak CUDA memory."""
     where = _check_batch(model, inputs, targets)
     plan = plan_amp(where, amp)
-    trainer = _AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=_PROFILE_LR), plan)
-    model.train()
+    trainer = _AmpTrainer(model, plan, _PROFILE_LR)
     trainer.step(inputs, targets)
     synchronize(where)
     baseline = peak = None
