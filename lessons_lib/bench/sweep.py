@@ -74,8 +74,7 @@ class SweepResult(Printable):
     @property
     def noisy_sizes(self) -> list[int]:
         """The sizes N that ``noise`` names, increasing."""
-        off, spread = _noise_signs(self.records)
-        return sorted(set(off) | set(spread))
+        return sorted(set().union(*_noise_signs(self.records)))
 
     @property
     def noise(self) -> str | None:
