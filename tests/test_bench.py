@@ -54,25 +54,31 @@ def test_cpu_threads_is_what_this_process_may_use_capped_by_omp_num_threads(monk
 # --------------------------------------------------------------------------- measure
 
 
-def test_measure_counts_warmup_and_repeats_exactly():
+# (seconds each call sleeps, measure's arguments, what the result must be: a value or an inclusive (low, high) range;
+# "wall_s" is the seconds measure took)
+MEASURES = {
+    "warm-up and repeats exactly": (0, {"repeats": 3, "warmup": 2, "number": 4}, {"repeats": 3, "number": 4, "warmup": 2}),
+    "seconds per call": (0.01, {"repeats": 3, "warmup": 1, "number": 2, "flops": 2e9}, {"median_s": (0.0095, 0.05)}),
+    "tiny work gets blocks": (0, {"repeats": 2, "warmup": 1}, {"number": (11, 100_000), "median_s": (0, 1e-3)}),
+    "max_time_s cuts slow work": (0.05, {"repeats": 10, "warmup": 3, "max_time_s": 0.2},
+                                  {"repeats": (1, 3), "number": 1, "wall_s": (0, 0.4)}),
+}
+
+
+@pytest.mark.parametrize(("sleep_s", "kwargs", "expected"), MEASURES.values(), ids=MEASURES)
+def test_measure(sleep_s, kwargs, expected):
     calls = []
-    timing = bench.measure(lambda: calls.append(1), device="cpu", repeats=3, warmup=2, number=4)
-    assert len(calls) == 2 + 3 * 4
-    assert timing.repeats == 3 and timing.number == 4 and timing.warmup == 2
-    assert all(t > 0 for t in timing.times_s)
-    assert timing.min_s <= timing.median_s <= timing.max_s
-
-
-def test_measure_reports_seconds_per_call_and_the_throughput():
-    timing = bench.measure(lambda: time.sleep(0.01), device="cpu", repeats=3, warmup=1, number=2, flops=2e9)
-    assert 0.0095 <= timing.median_s < 0.05
-    assert timing.flops_per_s == pytest.approx(2e9 / timing.median_s) and "FLOP/s" in str(timing)
-
-
-def test_measure_picks_a_block_size_for_tiny_work():
-    timing = bench.measure(lambda: None, device="cpu", repeats=2, warmup=1)
-    assert timing.number > 10  # many calls per block so the clock's cost is negligible
-    assert timing.median_s < 1e-3
+    start = time.perf_counter()
+    timing = bench.measure(lambda: calls.append(time.sleep(sleep_s)), device="cpu", **kwargs)
+    wall_s = time.perf_counter() - start
+    for key, want in expected.items():
+        got = wall_s if key == "wall_s" else getattr(timing, key)
+        assert want[0] <= got <= want[1] if isinstance(want, tuple) else got == want, (key, got)
+    assert all(t > 0 for t in timing.times_s) and timing.min_s <= timing.median_s <= timing.max_s
+    if "number" in kwargs or "max_time_s" in kwargs:  # no call that only sizes the blocks: every call is counted
+        assert len(calls) == timing.warmup + timing.repeats * timing.number
+    if "flops" in kwargs:
+        assert timing.flops_per_s == pytest.approx(kwargs["flops"] / timing.median_s) and "FLOP/s" in str(timing)
 
 
 def test_measure_uses_all_threads_by_default_and_restores_the_setting():
@@ -93,20 +99,6 @@ def test_measure_uses_all_threads_by_default_and_restores_the_setting():
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
-
-
-def test_measure_max_time_cuts_repeats_of_slow_work():
-    calls = []
-
-    def slow():
-        calls.append(1)
-        time.sleep(0.05)
-
-    start = time.perf_counter()
-    timing = bench.measure(slow, device="cpu", repeats=10, warmup=3, max_time_s=0.2)
-    assert time.perf_counter() - start < 0.4
-    assert 1 <= timing.repeats <= 3 and timing.number == 1
-    assert len(calls) == timing.warmup + timing.repeats
 
 
 def test_timing_repr_states_the_conditions():
@@ -300,7 +292,8 @@ BAD_ARGUMENTS = {
     "measure device type": (lambda: _measure(device=3), TypeError, "str"),
     **{f"measure {k}={v!r}": (lambda k=k, v=v: _measure(**{k: v}), error, k) for k, v, error in [
         ("repeats", 0, ValueError), ("repeats", 2.0, TypeError), ("warmup", -1, ValueError), ("number", 0, ValueError),
-        ("threads", 0, ValueError), ("flops", -1.0, ValueError), ("label", 5, TypeError), ("max_time_s", 0, ValueError)]},
+        ("threads", 0, ValueError), ("flops", -1.0, ValueError), ("label", 5, TypeError), ("max_time_s", 0, ValueError),
+        ("warn", "no", TypeError)]},
     "matmul_bytes n": (lambda: bench.matmul_bytes(0), ValueError, "n"),
     **{f"sweep {k}={v!r}": (lambda k=k, v=v: _sweep(**{k: v}), error, names) for k, v, error, names in [
         ("budget_s", 0, ValueError, "budget_s"),

@@ -60,6 +60,9 @@ def test_measure_prints_the_line_when_repeats_disagree(monkeypatch, capsys):
     t = bench.measure(lambda: None, device="cpu", repeats=3, warmup=0, number=1)
     out = capsys.readouterr().out
     assert out.startswith("⚠️ số đo nhiễu") and out.strip() == t.noise
+    _scripted_blocks(monkeypatch, [0.01, 0.05, 0.01])
+    t = bench.measure(lambda: None, device="cpu", repeats=3, warmup=0, number=1, warn=False)  # the caller shows it
+    assert t.noise.startswith("⚠️ số đo nhiễu") and capsys.readouterr().out == ""
     _scripted_blocks(monkeypatch, [0.01, 0.011, 0.012])
     t = bench.measure(lambda: None, device="cpu", repeats=3, warmup=0, number=1)
     assert t.noise is None and capsys.readouterr().out == ""
@@ -98,24 +101,24 @@ def test_sweep_measures_an_outlier_again_and_keeps_the_faster(monkeypatch):
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3), (128, [5e-5] * 3)]).records
     calls = []
 
-    def fake_measure(fn, dev, *, label, **kw):
+    def fake_measure(fn, *, label, warn, **kw):
         calls.append(label)
-        assert not kw.get("warn")
+        assert not warn
         return _timing([4e-6] * 3, 32)
 
-    monkeypatch.setattr(bench_sweep, "measure_unchecked", fake_measure)
+    monkeypatch.setattr(bench_sweep, "measure", fake_measure)
     notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 5.0)
-    assert calls == ["matmul 32"] and records[0].seconds == 4e-6
+    assert calls == ["matmul 32×32 fp32"] and records[0].seconds == 4e-6
     assert len(notes) == 1 and "N=32 20.0 ms → 4.00 µs" in notes[0]
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
-    monkeypatch.setattr(bench_sweep, "measure_unchecked", lambda fn, dev, **kw: _timing([3e-2] * 3, 32))
+    monkeypatch.setattr(bench_sweep, "measure", lambda fn, **kw: _timing([3e-2] * 3, 32))
     bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 5.0)
     assert records[0].seconds == 2e-2  # the re-measurement was slower: the first one stays
 
 
 def test_sweep_says_when_there_is_no_time_left_to_measure_again(monkeypatch):
     records = _sweep([(32, [2e-2] * 3), (64, [1e-5] * 3)]).records
-    monkeypatch.setattr(bench_sweep, "measure_unchecked", lambda *a, **kw: pytest.fail("must not measure"))
+    monkeypatch.setattr(bench_sweep, "measure", lambda *a, **kw: pytest.fail("must not measure"))
     notes = bench_sweep._remeasure_outliers(records, CPU, torch.float32, 2, 3, 0.01)
     assert notes == ["Không còn thời gian trong ngân sách để đo lại N=32."]
 
@@ -123,7 +126,7 @@ def test_sweep_says_when_there_is_no_time_left_to_measure_again(monkeypatch):
 def test_a_stalled_size_does_not_end_the_sweep_early(monkeypatch):
     """N=16 fast (one thread), every larger call 50 ms (a busy machine's wait for the second thread, as seen on the
     Colab replica): N³ from 50 ms would stop before N=64; the sweep goes on."""
-    monkeypatch.setattr(bench_sweep, "measure_unchecked", lambda fn, dev, *, label, flops, **kw: bench.Timing(
+    monkeypatch.setattr(bench_sweep, "measure", lambda fn, *, label, flops, **kw: bench.Timing(
         (3e-6 if "16×16" in label else 0.05,) * 3, "cpu", 2, 1, 1, flops=flops, label=label))
     monkeypatch.setattr(bench_sweep, "_SIZES", (16, 32, 64, 128))
     # the scripted times alone decide: a busy machine's real seconds (inputs, checks) must not eat the budget

@@ -12,7 +12,7 @@ from ..display import Printable
 from ..flops import matmul_flops
 from ..platforms import detect_platform
 from ..precision import format_name, to_dtype
-from .timing import Timing, check_run, cpu_threads, format_seconds, measure_unchecked, noise_line, noise_signs
+from .timing import Timing, check_run, cpu_threads, format_seconds, measure, noise_line, noise_signs
 
 # Largest relative error (Frobenius norm, against float64) that still counts as a correct matmul.
 # fp32 allows TF32 (about 1e-3), in case the learner turned it on.
@@ -60,8 +60,8 @@ def time_matmul(n: int, device: str | torch.device = "cpu", *, repeats: int = 5,
     check_run(repeats, warmup, threads, max_time_s)
     a, b = matmul_inputs(n, dev, torch.float32)
     assert_correct(a, b, a @ b, torch.float32, dev)
-    return measure_unchecked(lambda: a @ b, dev, repeats=repeats, warmup=warmup, threads=threads,
-                             flops=matmul_flops(n), label=matmul_label(n, torch.float32), max_time_s=max_time_s, warn=True)
+    return measure(lambda: a @ b, device=dev, repeats=repeats, warmup=warmup, threads=threads, flops=matmul_flops(n),
+                   label=matmul_label(n, torch.float32), max_time_s=max_time_s)
 
 
 def matmul_bytes(n: int) -> int:
@@ -101,7 +101,8 @@ def _probe_call_s(n: int, dev: torch.device, dt: torch.dtype, threads: int, limi
     size = min(n, 128)
     while True:
         a, b = matmul_inputs(size, dev, dt)
-        t = measure_unchecked(lambda a=a, b=b: a @ b, dev, repeats=3, warmup=1, number=1, threads=threads).min_s
+        t = measure(lambda a=a, b=b: a @ b, device=dev, repeats=3, warmup=1, number=1, threads=threads,
+                    warn=False).min_s
         estimate = t * (n / size) ** 3
         if size == n or 2 * size > n // 2 or 4 * estimate < limit_s:
             return estimate
@@ -240,8 +241,8 @@ def compare_matmul(n: int, dtype: torch.dtype | str = torch.float32,
             label = matmul_label(n, dt) + " + copy"
         else:
             fn, label = (lambda a=a, b=b: a @ b), matmul_label(n, dt)
-        timings.append(measure_unchecked(fn, where, repeats=3, warmup=1, threads=th, flops=matmul_flops(n),
-                                         label=label, max_time_s=max_time_s))
+        timings.append(measure(fn, device=where, repeats=3, warmup=1, threads=th, flops=matmul_flops(n),
+                               label=label, max_time_s=max_time_s, warn=False))
     return Comparison(n, name, timings[0], timings[1], (errors[0], errors[1]), include_copy)
 
 
@@ -286,13 +287,12 @@ def copy_vs_compute(n: int, device: str | torch.device | None = None, *, pinned:
     a, b = a_cpu.to(dev, copy=True), b_cpu.to(dev, copy=True)
     c = a @ b
     assert_correct(a, b, c, torch.float32, dev)
-    kw = {"repeats": 3, "warmup": 1, "warn": True}
+    kw = {"repeats": 3, "warmup": 1}
     size = f"{n}×{n} fp32"
-    to_device = measure_unchecked(lambda: (a_cpu.to(dev, copy=True, non_blocking=pinned),
-                                           b_cpu.to(dev, copy=True, non_blocking=pinned)), dev,
-                                  label=f"copy a, b → {dev}" + (" (pinned)" if pinned else ""), **kw)
-    compute = measure_unchecked(lambda: a @ b, dev, flops=matmul_flops(n), label=f"matmul {size} on {dev}", **kw)
-    to_host = measure_unchecked(lambda: c.to("cpu", copy=True), dev, label="copy c → cpu", **kw)
-    cpu = measure_unchecked(lambda: a_cpu @ b_cpu, torch.device("cpu"), flops=matmul_flops(n),
-                            label=f"matmul {size} on cpu", **kw)
+    to_device = measure(lambda: (a_cpu.to(dev, copy=True, non_blocking=pinned),
+                                 b_cpu.to(dev, copy=True, non_blocking=pinned)), device=dev,
+                        label=f"copy a, b → {dev}" + (" (pinned)" if pinned else ""), **kw)
+    compute = measure(lambda: a @ b, device=dev, flops=matmul_flops(n), label=f"matmul {size} on {dev}", **kw)
+    to_host = measure(lambda: c.to("cpu", copy=True), device=dev, label="copy c → cpu", **kw)
+    cpu = measure(lambda: a_cpu @ b_cpu, device="cpu", flops=matmul_flops(n), label=f"matmul {size} on cpu", **kw)
     return CopyCost(n, str(dev), to_device, compute, to_host, cpu)

@@ -25,7 +25,7 @@ from .timing import (
     format_count,
     format_flops,
     format_seconds,
-    measure_unchecked,
+    measure,
     noise_line,
     synchronize,
 )
@@ -53,7 +53,7 @@ class MatmulRecord:
 
     @property
     def tflops(self) -> float:
-        return matmul_flops(self.n) / self.seconds / 1e12
+        return self.timing.flops_per_s / 1e12
 
 
 @dataclass(repr=False)
@@ -71,22 +71,15 @@ class SweepResult(Printable):
     device_name: str = ""
     notes: list[str] = field(default_factory=list)
 
-    def _noise_signs(self) -> tuple[dict[int, float], dict[int, float]]:
-        off = {r.n: f for i, r in enumerate(self.records) if (f := _off_trend(self.records, i))}
-        spread = {r.n: r.timing.max_s / r.timing.min_s for r in self.records
-                  if r.timing.max_s > SPREAD_LIMIT * r.timing.min_s}
-        return off, spread
-
     @property
     def noisy_sizes(self) -> list[int]:
         """The sizes N that ``noise`` names, increasing."""
-        off, spread = self._noise_signs()
-        return sorted(set(off) | set(spread))
+        return sorted(set().union(*_noise_signs(self.records)))
 
     @property
     def noise(self) -> str | None:
         """One "⚠️ số đo nhiễu" line naming the sizes whose repeats disagree or that are far off the trend."""
-        off, spread = self._noise_signs()
+        off, spread = _noise_signs(self.records)
         seen = []
         if off:
             seen.append(f"N={', '.join(map(str, off))} chậm hơn hẳn mức các kích thước khác cho phép dự kiến "
@@ -196,15 +189,20 @@ def _time_sizes(dev: torch.device, dt: torch.dtype, budget: float, repeats: int,
         synchronize(dev)
         create = time.perf_counter() - create_start
         error = assert_correct(a, b, a @ b, dt, dev)
-        remaining = budget - (time.perf_counter() - start)
-        timing = measure_unchecked(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=threads,
-                                   flops=matmul_flops(n), label=matmul_label(n, dt),
-                                   max_time_s=max(remaining, MIN_BLOCK_S))
+        timing = _time_size(a, b, dev, dt, threads, repeats, budget - (time.perf_counter() - start))
         del a, b
         records.append(MatmulRecord(n=n, timing=timing, rel_error=error))
         last = (n, timing.median_s, create)
-        best_rate = max(best_rate, matmul_flops(n) / timing.median_s)
+        best_rate = max(best_rate, timing.flops_per_s)
     return records, "all_sizes", None
+
+
+def _time_size(a: torch.Tensor, b: torch.Tensor, dev: torch.device, dt: torch.dtype, threads: int, repeats: int,
+               time_left_s: float) -> Timing:
+    """Time ``a @ b`` for one size of the sweep within `time_left_s`, quietly (the sweep shows one noise line)."""
+    n = a.shape[0]
+    return measure(lambda: a @ b, device=dev, repeats=repeats, warmup=_WARMUP, threads=threads, flops=matmul_flops(n),
+                   label=matmul_label(n, dt), max_time_s=max(time_left_s, MIN_BLOCK_S), warn=False)
 
 
 def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
@@ -219,11 +217,18 @@ def _off_trend(records: list[MatmulRecord], i: int) -> float | None:
         if record.seconds > SLOW_LIMIT * scaled:
             factors.append(record.seconds / scaled)
     fixed = min(r.timing.min_s for r in records)
-    best_rate = max(matmul_flops(r.n) / r.seconds for r in records)
+    best_rate = max(r.timing.flops_per_s for r in records)
     model = fixed + matmul_flops(record.n) / best_rate
     if record.seconds > _MODEL_LIMIT * model:
         factors.append(record.seconds / model)
     return max(factors) if factors else None
+
+
+def _noise_signs(records: list[MatmulRecord]) -> tuple[dict[int, float], dict[int, float]]:
+    """Return the noisy-looking sizes: {N: times slower than the trend}, {N: slowest / fastest repeat}."""
+    off = {r.n: f for i, r in enumerate(records) if (f := _off_trend(records, i))}
+    spread = {r.n: r.timing.max_s / r.timing.min_s for r in records if r.timing.max_s > SPREAD_LIMIT * r.timing.min_s}
+    return off, spread
 
 
 def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torch.dtype, threads: int,
@@ -231,18 +236,15 @@ def _remeasure_outliers(records: list[MatmulRecord], dev: torch.device, dt: torc
     """Measure each noisy-looking size once more within `time_left_s`, keep the faster median; return notes."""
     again_seen, skipped = [], []
     deadline = time.perf_counter() + time_left_s
+    noisy = set().union(*_noise_signs(records))
     for i, record in enumerate(records):
-        if not (record.timing.max_s > SPREAD_LIMIT * record.timing.min_s or _off_trend(records, i)):
+        if record.n not in noisy:
             continue
         left = deadline - time.perf_counter()
         if (_WARMUP + repeats) * record.timing.min_s > left:
             skipped.append(f"N={record.n}")
             continue
-        a, b = matmul_inputs(record.n, dev, dt)
-        again = measure_unchecked(lambda a=a, b=b: a @ b, dev, repeats=repeats, warmup=_WARMUP, threads=threads,
-                                  flops=record.timing.flops, label=record.timing.label,
-                                  max_time_s=max(left, MIN_BLOCK_S))
-        del a, b
+        again = _time_size(*matmul_inputs(record.n, dev, dt), dev, dt, threads, repeats, left)
         again_seen.append(f"N={record.n} {format_seconds(record.seconds)} → {format_seconds(again.median_s)}")
         if again.median_s < record.seconds:
             records[i] = dataclasses.replace(record, timing=again)

@@ -188,22 +188,33 @@ def _timed_block(fn: Callable[[], object], number: int, device: torch.device) ->
     return time.perf_counter() - start
 
 
-def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: int = 5, warmup: int = 2,
-            number: int | None = None, threads: int | None = None, flops: float | None = None,
-            label: str = "", max_time_s: float | None = None) -> Timing:
-    """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats."""
-    if not callable(fn):
-        raise TypeError(f"fn phải là một hàm không đối số, vd lambda: a @ b, không phải {type(fn).__name__}")
-    dev = pick_device(device)
-    check_run(repeats, warmup, threads, max_time_s)
-    if number is not None:
-        check_int("number", number, 1)
-    if flops is not None:
-        check_number("flops", flops, positive=True)
-    if not isinstance(label, str):
-        raise TypeError(f"label phải là str, không phải {type(label).__name__}")
-    return measure_unchecked(fn, dev, repeats=repeats, warmup=warmup, number=number, threads=threads, flops=flops,
-                             label=label, max_time_s=max_time_s, warn=True)
+def _timed_repeats(fn: Callable[[], object], dev: torch.device, repeats: int, warmup: int, number: int | None,
+                   max_time_s: float | None) -> tuple[tuple[float, ...], int, int]:
+    """Warm up, size the blocks and time them; return (seconds per call of each repeat, warm-up calls, number)."""
+    extra_warmup, warmup_done = warmup, warmup
+    if max_time_s is not None:
+        # The first call (untimed for the result) tells how many calls fit in the limit.
+        first = _timed_block(fn, 1, dev)
+        number = number or (1 if first >= MIN_BLOCK_S else math.ceil(MIN_BLOCK_S / max(first, 1e-9)))
+        calls_left = max(0, int(max_time_s / max(first, 1e-9)) - 1)
+        repeats = max(1, min(repeats, calls_left // number))
+        extra_warmup = max(0, min(warmup - 1, calls_left - repeats * number))
+        warmup_done = 1 + extra_warmup
+    once = None
+    for i in range(extra_warmup):
+        if number is None and i == extra_warmup - 1:
+            once = _timed_block(fn, 1, dev)  # the last warm-up call also sizes the blocks
+        else:
+            fn()
+    synchronize(dev)
+    if number is None:
+        # The fastest of up to three single calls sets the block size, so one hiccup cannot shrink it.
+        if once is None:
+            once = _timed_block(fn, 1, dev)
+        if once < MIN_BLOCK_S:
+            once = min(once, _timed_block(fn, 1, dev), _timed_block(fn, 1, dev))
+        number = 1 if once >= MIN_BLOCK_S else min(100_000, math.ceil(MIN_BLOCK_S / max(once, 1e-9)))
+    return tuple(_timed_block(fn, number, dev) / number for _ in range(repeats)), warmup_done, number
 
 
 def _kind(label: str) -> str:
@@ -227,38 +238,27 @@ def _remember_rate(dev: torch.device, threads: int, label: str, flops: float, fa
     records.append((flops, rate))
 
 
-def measure_unchecked(fn: Callable[[], object], dev: torch.device, *, repeats: int = 5, warmup: int = 2,
-                      number: int | None = None, threads: int | None = None, flops: float | None = None,
-                      label: str = "", max_time_s: float | None = None, warn: bool = False) -> Timing:
-    """Do what ``measure`` does with checked arguments; record the speed reached when `flops` is known."""
+def measure(fn: Callable[[], object], *, device: str | torch.device, repeats: int = 5, warmup: int = 2,
+            number: int | None = None, threads: int | None = None, flops: float | None = None,
+            label: str = "", max_time_s: float | None = None, warn: bool = True) -> Timing:
+    """Time `fn()` on `device`: warm-up, synchronize around each timed block, median of repeats."""
+    if not callable(fn):
+        raise TypeError(f"fn phải là một hàm không đối số, vd lambda: a @ b, không phải {type(fn).__name__}")
+    dev = pick_device(device)
+    check_run(repeats, warmup, threads, max_time_s)
+    if number is not None:
+        check_int("number", number, 1)
+    if flops is not None:
+        check_number("flops", flops, positive=True)
+    if not isinstance(label, str):
+        raise TypeError(f"label phải là str, không phải {type(label).__name__}")
+    if not isinstance(warn, bool):  # False: the caller shows the noise line itself, once
+        raise TypeError(f"warn phải là True hoặc False, không phải {type(warn).__name__}")
     n_threads = cpu_threads() if threads is None else threads
     previous = torch.get_num_threads()
     torch.set_num_threads(n_threads)
     try:
-        extra_warmup, warmup_done = warmup, warmup
-        if max_time_s is not None:
-            # The first call (untimed for the result) tells how many calls fit in the limit.
-            first = _timed_block(fn, 1, dev)
-            number = number or (1 if first >= MIN_BLOCK_S else math.ceil(MIN_BLOCK_S / max(first, 1e-9)))
-            calls_left = max(0, int(max_time_s / max(first, 1e-9)) - 1)
-            repeats = max(1, min(repeats, calls_left // number))
-            extra_warmup = max(0, min(warmup - 1, calls_left - repeats * number))
-            warmup_done = 1 + extra_warmup
-        once = None
-        for i in range(extra_warmup):
-            if number is None and i == extra_warmup - 1:
-                once = _timed_block(fn, 1, dev)  # the last warm-up call also sizes the blocks
-            else:
-                fn()
-        synchronize(dev)
-        if number is None:
-            # The fastest of up to three single calls sets the block size, so one hiccup cannot shrink it.
-            if once is None:
-                once = _timed_block(fn, 1, dev)
-            if once < MIN_BLOCK_S:
-                once = min(once, _timed_block(fn, 1, dev), _timed_block(fn, 1, dev))
-            number = 1 if once >= MIN_BLOCK_S else min(100_000, math.ceil(MIN_BLOCK_S / max(once, 1e-9)))
-        times = tuple(_timed_block(fn, number, dev) / number for _ in range(repeats))
+        times, warmup_done, number = _timed_repeats(fn, dev, repeats, warmup, number, max_time_s)
     finally:
         torch.set_num_threads(previous)
     expected_s = None

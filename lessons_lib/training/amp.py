@@ -11,8 +11,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import check_number
-from ..bench import noise_warning
 from ..device import has_native_bf16, pick_device
 from ..display import Printable
 from ..precision import Table
@@ -184,35 +182,21 @@ def autocast_dtypes(device: str | torch.device | None = "cpu", amp: str = "bf16"
     return Table((f"phép toán trong autocast ({plan.device}, {plan.amp})", "dtype kết quả"), rows)
 
 
-_FLOOR_FLOPS_PER_S = 1e9   # even a busy CPU core multiplies small matrices at >= 1 GFLOP/s
-_FLOOR_STEP_S = 2e-3       # a small model's training step costs at most ~2 ms of framework overhead on a CPU
-
-
-def expected_step_s(flops_per_step: float) -> float:
-    """Return the seconds a CPU training step of `flops_per_step` should take at most on a busy core."""
-    return max(flops_per_step / _FLOOR_FLOPS_PER_S, _FLOOR_STEP_S)
-
-
-def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
+def amp_speed_verdict(fp32, amp) -> str:
     """Return lines comparing an FP32 with an AMP ``profile_train_step`` result: speed ratio, expectation, noise."""
     for name, profile in (("fp32", fp32), ("amp", amp)):
-        if not all(hasattr(profile, attr) for attr in ("plan", "timing", "median_s")):
+        if not all(hasattr(profile, attr) for attr in ("plan", "median_s", "noise")):
             raise TypeError(f"{name} phải là kết quả của profile_train_step(...), không phải {type(profile).__name__}.")
     if fp32.plan.enabled:
         raise ValueError(f"fp32 phải là bước FP32 (amp='off'), ở đây là {fp32.plan.amp!r}.")
     if fp32.plan.device != amp.plan.device:
         raise ValueError(f"Hai bước phải đo trên cùng thiết bị, ở đây là {fp32.plan.device} và {amp.plan.device}.")
-    if flops_per_step is not None:
-        check_number("flops_per_step", flops_per_step, positive=True)
     device, label = amp.plan.device, amp.plan.amp if amp.plan.enabled else "fp32"
     ratio = fp32.median_s / amp.median_s
     speed = (f"nhanh hơn FP32 {ratio:.1f} lần" if ratio >= 1.1 else f"CHẬM hơn FP32 {1 / ratio:.1f} lần"
              if ratio <= 1 / 1.1 else "và FP32 gần như bằng nhau (±10%)")
     lines = [f"→ {label} {speed} trên {device}, với mô hình này"]
-    expected_s = expected_step_s(flops_per_step) if flops_per_step is not None and device.type == "cpu" else None
-    noisy = [(name, w, bool(getattr(p, "noise", None))) for name, p in (("fp32", fp32), (label, amp))
-             if (w := noise_warning(list(p.timing.times_s), expected_s=expected_s))]
-    warnings_ = [f"bước {name}: {w}" for name, w, shown in noisy if not shown]   # each mode's warning once
+    noisy = [name for name, p in (("fp32", fp32), (label, amp)) if p.noise]   # each profile prints its own ⚠️ line
     if device.type == "cpu" and label == "bf16" and ratio >= 1.1:
         hardware = has_native_bf16(device)
         if hardware is False:
@@ -226,8 +210,6 @@ def amp_speed_verdict(fp32, amp, *, flops_per_step: float | None = None) -> str:
         lines.append("CPU này có lệnh bf16, nhưng với mô hình nhỏ thời gian nằm ở overhead (ép kiểu, gọi từng phép) "
                      "chứ không ở phép nhân ma trận, nên bf16 vẫn có thể chậm hơn"
                      + (". Lần này số đo còn bị nhiễu (dòng dưới), nên chưa kết luận được." if noisy else "."))
-    if noisy and not warnings_:
-        lines.append("⚠️ số đo nhiễu: xem dòng ⚠️ của " + " và ".join(f"bước {name}" for name, _, _ in noisy)
-                     + " ở trên.")
-    lines.extend(warnings_)
+    if noisy:
+        lines.append("⚠️ số đo nhiễu: xem dòng ⚠️ của " + " và ".join(f"bước {name}" for name in noisy) + " ở trên.")
     return "\n".join(lines)

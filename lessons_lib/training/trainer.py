@@ -9,12 +9,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import check_int, check_number
-from ..bench import Timing, noise_warning, synchronize
-from ..bench.timing import measure_unchecked
+from ..bench import Timing, measure, noise_warning, synchronize
 from ..display import Printable
-from .amp import AmpPlan, expected_step_s, plan_amp
+from .amp import AmpPlan, plan_amp
 
 _PROFILE_WARMUP, _PROFILE_REPEATS, _PROFILE_LR = 2, 10, 1e-3
+_FLOOR_FLOPS_PER_S = 1e9   # even a busy CPU core multiplies small matrices at >= 1 GFLOP/s
+_FLOOR_STEP_S = 2e-3       # a small model's training step costs at most ~2 ms of framework overhead on a CPU
 
 
 @dataclass(frozen=True)
@@ -45,15 +46,16 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
 
 
 class _AmpTrainer:
-    """Run cross-entropy training steps the standard AMP way: autocast forward, scaled backward, step, update."""
+    """Train `model` in place with Adam the standard AMP way: autocast forward, scaled backward, step, update."""
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, plan: AmpPlan):
+    def __init__(self, model: nn.Module, plan: AmpPlan, lr: float):
         odd = sorted({str(p.dtype) for p in model.parameters() if p.dtype != torch.float32})
         if plan.use_scaler and odd:
             raise ValueError(f"GradScaler cần trọng số FP32 (có {', '.join(odd)}): giữ model ở float32 và để "
                              "autocast tự ép kiểu, đừng gọi model.half().")
-        self.model, self.optimizer, self.plan = model, optimizer, plan
+        self.model, self.optimizer, self.plan = model, torch.optim.Adam(model.parameters(), lr=lr), plan
         self.scaler = torch.amp.GradScaler(plan.device.type, enabled=plan.use_scaler)  # off: a pass-through
+        model.train()
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> _StepResult:
         """Run one step on a batch and return what happened (the loss is the unscaled FP32 value)."""
@@ -106,12 +108,10 @@ def train(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, *, step
     if batch_size > n:
         raise ValueError(f"batch_size={batch_size} lớn hơn số mẫu ({n}).")
     check_number("lr", lr, positive=True)
-    plan = plan_amp(where, amp)
-    trainer = _AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=lr), plan)
+    trainer = _AmpTrainer(model, plan_amp(where, amp), lr)
     gen = torch.Generator().manual_seed(seed)
-    result = TrainResult(plan)
+    result = TrainResult(trainer.plan)
     order, pos = torch.randperm(n, generator=gen), 0
-    model.train()
     for step in range(steps):
         if pos + batch_size > n:
             order, pos = torch.randperm(n, generator=gen), 0
@@ -134,11 +134,16 @@ class StepProfile(Printable):
     timing: Timing
     peak_memory_bytes: int | None
     baseline_memory_bytes: int | None
-    noise: str | None = None   # the "⚠️ số đo nhiễu" line for these repeats, shown once under the result
+    expected_s: float | None = None  # the most a step should take here (CPU: from its FLOPs), None: unknown
 
     @property
     def median_s(self) -> float:
         return self.timing.median_s
+
+    @property
+    def noise(self) -> str | None:
+        """The "⚠️ số đo nhiễu" line for these repeats (shown once, under the result), else None."""
+        return noise_warning(self.timing.times_s, expected_s=self.expected_s)
 
     def __str__(self) -> str:
         label = self.plan.amp if self.plan.enabled else "fp32"
@@ -156,8 +161,7 @@ def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
     """Time full training steps (forward, backward, Adam) on one batch and read the peak CUDA memory."""
     where = _check_batch(model, inputs, targets)
     plan = plan_amp(where, amp)
-    trainer = _AmpTrainer(model, torch.optim.Adam(model.parameters(), lr=_PROFILE_LR), plan)
-    model.train()
+    trainer = _AmpTrainer(model, plan, _PROFILE_LR)
     trainer.step(inputs, targets)
     synchronize(where)
     baseline = peak = None
@@ -166,11 +170,12 @@ def profile_train_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
         baseline = torch.cuda.memory_allocated(where)
     label = f"train step {plan.amp if plan.enabled else 'fp32'}"
     # not printed while measuring: StepProfile shows the noise warning once, labelled
-    timing = measure_unchecked(lambda: trainer.step(inputs, targets), where, repeats=_PROFILE_REPEATS,
-                               warmup=_PROFILE_WARMUP, number=1, label=label)
+    timing = measure(lambda: trainer.step(inputs, targets), device=where, repeats=_PROFILE_REPEATS,
+                     warmup=_PROFILE_WARMUP, number=1, label=label, warn=False)
     if where.type == "cuda":
         peak = torch.cuda.max_memory_allocated(where)
     expected_s = None
     if where.type == "cpu":   # ~6 FLOP per parameter per sample (forward 2, backward 4)
-        expected_s = expected_step_s(6 * sum(p.numel() for p in model.parameters()) * inputs.shape[0])
-    return StepProfile(plan, timing, peak, baseline, noise_warning(list(timing.times_s), expected_s=expected_s))
+        flops = 6 * sum(p.numel() for p in model.parameters()) * inputs.shape[0]
+        expected_s = max(flops / _FLOOR_FLOPS_PER_S, _FLOOR_STEP_S)
+    return StepProfile(plan, timing, peak, baseline, expected_s)
