@@ -54,14 +54,6 @@ def imports() -> list[tuple[str, str, str, bool]]:
     return found
 
 
-def run_310(script: str, *args: str) -> dict:
-    """Run `script` under Python 3.10 from the checkout with nothing else on its path; return what it prints (JSON)."""
-    proc = subprocess.run([PYTHON310, "-c", script, *args], capture_output=True, text=True, cwd=ROOT,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
-
 def test_ruff_finds_no_syntax_newer_than_python310():
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     assert ruff, "ruff is in requirements.txt; run `bash tools/course.sh test` to install it"
@@ -80,26 +72,24 @@ def test_only_declared_dependencies_besides_the_standard_library():
 
 
 @needs_310
-def test_standard_library_imports_work_in_python310():
-    wanted = [(where, statement) for where, module, statement, guarded in imports()
-              if not guarded and module.split(".")[0] in sys.stdlib_module_names]
-    script = ("import json, sys\nfailed = {}\nfor where, statement in json.loads(sys.argv[1]):\n"
+def test_under_python310_the_stdlib_imports_work_and_the_stdlib_only_modules_import():
+    statements = {where: statement for where, module, statement, guarded in imports()
+                  if not guarded and module.split(".")[0] in sys.stdlib_module_names}
+    modules = [".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for p in MODULES]
+    script = ("import importlib, json, sys\nlacking, failed = {}, {}\n"
+              "for where, statement in json.loads(sys.argv[1]).items():\n"
               "    try:\n        exec(statement, {})\n"
-              "    except ImportError as error:\n        failed[where] = f'{statement}: {error}'\n"
-              "print(json.dumps(failed))\n")
-    assert run_310(script, json.dumps(wanted)) == {}, "standard-library names that Python 3.10 lacks"
-
-
-@needs_310
-def test_modules_that_need_only_the_standard_library_import_under_python310():
-    script = ("import importlib, json, sys\nfailed = {}\n"
-              "for module in sys.argv[1:]:\n    try:\n        importlib.import_module(module)\n"
+              "    except ImportError as error:\n        lacking[where] = f'{statement}: {error}'\n"
+              "for module in sys.argv[2:]:\n    try:\n        importlib.import_module(module)\n"
               "    except ModuleNotFoundError as error:  # a dependency (torch...) is not installed for 3.10 here\n"
               "        if error.name.split('.')[0] in sys.stdlib_module_names:\n"
               "            failed[module] = repr(error)\n"
               "    except Exception as error:\n        failed[module] = repr(error)\n"
-              "print(json.dumps({'failed': failed, 'imported': sorted(sys.modules)}))\n")
-    modules = [".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for p in MODULES]
-    result = run_310(script, *modules)
-    assert result["failed"] == {}, "modules that fail under Python 3.10 though nothing they need is missing there"
-    assert "lessons_lib.platforms" in result["imported"], "lessons_lib.platforms must need nothing but the stdlib"
+              "print(json.dumps([lacking, failed, sorted(sys.modules)]))\n")
+    proc = subprocess.run([PYTHON310, "-c", script, json.dumps(statements), *modules], capture_output=True,
+                          text=True, cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lacking, failed, imported = json.loads(proc.stdout)
+    assert lacking == {}, "standard-library names that Python 3.10 lacks"
+    assert failed == {}, "modules that fail under Python 3.10 though nothing they need is missing there"
+    assert "lessons_lib.platforms" in imported, "lessons_lib.platforms must need nothing but the stdlib"
