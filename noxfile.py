@@ -16,7 +16,6 @@ record. `nox -s table` then rewrites docs/MAINTAINING.md's tables.
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime
 import email.parser
 import json
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import nox
 
-from tools import colab_pins, output_checks, verified
+from tools import build_course, colab_pins, output_checks, verified
 from tools import version_matrix as vm
 
 ROOT = Path(__file__).resolve().parent
@@ -190,8 +189,7 @@ def _build_wheel(session: nox.Session, out_dir: Path) -> Path:
 
     session.run(nox.virtualenv.UV, "tool", "run", "--from", "build", "pyproject-build", "--wheel",
                 "--outdir", str(out_dir), str(ROOT), external=True, silent=True)
-    init = (ROOT / "lessons_lib" / "__init__.py").read_text(encoding="utf-8")
-    version = re.search(r'^__version__ = "([^"]+)"', init, re.M)[1]
+    version = build_course.package_version()
     built, info = out_dir / f"lessons_lib-{version}-py3-none-any.whl", f"lessons_lib-{version}.dist-info"
     with zipfile.ZipFile(built) as zf:
         names = set(zf.namelist())
@@ -214,19 +212,10 @@ def _installed(session: nox.Session) -> dict[str, str]:
     return {colab_pins.normalize(name): version for name, version in found.items()}
 
 
-def _setup_cell_pip_options() -> list[str]:
-    """Return the pip options of the notebooks' setup cell (between `pip install` and the source)."""
-    nb = json.loads(sorted((ROOT / "notebooks").glob("01_*.ipynb"))[0].read_text(encoding="utf-8"))
-    cell = next("".join(c["source"]) for c in nb["cells"] if "Ô cài đặt" in "".join(c["source"]))
-    line = next(line for line in cell.splitlines() if line.strip().startswith("pip = ["))
-    parts = ast.literal_eval(re.sub(r"\bsys\.executable\b|\bsource\b", "None", line.split("=", 1)[1].strip()))
-    return parts[3:-1]
-
-
 def _install_like_setup_cell(session: nox.Session, wheel: Path, before: dict[str, str]) -> dict:
     """Install `wheel` as the setup cell does; return {"planned", "changed", "ok": nothing else changed}."""
-    options, report = _setup_cell_pip_options(), Path(session.env["TMPDIR"]) / "report.json"
-    pip = ["python", "-m", "pip", *options]
+    report = Path(session.env["TMPDIR"]) / "report.json"
+    pip = ["python", *build_course.SETUP_PIP]
     session.run(*pip, "--dry-run", "--report", str(report), str(wheel), silent=True)
     planned = sorted(colab_pins.normalize(item["metadata"]["name"])
                      for item in json.loads(report.read_text(encoding="utf-8"))["install"])

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pip
 import pytest
+from test_setup_cell import attempts
 
 from tools import build_course
 
@@ -89,10 +90,6 @@ def run_cell(venv: Path, url: str, tmp_path: Path, wheels: Path | None = None) -
     proc = subprocess.run([str(venv / "venv" / "bin" / "python"), str(cell)], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=300)
     return proc, target
-
-
-def attempts(stdout: str) -> list[str]:
-    return [ln.split(" từ ", 1)[1] for ln in stdout.splitlines() if ln.startswith("⏳ Đang cài lessons_lib từ")]
 
 
 def installed(target: Path) -> tuple[str, dict]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,8 +141,9 @@ def test_results_merge_per_combination_in_matrix_order(tmp_path):
 
 
 def test_replace_table_needs_both_markers():  # a good page: test_the_page_table_is_the_committed_results
-    with pytest.raises(ValueError, match="markers"):
-        vm.replace_table("no markers here", "| new |")
+    for text in ("no markers here", f"{vm.TABLE_END} {vm.TABLE_START}"):
+        with pytest.raises(ValueError, match=f"{re.escape(vm.TABLE_START)} … {re.escape(vm.TABLE_END)}"):
+            vm.replace_table(text, "| new |")
 
 
 def test_the_page_table_is_the_committed_results():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -95,11 +96,11 @@ def test_without_a_manifest_nothing_that_differs_is_overwritten(course):
 
 def test_bad_folders_say_what_to_pass(course, tmp_path):
     source, dest = course
-    with pytest.raises(ValueError, match="course's notebooks folder"):
-        workspace.sync(tmp_path / "nope", dest)
-    (tmp_path / "file").write_text("x", encoding="utf-8")
-    with pytest.raises(ValueError, match="is a file"):
-        workspace.sync(source, tmp_path / "file")
+    nope, file = tmp_path / "nope", tmp_path / "file"
+    file.write_text("x", encoding="utf-8")
+    for bad_source, bad_dest, named, bad in ((nope, dest, "source", nope), (source, file, "dest", file)):
+        with pytest.raises(ValueError, match=rf"^{named} .*{re.escape(str(bad))}"):  # the argument and its value
+            workspace.sync(bad_source, bad_dest)
 
 
 def test_the_working_copy_is_ignored_by_git():

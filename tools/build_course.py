@@ -95,6 +95,9 @@ def load_config(pyproject: Path = ROOT / "pyproject.toml") -> CourseConfig:
 
 # --------------------------------------------------------------------------- generated cells
 
+# What the setup cell passes to its interpreter before the source; noxfile.py installs each matrix row's wheel
+# with the same arguments, so the row proves the learners' install.
+SETUP_PIP = ("-m", "pip", "install", "-q", "--retries", "1", "--timeout", "10")
 SETUP_TEMPLATE = '''\
 # Ô cài đặt: giống hệt nhau ở mọi bài, sinh bởi tools/build_course.py (đừng sửa tay).
 import glob, importlib.metadata, importlib.util, json, os, re, subprocess, sys
@@ -104,7 +107,7 @@ if importlib.util.find_spec("lessons_lib") is None:  # cài từ GitHub, không 
     version = lambda path: [int(n) for n in re.findall(r"\\d+", os.path.basename(path).split("-")[1])]
     for source in [repo + "@{ref}", repo, *sorted(found, key=version, reverse=True)]:
         print("⏳ Đang cài lessons_lib từ", source)
-        pip = [sys.executable, "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "10", source]
+        pip = [sys.executable, {pip}, source]
         if subprocess.run(pip, capture_output=True, text=True).returncode == 0:
             break
     else:
@@ -127,7 +130,8 @@ def setup_cell_source(config: CourseConfig, url: str | None = None) -> str:
         url: The git repository to install from (default: the course's on GitHub); tests pass a local
             ``file://`` one.
     """
-    return SETUP_TEMPLATE.format(url=url or f"https://github.com/{config.repo}", ref=config.ref)
+    return SETUP_TEMPLATE.format(url=url or f"https://github.com/{config.repo}", ref=config.ref,
+                                 pip=", ".join(f'"{arg}"' for arg in SETUP_PIP))
 
 
 def colab_url(config: CourseConfig, path: str) -> str:

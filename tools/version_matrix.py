@@ -305,5 +305,5 @@ def replace_table(text: str, table: str, start: str = TABLE_START, end: str = TA
     """Return the page's text with the block between the markers `start` and `end` replaced by `table`."""
     at, until = text.find(start), text.find(end)
     if at < 0 or until < at:
-        raise ValueError(f"{PAGE.name} must hold the markers {start} ... {end} (in that order)")
+        raise ValueError(f"{PAGE.name} phải chứa hai dấu mốc {start} … {end} (theo thứ tự đó) để ghi bảng vào giữa")
     return text[:at + len(start)] + "\n" + table + "\n" + text[until:]

@@ -81,9 +81,9 @@ def sync(source: Path | str, dest: Path | str) -> SyncReport:
     """Refresh the working copy `dest` (created if missing) from the course's notebooks/ `source`; report what it did."""
     source, dest = Path(source), Path(dest)
     if not source.is_dir():
-        raise ValueError(f"source must be the course's notebooks folder, but {source} is not a folder")
+        raise ValueError(f"source phải là thư mục notebooks/ của khoá học, nhưng {source} không phải một thư mục")
     if dest.exists() and not dest.is_dir():
-        raise ValueError(f"dest must be a folder for the working copy, but {dest} is a file: move it away")
+        raise ValueError(f"dest phải là thư mục cho bản làm việc, nhưng {dest} là một file: hãy chuyển nó đi chỗ khác")
     dest.mkdir(parents=True, exist_ok=True)
     manifest_path = dest / MANIFEST
     manifest, offered = _load_manifest(manifest_path)
