@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nox
 
-from tools import build_course, colab_pins, output_checks, verified
+from tools import EXECUTED_DIR_ENV, build_course, colab_pins, output_checks, verified
 from tools import version_matrix as vm
 
 ROOT = Path(__file__).resolve().parent
@@ -299,7 +299,7 @@ def _run_row(session: nox.Session, combo: vm.Combo) -> None:
     tests = ROOT / "tests"
     with session.chdir(tmp):  # never the checkout: its lessons_lib/ would shadow the installed wheel
         record.update(_learner_view(session, combo, platform_environ))
-        nb_env = {"BAI14_EXECUTED_DIR": str(tmp / "executed"), **platform_environ}
+        nb_env = {EXECUTED_DIR_ENV: str(tmp / "executed"), **platform_environ}
         k = ["-k", args.k] if args.k else []
         record["notebooks"] = vm.notebook_rows(
             _pytest(session, tmp / "notebooks.xml", str(tests / "test_rerun.py"), *k, env=nb_env))

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             return _finish(out, problems)
         print(no_cuda, file=sys.stderr, flush=True)
 
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "BAI14_EXECUTED_DIR": str(out / "executed")}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", run.EXECUTED_DIR_ENV: str(out / "executed")}
     if no_cuda is not None:
         env[gpu_check.ALLOW_NO_CUDA_ENV] = "1"  # the re-run test would fail on it too; this report names it
     if not notebooks:

@@ -43,11 +43,11 @@ import nbformat
 from filelock import FileLock, Timeout  # a dependency of torch
 
 from lessons_lib import __version__, gpu_cells
-from tools import KERNEL_LOCK_DIR_ENV, gpu_check, output_checks
+from tools import EXECUTED_DIR_ENV, KERNEL_LOCK_DIR_ENV, gpu_check, output_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "lessons_lib"
-CACHE_DIR = Path(os.environ.get("BAI14_EXECUTED_DIR", ROOT / "build" / "executed"))
+CACHE_DIR = Path(os.environ.get(EXECUTED_DIR_ENV, ROOT / "build" / "executed"))
 SETTINGS = "tools.run v1 (first-pass streams kept); kernel=python3"
 RUN_KEY = "lessons_run"
 FILE_SIZE_LIMIT = 2**30  # RLIMIT_FSIZE of a limited kernel: one file it writes stays under 1 GiB
