@@ -73,10 +73,6 @@ def shows(cell):
 view = [{"source": cell.source, "shows": shows(cell)} for cell in nb.cells[:3]]
 print("LEARNER_VIEW", json.dumps({"facts": json.loads(shows(nb.cells[3])), "view": view}))
 '''
-_INSTALLED = ("import importlib.metadata as m, json\n"
-              "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
-
-
 @nox.session(python=False)
 def wheel(session: nox.Session) -> None:
     """Build the lessons_lib wheel into dist/; check it holds the package and pyproject's metadata."""
@@ -207,9 +203,7 @@ def _build_wheel(session: nox.Session, out_dir: Path) -> Path:
 
 def _installed(session: nox.Session) -> dict[str, str]:
     # -I: not the current folder on sys.path: a checkout's lessons_lib.egg-info (an editable install) would be found
-    text = session.run("python", "-I", "-c", _INSTALLED, silent=True)
-    found = json.loads(text.splitlines()[-1])
-    return {colab_pins.normalize(name): version for name, version in found.items()}
+    return colab_pins.read_installed(session.run("python", "-I", "-c", colab_pins.LIST_INSTALLED, silent=True))
 
 
 def _install_like_setup_cell(session: nox.Session, wheel: Path, before: dict[str, str]) -> dict:

@@ -73,10 +73,8 @@ def attempts(stdout: str) -> list[str]:
 
 def installed(python: Path) -> dict[str, str]:
     """Return {name: version} of what is installed for `python` (a fresh process: no stale metadata)."""
-    code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
-    found = json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True,
-                                      cwd=Path.home()).stdout)
-    return {colab_pins.normalize(name): version for name, version in found.items()}
+    return colab_pins.read_installed(subprocess.run([str(python), "-c", colab_pins.LIST_INSTALLED], capture_output=True,
+                                                    text=True, check=True, cwd=Path.home()).stdout)
 
 
 def origin(python: Path) -> dict:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import re
 import subprocess
 import sys
@@ -43,6 +44,16 @@ _REQUIREMENT = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P<eq>\s*==\s*)
 def normalize(name: str) -> str:
     """Return a distribution name in PEP 503 normal form (``Jinja2`` -> ``jinja2``, ``a_b.c`` -> ``a-b-c``)."""
     return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
+#: Run by a Python (``python -c``) to print what it has installed; `read_installed` reads the line it prints.
+LIST_INSTALLED = ("import importlib.metadata as m, json; "
+                  "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
+
+
+def read_installed(printed: str) -> dict[str, str]:
+    """Return {normalized name: version} from the last line `LIST_INSTALLED` printed."""
+    return {normalize(name): version for name, version in json.loads(printed.splitlines()[-1]).items()}
 
 
 def read_pins(path: Path = PINS, text: str | None = None) -> dict[str, str]:
