@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -174,6 +175,12 @@ needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on
 def test_course_sh_runs_course_py_and_says_how_to_use_it():
     proc = _sh("bogus", env_extra={"PYTHON": sys.executable})
     assert proc.returncode == 2 and "usage: bash tools/course.sh lab|test" in proc.stderr
+
+
+@needs_bash
+def test_course_sh_nox_loads_the_noxfile_which_imports_tools():
+    proc = _sh("nox", "-l", env_extra={**os.environ, "PYTHON": sys.executable})  # the proxy and certificates uv needs
+    assert proc.returncode == 0 and "matrix(py" in proc.stdout, proc.stdout[-1000:] + proc.stderr[-2000:]
 
 
 @needs_bash

@@ -386,7 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         if command == "quick":
             return quick(python, rest)
         if command == "nox":
-            return _hand_over([str(python), "-m", "uv", "tool", "run", "nox", *rest], dict(os.environ))
+            # `python -m nox` from the root, not uv's `nox` script: the noxfile imports tools/, which only -m puts on
+            # sys.path (the root); PYTHONPATH would leak the repository's lessons_lib into the rows' environments
+            return _hand_over([str(python), "-m", "uv", "run", "--no-project", "--with", "nox", "python", "-m", "nox",
+                               *rest], dict(os.environ))
         if command in ("check", "site", "grade"):
             module = {"check": "tools.precourse_check", "site": "tools.build_site", "grade": "tools.grade"}[command]
             env = {**os.environ, **({"COURSE_CALLER_CWD": caller} if command == "grade" else {})}
