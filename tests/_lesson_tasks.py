@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import linecache
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -102,34 +98,3 @@ def code_cells(path: Path) -> list[str]:
     """Return the source of every code cell of the notebook at `path`."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-
-
-def run_notebook(path: Path, skip: Callable[[str], bool] = lambda source: False) -> tuple[str, dict]:
-    """Run the notebook's code cells in-process like a CPU kernel and return what they printed and their namespace.
-
-    The setup cell, the ``%%gpu`` cells and the cells `skip` picks are left out.
-    """
-    ns: dict = {"__name__": "__main__"}
-    out = io.StringIO()
-    for i, source in enumerate(code_cells(path)):
-        if "Ô cài đặt" in source or source.startswith("%%gpu") or skip(source):
-            continue
-        filename = f"<cell-{path.stem}-{i}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-        with contextlib.redirect_stdout(out):
-            exec(compile(source, filename, "exec"), ns)
-    return out.getvalue(), ns
-
-
-def task_cell(path: Path, key: str) -> str:
-    """Return the one code cell of the notebook at `path` that checks the task `key`."""
-    (cell,) = [c for c in code_cells(path) if f"{key}.check(" in c]
-    return cell
-
-
-def assert_task_cell_reports(path: Path, exercise, status: str, capsys) -> None:
-    """Run the notebook's cell that checks `exercise` and assert it reported `status` ("pass" or "missing")."""
-    exec(compile(task_cell(path, exercise.key), str(path), "exec"), dict(TORCH_SCOPE))
-    out = capsys.readouterr().out
-    assert exercise.last_status == status, out
-    assert out.startswith("✅" if status == "pass" else "⏳"), out

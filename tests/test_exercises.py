@@ -1,28 +1,24 @@
 """Lesson 10's debugging tasks check themselves (solutions pass, blanks and unchanged starters are "chưa làm", each
-wrong fix gets its own message naming the fix, nothing raises), the `Exercise` API works, and the two notebooks
-built from course_src/10_exercises.md agree with the library."""
+wrong fix gets its own message naming the fix, nothing raises), the `Exercise` API works, and every task's
+solution() is its lesson source's SOLUTION region (tests/test_rerun.py runs the solutions notebooks)."""
 
 from __future__ import annotations
 
 import importlib
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import torch
 from _lesson_tasks import (
     CELL_SCOPE,
     WEIRD,
     assert_checks_never_raise,
     assert_fails,
     assert_missing,
-    notebook_pair,
     rows,
     run_cell,
-    run_notebook,
 )
 
 from lessons_lib.device import pick_device
@@ -31,8 +27,6 @@ from tools import build_course
 
 ROOT = Path(__file__).resolve().parent.parent
 
-_, SOLUTION_NB = notebook_pair("10_exercises")
-HAS_CUDA = torch.cuda.is_available()
 TASKS = _core.GROUPS["lesson10"]
 #: The functions each task's check() takes, in order.
 ANSWERS = {"task1": ("train",), "task2": ("evaluate",), "task3": ("fetch_predictions",), "task4": ("train_epochs",),
@@ -294,7 +288,7 @@ def test_progress_marks_the_core_tasks_and_counts_them_apart(capsys):
     assert len([line for line in out.splitlines()[1:] if line.lstrip().startswith("⭐")]) == len(core)
 
 
-# --------------------------------------------------------------------------- the notebooks
+# --------------------------------------------------------------------------- the lesson sources
 
 
 def test_every_solution_prints_the_solution_region_of_its_lesson(capsys):
@@ -308,13 +302,3 @@ def test_every_solution_prints_the_solution_region_of_its_lesson(capsys):
         for key, exercise in tasks.items():
             exercise.solution()
             assert capsys.readouterr().out == f"📖 {exercise.title} — lời giải:\n\n{built['solution'][group][key]}\n", key
-
-
-@pytest.mark.skipif(HAS_CUDA, reason="on a GPU tests/test_rerun.py runs the notebooks with their %%gpu cells instead")
-@pytest.mark.slow
-def test_solutions_notebook_passes_every_check(fresh_statuses):
-    out, _ = run_notebook(SOLUTION_NB)
-    assert "❌" not in out and "⏳" not in out, out
-    assert len(re.findall(r"^✅ Nhiệm vụ ", out, re.M)) == len(TASKS), out
-    assert all(task.last_status == "pass" for task in TASKS.values())
-    assert f"Tiến độ: {len(TASKS)}/{len(TASKS)} nhiệm vụ đạt" in out

@@ -10,9 +10,7 @@ from _lesson_tasks import (
     TORCH_SCOPE,
     assert_checks_never_raise,
     assert_fails,
-    assert_task_cell_reports,
     load_function,
-    notebook_pair,
     rows,
     run_cell,
     solution_of,
@@ -20,8 +18,6 @@ from _lesson_tasks import (
 
 from lessons_lib.exercises import lesson01
 from lessons_lib.exercises.lesson01 import task1
-
-LEARNER_NB, SOLUTION_NB = notebook_pair("01_device_basics")
 
 
 def solution(tmp_path) -> dict:
@@ -138,11 +134,3 @@ def test_the_accelerator_api_passes(body, tmp_path):
 
 def test_checker_never_raises(capsys):
     assert_checks_never_raise(task1, capsys, arities=(1, 2, 3), keyword=True)
-
-
-# --------------------------------------------------------------------------- the notebooks
-
-
-@pytest.mark.parametrize(("path", "status"), [(SOLUTION_NB, "pass"), (LEARNER_NB, "missing")], ids=["solution", "learner"])
-def test_the_task_cell_runs_in_both_notebooks(path, status, capsys):
-    assert_task_cell_reports(path, task1, status, capsys)

@@ -69,9 +69,9 @@ def test_record_check_appends_one_json_line_per_check_where_the_variable_names_a
 
 
 def test_record_check_rejects_wrong_types():
-    with pytest.raises(TypeError, match="group must be a str"):
+    with pytest.raises(TypeError, match="group"):
         _core.record_check(2, _feedback(), {})
-    with pytest.raises(TypeError, match="feedback must be the Feedback"):
+    with pytest.raises(TypeError, match="feedback"):
         _core.record_check("lesson02", "✅ đạt", {})
 
 

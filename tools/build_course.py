@@ -10,7 +10,8 @@ must be the release tag ``v<lessons_lib.__version__>`` or a 40-hex commit (never
 Output expectations go on the lines directly above a ```python fence: ``<!-- expect KINDS: REGEX -->``,
 ``<!-- expect-not KINDS: REGEX -->`` and ``<!-- allow-stderr: REGEX -->`` (KINDS: a comma list of
 ``OUTPUT_KINDS``). They leave the Markdown and become the code cell's ``metadata["course"]``, which
-tools/output_checks.py checks against the executed notebook.
+tools/output_checks.py checks against the executed notebook. Directives inside a SOLUTION or LEARNER region
+(in the prose above the fence) hold for that notebook only.
 
 Usage (tests/test_course_build.py fails while a generated file differs from its source):
     python -m tools.build_course          # write notebooks/ and colab_badges.md
@@ -575,7 +576,8 @@ def task_solutions(text: str, variant: str = "solution") -> dict[str, str]:
     no region itself; other regions (worked examples the learner completes) belong to no task. The setup of the
     cell (``%%gpu``, the task's import) and the ``check`` call itself are left out.
     """
-    cells = [c.source for c in parse_source(text) if c.kind == "code"] + [""]
+    # A variant's own directives stand between region markers in the prose: read whole, the source drops them.
+    cells = [c.source for c in parse_source(_DIRECTIVE_START.sub("", text)) if c.kind == "code"] + [""]
     found: dict[str, list[str]] = {}
     for cell, after in itertools.pairwise(cells):
         call = _CHECK_CALL.search(cell) or (None if has_variants(after) else _CHECK_CALL.search(after))

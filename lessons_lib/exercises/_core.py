@@ -225,8 +225,8 @@ class Exercise:
     def _region(self, variant: str) -> str:
         code = _solutions()[variant].get(self.group, {}).get(self.key)
         if code is None:
-            raise LookupError(f"no {variant.upper()} region for {self.group}.{self.key} in solutions.json: "
-                              "run python tools/build_course.py")
+            raise LookupError(f"solutions.json chưa có vùng {variant.upper()} của {self.group}.{self.key}: "
+                              "chạy python -m tools.build_course")
         return textwrap.dedent(code).strip("\n")
 
     @property
@@ -317,9 +317,9 @@ def _solutions() -> dict[str, dict[str, str]]:
 def record_check(group: str, feedback: Feedback, environ=os.environ) -> bool:
     """Append `feedback` as one JSON line to the file $LESSONS_GRADE_LOG names; return True when written."""
     if not isinstance(group, str):
-        raise TypeError(f"group must be a str such as 'lesson02', got {type(group).__name__}")
+        raise TypeError(f"group phải là tên bài dạng chuỗi, vd 'lesson02'; nhận {type(group).__name__}")
     if not isinstance(feedback, Feedback):
-        raise TypeError(f"feedback must be the Feedback that evaluate() returns, got {type(feedback).__name__}")
+        raise TypeError(f"feedback phải là Feedback mà evaluate() trả về; nhận {type(feedback).__name__}")
     path = environ.get(GRADE_LOG_ENV)
     if not path:
         return False

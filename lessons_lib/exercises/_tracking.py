@@ -1,11 +1,15 @@
-"""`MoveTracker`: record moves and tensor uses, so device bugs show on a CPU too.
+"""Spies on the learner's code: `MoveTracker` records moves and tensor uses, so device bugs show on a CPU too;
+`scaler_calls` records the GradScaler calls, in order.
 
 A move that returns its input (``x.to("cpu")`` on a CPU) returns an alias instead, so an unused result shows.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from unittest import mock
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -66,3 +70,42 @@ class MoveTracker(TorchFunctionMode):
         """Count the tensors inside `obj` (e.g. the returned value) as used."""
         for t in _tensors(obj):
             self._last_use[id(t)] = self.calls
+
+
+@dataclass(eq=False)
+class ScalerCall:
+    """One GradScaler call: its `name`, whether on the scaler watched (`own`), `measure()` before and after it."""
+
+    name: str
+    own: bool
+    before: object = None
+    after: object = None
+
+
+@contextlib.contextmanager
+def scaler_calls(scaler: torch.amp.GradScaler, measure: Callable[[], object] = lambda: None
+                 ) -> Iterator[list[ScalerCall]]:
+    """Yield the list of ``scale``/``unscale_``/``step``/``update`` calls on any GradScaler while active, in order.
+
+    A call from inside another (``step`` unscales by itself) is not listed. The class is patched, so a scaler the
+    learner makes shows too (``own`` False).
+    """
+    calls: list[ScalerCall] = []
+    depth = [0]
+    originals = {name: getattr(torch.amp.GradScaler, name) for name in ("scale", "unscale_", "step", "update")}
+
+    def spy(name: str):
+        def record(self, *args, **kwargs):
+            if depth[0]:
+                return originals[name](self, *args, **kwargs)
+            calls.append(call := ScalerCall(name, self is scaler, measure()))
+            depth[0] += 1
+            try:
+                return originals[name](self, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+                call.after = measure()  # e.g. the gradient norm, which unscale_ divides by S
+        return record
+
+    with mock.patch.multiple(torch.amp.GradScaler, **{name: spy(name) for name in originals}):
+        yield calls

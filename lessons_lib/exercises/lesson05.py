@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from types import SimpleNamespace
-from unittest import mock
 
 import torch
 
 from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, Wrong, number
+from ._tracking import scaler_calls
 
 _MAX_NORM = 0.1
 _INIT_SCALE = 2.0**10
@@ -28,68 +27,48 @@ def _grad_norm(model: torch.nn.Module) -> float:
     return float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
 
 
-@contextlib.contextmanager
-def _watch(model: torch.nn.Module, scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer):
-    """Record, in order, the forward passes and the GradScaler calls made while active (with gradient norms)."""
-    events, active, cls = [], [], torch.amp.GradScaler
-    originals = {name: getattr(cls, name) for name in ("scale", "unscale_", "step", "update")}
-
-    def spy(name: str):
-        def record(self, *args, **kwargs):
-            if active:                                     # a call from inside another: step() unscales by itself
-                return originals[name](self, *args, **kwargs)
-            events.append(event := [name, self is scaler, _grad_norm(model)])
-            active.append(name)
-            try:
-                return originals[name](self, *args, **kwargs)
-            finally:
-                active.pop()
-                event.append(_grad_norm(model))            # the norm after the call: unscale_ divides it by S
-        return record
-
-    with (model.register_forward_hook(lambda _m, _i, out: events.append(("forward", out.dtype))),
-          optimizer.register_step_post_hook(lambda *_: events.append(("optimizer.step",))),
-          mock.patch.multiple(cls, **{name: spy(name) for name in originals})):
-        yield events
-
-
-def _calls(events: list, amp_dtype: torch.dtype) -> SimpleNamespace:
-    """Return one call's events (see `_watch`): the first of each name, its place, the forwards, autocast's dtype."""
-    names = [e[0] for e in events]
-    first = {name: events[names.index(name)] for name in names}
-    return SimpleNamespace(events=events, first=first.get, index=names.index, amp_dtype=amp_dtype,
-                           forwards=[e for e in events if e[0] == "forward"])
+def _watched(report: Report, what: str, amp_step, model, x, y, optimizer, scaler, amp_dtype) -> tuple:
+    """Call amp_step; return its value and what it did: scaler calls (first of a name, place), forward dtypes, steps."""
+    dtypes, optimizer_steps = [], []
+    with (scaler_calls(scaler, lambda: _grad_norm(model)) as calls,
+          model.register_forward_hook(lambda _m, _i, out: dtypes.append(out.dtype)),
+          optimizer.register_step_post_hook(lambda *_: optimizer_steps.append(True))):
+        value = report.call(what, amp_step, model, x, y, optimizer, scaler, amp_dtype, _MAX_NORM)
+    names = [c.name for c in calls]
+    first = {name: calls[names.index(name)] for name in names}
+    return value, SimpleNamespace(calls=calls, first=first.get, index=names.index, amp_dtype=amp_dtype,
+                                  dtypes=dtypes, optimizer_steps=optimizer_steps)
 
 
 _S = f"S = {_INIT_SCALE:g}"
 _CLIP = "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)"
-#: What a call's events can show, in groups: (rows, whether the first found ends the check).
+#: What one call can show (`_watched`), in groups: (rows, whether the first found ends the check).
 _GROUPS = (
-    ((Wrong("no autocast", lambda c: c.forwards and all(e[1] != c.amp_dtype for e in c.forwards), lambda c: (
-        f"đầu ra của mô hình là {c.forwards[0][1]}: đặt forward và loss trong torch.autocast(device_type="
+    ((Wrong("no autocast", lambda c: c.dtypes and all(d != c.amp_dtype for d in c.dtypes), lambda c: (
+        f"đầu ra của mô hình là {c.dtypes[0]}: đặt forward và loss trong torch.autocast(device_type="
         "x.device.type, dtype=amp_dtype).")),), False),
-    ((Wrong("another scaler", lambda c: any(e[0] in ("scale", "unscale_", "step", "update") and not e[1]
-                                            for e in c.events),
+    ((Wrong("another scaler", lambda c: not all(call.own for call in c.calls),
             "hàm dùng một GradScaler khác (cái mới quên hệ số S đã dò): dùng `scaler` được truyền vào."),
       Wrong("loss not scaled", lambda c: c.first("scale") is None,
             "loss chưa qua scaler (với fp16 gradient nhỏ về 0): viết scaler.scale(loss).backward().")), True),
-    ((Wrong("no zero_grad", lambda c: c.first("scale")[2] > 0,
+    ((Wrong("no zero_grad", lambda c: c.first("scale").before > 0,
             "gradient của bước trước còn trong .grad: gọi optimizer.zero_grad() ở đầu mỗi bước."),), False),
-    ((Wrong("optimizer.step directly", lambda c: c.first("step") is None and c.first("optimizer.step") is not None,
+    ((Wrong("optimizer.step directly", lambda c: c.first("step") is None and c.optimizer_steps,
             "gọi optimizer.step() trực tiếp: dùng scaler.step(optimizer), nó bỏ qua bước có gradient inf/NaN."),
       Wrong("no step", lambda c: c.first("step") is None,
             "trọng số chưa được cập nhật: thiếu scaler.step(optimizer).")), True),
     ((Wrong("clip with S", lambda c: c.first("unscale_") is None
-            and math.isclose(c.first("step")[2], _MAX_NORM, rel_tol=_TOL),
+            and math.isclose(c.first("step").before, _MAX_NORM, rel_tol=_TOL),
             f"clip chạy trên gradient còn nhân {_S} nên bước cập nhật nhỏ đi S lần: gọi scaler.unscale_(optimizer) "
             "trước clip_grad_norm_."),
       Wrong("no unscale, no clip", lambda c: c.first("unscale_") is None, lambda c: (
-          f"gradient chưa được clip (chuẩn {c.first('step')[2]:.3g}, vẫn nhân S): gọi scaler.unscale_(optimizer), "
+          f"gradient chưa được clip (chuẩn {c.first('step').before:.3g}, vẫn nhân S): gọi scaler.unscale_(optimizer), "
           f"rồi {_CLIP}.")),
-      Wrong("clip before unscale", lambda c: c.first("unscale_")[2] <= _MAX_NORM * (1 + _TOL), lambda c: (
-          f"clip trước unscale_ làm chuẩn gradient còn {c.first('unscale_')[3]:.2g}: unscale_ trước, rồi mới clip.")),
-      Wrong("no clip", lambda c: c.first("step")[2] > _MAX_NORM * (1 + _TOL), lambda c: (
-          f"chuẩn gradient lúc scaler.step là {c.first('step')[2]:.3g} > max_norm = {_MAX_NORM}: gọi {_CLIP} giữa "
+      Wrong("clip before unscale", lambda c: c.first("unscale_").before <= _MAX_NORM * (1 + _TOL), lambda c: (
+          f"clip trước unscale_ làm chuẩn gradient còn {c.first('unscale_').after:.2g}: unscale_ trước, rồi mới "
+          "clip.")),
+      Wrong("no clip", lambda c: c.first("step").before > _MAX_NORM * (1 + _TOL), lambda c: (
+          f"chuẩn gradient lúc scaler.step là {c.first('step').before:.3g} > max_norm = {_MAX_NORM}: gọi {_CLIP} giữa "
           "unscale_ và scaler.step."))), False),
     ((Wrong("no update", lambda c: c.first("update") is None,
             "thiếu scaler.update() sau scaler.step(optimizer): không có nó, S không bao giờ được chỉnh."),
@@ -109,12 +88,11 @@ def _evaluate(report: Report, amp_step=None) -> None:
     reference = task1.solution_function("amp_step")
     what = f"amp_step(model, x, y, optimizer, scaler, {amp_dtype}, max_norm={_MAX_NORM})"
     for call in range(2):
-        with _watch(model, scaler, optimizer) as events:
-            value = report.call(what, amp_step, model, x, y, optimizer, scaler, amp_dtype, _MAX_NORM)
-        if call == 0 and not any(e[0] in ("forward", "scale", "step", "update", "optimizer.step") for e in events):
+        value, seen = _watched(report, what, amp_step, model, x, y, optimizer, scaler, amp_dtype)
+        if call == 0 and not seen.dtypes and not seen.optimizer_steps and {c.name for c in seen.calls} <= {"unscale_"}:
             report.missing_part("hàm chưa làm gì (chưa có forward, chưa gọi scaler).", stop=True)
         for wrongs, stop in _GROUPS:
-            report.diagnose(wrongs, _calls(events, amp_dtype), stop=stop)
+            report.diagnose(wrongs, seen, stop=stop)
         if report.problems:
             return
         if isinstance(value, torch.Tensor) and value.requires_grad or (loss := number(value)) is None:

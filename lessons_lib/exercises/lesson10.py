@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from ..device import pick_device
 from ..training import make_classification_data, make_mlp
 from ._core import Exercise, Report, Wrong, on_gpu_note, same_weights
-from ._tracking import MoveTracker
+from ._tracking import MoveTracker, scaler_calls
 
 # --------------------------------------------------------------------------- task 1: a training loop and devices
 
@@ -323,19 +323,16 @@ ACCUM_WRONGS = [
 def _evaluate_accum(report: Report, train_accum=None) -> None:
     report.require_function(train_accum, "train_accum(model, optimizer, scaler, micro_batches, accum_steps)")
     model, optimizer, scaler, batches = _setup()
-    marks: dict[str, list[int]] = {"scale": [], "step": [], "update": []}  # micro-batches scaled before each call
-
-    def spy(name: str):
-        real = getattr(scaler, name)
-        return lambda *a, **k: (marks[name].append(len(marks["scale"])), real(*a, **k))[1]
-
     failure = None
-    with mock.patch.multiple(scaler, **{name: spy(name) for name in marks}):
+    with scaler_calls(scaler) as calls:
         try:
             train_accum(model, optimizer, scaler, batches, _ACCUM)
         except Exception as exc:  # noqa: BLE001 - a real GradScaler raises on some wrong orders; the calls say why
             failure = exc
-    n_scale = len(marks["scale"])
+    names = [c.name for c in calls if c.own]
+    # For each step and update: how many micro-batches were scaled before it.
+    marks = {name: [names[:i].count("scale") for i, n in enumerate(names) if n == name] for name in _ONCE_PER_BATCH}
+    n_scale = names.count("scale")
     if n_scale == 0 and failure is None and not marks["step"]:
         report.missing_part("chưa có scaler.scale(loss).backward() nào.", stop=True)
     if n_scale == 0:

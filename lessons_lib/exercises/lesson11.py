@@ -19,6 +19,7 @@ from torch import nn
 from .._validate import check_number
 from ..device import pick_device
 from ._core import Exercise, Report, Wrong, first_true, number, on_gpu_note
+from ._tracking import scaler_calls
 
 _TEST_SIZE, _SPLIT_SEED = 0.25, 0  # how the notebook splits load_digits
 _BATCH_SIZE, _LR, _MAX_EPOCHS, _TARGET_ACCURACY = 64, 1e-2, 10, 0.95
@@ -159,14 +160,11 @@ def _nonzero(grad) -> bool:
 
 
 class _GradientWatch:
-    """Count steps, backwards and scaler calls; see stale gradients (not cleared between a step and a backward)."""
+    """Count steps and backwards; see stale gradients (not cleared between a step and a backward)."""
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scaler):
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer):
         self.steps = self.backwards = self._since_step = 0
         self.stale = self.zero_at_step = False
-        self.scaler_calls = {name: mock.Mock(wraps=getattr(scaler, name)) for name in ("scale", "step", "update")}
-        for name, spy in self.scaler_calls.items():
-            setattr(scaler, name, spy)
         self._param = next(model.parameters())
         self._handles = [self._param.register_hook(self._before_accumulate),
                          optimizer.register_step_pre_hook(self._pre_step),
@@ -257,11 +255,10 @@ EPOCH_WRONGS = [
     [Wrong("stale gradients", lambda e: e.grads.stale,
            "gradient của batch trước còn nguyên khi backward batch sau: gọi optimizer.zero_grad() mỗi batch, nếu "
            "không gradient cộng dồn qua mọi bước.")],
-    [Wrong("no scaler", lambda e: not all(spy.called for spy in e.grads.scaler_calls.values()), lambda e: (
-        "chưa dùng " + ", ".join(f"scaler.{name}(...)" for name, spy in e.grads.scaler_calls.items() if not spy.called)
-        + ": với float16 trên GPU, scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update() giữ "
-        "gradient nhỏ khỏi về 0; với bf16/FP32 scaler tắt và ba lời gọi đó không đổi gì, nên cùng một hàm chạy mọi "
-        "nơi."))],
+    [Wrong("no scaler", lambda e: e.unused, lambda e: (
+        "chưa dùng " + ", ".join(f"scaler.{name}(...)" for name in e.unused) + ": với float16 trên GPU, "
+        "scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update() giữ gradient nhỏ khỏi về 0; với "
+        "bf16/FP32 scaler tắt và ba lời gọi đó không đổi gì, nên cùng một hàm chạy mọi nơi."))],
     [Wrong("no backward", lambda e: not e.learned and e.grads.backwards == 0,
            "không có lần backward nào: gradient không được tính. Mỗi batch gọi scaler.scale(loss).backward()."),
      Wrong("zero_grad before step", lambda e: not e.learned and e.grads.steps and e.grads.zero_at_step,
@@ -296,10 +293,10 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
     model.eval()                                       # as after evaluate(): train_epoch must switch back
     optimizer = torch.optim.Adam(model.parameters(), lr=_LR)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    watch, grads = _Watch(model), _GradientWatch(model, optimizer, scaler)
+    watch, grads = _Watch(model), _GradientWatch(model, optimizer)
     run = SimpleNamespace(first_batches=watch.first_batches, accuracies=[], losses=[])
     try:
-        with _rng_guard(device):
+        with _rng_guard(device), scaler_calls(scaler) as used:
             torch.manual_seed(0)
             for epoch in range(1, _MAX_EPOCHS + 1):
                 before = [p.detach().clone() for p in model.parameters()]
@@ -319,9 +316,11 @@ def _evaluate_task2(report: Report, train_epoch=None) -> None:
                     learned = any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(),
                                                                                  strict=True))
                     rows = [r for *_, r, _ in calls]
+                    on_scaler = {c.name for c in used if c.own}
                     first = SimpleNamespace(calls=calls, n_rows=len(X_train), items=items[0], grads=grads,
                                             amp_dtype=amp_dtype, short=short, learned=learned, seen=sum(rows),
-                                            largest=max(rows))
+                                            largest=max(rows), unused=[name for name in ("scale", "step", "update")
+                                                                       if name not in on_scaler])
                     for group in EPOCH_WRONGS:
                         report.diagnose(group, first, stop=group is EPOCH_WRONGS[-1])
                     if report.problems:
