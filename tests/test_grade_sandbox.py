@@ -138,12 +138,9 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 def _copy_course(repo: Path) -> None:
-    """Copy what the grader needs (tools/grade.py and the runner it uses, lessons_lib, the notebooks) into a
-    repository of its own."""
+    """Copy what the grader needs (tools/, lessons_lib, the notebooks) into a repository of its own."""
     ignore = shutil.ignore_patterns("__pycache__")
-    (repo / "tools").mkdir(parents=True)
-    for name in ("__init__.py", "grade.py", "run.py", "output_checks.py"):
-        shutil.copy2(ROOT / "tools" / name, repo / "tools" / name)
+    shutil.copytree(ROOT / "tools", repo / "tools", ignore=ignore)
     shutil.copytree(ROOT / "lessons_lib", repo / "lessons_lib", ignore=ignore)
     shutil.copytree(ROOT / "notebooks", repo / "notebooks", ignore=ignore)
 
