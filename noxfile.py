@@ -73,6 +73,8 @@ def shows(cell):
 view = [{"source": cell.source, "shows": shows(cell)} for cell in nb.cells[:3]]
 print("LEARNER_VIEW", json.dumps({"facts": json.loads(shows(nb.cells[3])), "view": view}))
 '''
+
+
 @nox.session(python=False)
 def wheel(session: nox.Session) -> None:
     """Build the lessons_lib wheel into dist/; check it holds the package and pyproject's metadata."""
